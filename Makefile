@@ -1,0 +1,36 @@
+# Two commands on a fresh machine with Python 3 and make: `make demo`, `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+## The main job against the embedded simulator (not a GPU: its figures are simulated).
+demo: $(STAMP)
+	cd conftest_examples && ../$(BIN)/python -m pytest -p no:cacheprovider
+
+## ruff (lint + format check), mypy --strict, then the test suite.
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks .dflash
