@@ -1,0 +1,345 @@
+"""Command-line options and ini keys of the plugin: declarations only.
+
+Every option lives in one ``specdecode`` group and is named ``--dflash-*``.
+Values are resolved (with ini, environment and defaults) by
+:mod:`pytest_specdecode.settings`; this module only declares them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+RESTART_MODES = ("auto", "always", "never")
+CONTROL_MODES = ("auto", "local", "systemd", "script", "external")
+DIALECTS = ("sglang", "sglang-legacy", "ddtree", "template")
+API_STYLES = ("chat", "completions")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction like 0.8 or 80%, got {text!r}"
+        ) from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 1-65535, got {text!r}")
+    return value
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the ``--dflash-*`` options and ``dflash_*`` ini keys."""
+    group = parser.getgroup(
+        "specdecode", "speculative-decoding server benchmarks (pytest-specdecode)"
+    )
+    add = group.addoption
+
+    # Where the server is and how it is controlled.
+    add(
+        "--dflash-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="GPU host to control over SSH; repeat for several hosts. Without it the "
+        "server runs locally (by default the bundled simulator). Default: none",
+    )
+    add(
+        "--dflash-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="HTTP port of the SGLang server. Default: 30000 (a free port for the "
+        "bundled simulator)",
+    )
+    add(
+        "--dflash-control",
+        choices=CONTROL_MODES,
+        default=None,
+        help="How to bring the server to a config: local process, systemd unit over "
+        "SSH, your own script over SSH, or external (never restart). Default: 'auto' "
+        "(local without --dflash-host, systemd with --dflash-unit, script with "
+        "--dflash-restart-cmd)",
+    )
+    add(
+        "--dflash-launch",
+        default=None,
+        metavar="COMMAND",
+        help="Base launch command; the config's flags are appended. Default: the "
+        "bundled simulator, 'python -m pytest_specdecode.sim'",
+    )
+    add(
+        "--dflash-unit",
+        default=None,
+        metavar="UNIT",
+        help="systemd unit running SGLang on the host (systemd control). Default: none",
+    )
+    add(
+        "--dflash-restart-cmd",
+        default=None,
+        metavar="TEMPLATE",
+        help="Your reconfigure script, run over SSH with shell-quoted values, e.g. "
+        "'/opt/reconfig_ddtree.sh {budget} {topk} {window}'. Default: none",
+    )
+    add(
+        "--dflash-restart",
+        choices=RESTART_MODES,
+        default=None,
+        help="auto: skip the restart when the live server is verified to run the "
+        "config; always: restart anyway; never: external server, skip tests of other "
+        "configs. Default: 'auto'",
+    )
+    add(
+        "--dflash-restore",
+        action="store_true",
+        default=None,
+        help="At session end remove the systemd drop-in and restart the unit as it was. "
+        "Default: False",
+    )
+    add(
+        "--dflash-ready-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="Give up waiting for the server to become ready after this long. Default: 1800",
+    )
+    add(
+        "--dflash-api-key",
+        default=None,
+        metavar="KEY",
+        help="Bearer token for the server (or env DFLASH_API_KEY). Default: none",
+    )
+
+    # SSH.
+    add(
+        "--dflash-ssh-user",
+        default=None,
+        metavar="USER",
+        help="SSH user (else ~/.ssh/config, else the local user). Default: none",
+    )
+    add(
+        "--dflash-ssh-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="SSH port (else ~/.ssh/config, else 22). Default: none",
+    )
+    add(
+        "--dflash-ssh-key",
+        default=None,
+        metavar="PATH",
+        help="SSH private key file (else ~/.ssh/config and the agent). Default: none",
+    )
+    add(
+        "--dflash-ssh-accept-new-host-key",
+        action="store_true",
+        default=None,
+        help="Trust and remember a host key not yet in known_hosts (first contact only: "
+        "this skips the check that protects against a man-in-the-middle). Default: False",
+    )
+
+    # What config to run.
+    add(
+        "--dflash-dialect",
+        choices=DIALECTS,
+        default=None,
+        help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) "
+        "or template (ini dflash_args / dflash_env). Default: 'sglang'",
+    )
+    add(
+        "--dflash-draft-model",
+        default=None,
+        metavar="PATH",
+        help="Drafter model path (--speculative-draft-model-path). Default: none",
+    )
+    add(
+        "--dflash-config",
+        default=None,
+        metavar="K=V,...",
+        help="Override config keys for every test, e.g. 'budget=8,topk=4,window=2048'. "
+        "Default: none",
+    )
+    add(
+        "--dflash-sweep",
+        default=None,
+        metavar="K=V,V;K=V,...",
+        help="Run every dflash test under each combination, e.g. "
+        "'budget=4,8,16;window=1024,2048'. Default: none",
+    )
+
+    # Coding correctness.
+    add(
+        "--dflash-min-pass-rate",
+        type=_fraction,
+        default=None,
+        metavar="RATE",
+        help="Exit 1 when a config's coding pass rate is below RATE (0.8 or 80%%). "
+        "Default: no gate",
+    )
+    add(
+        "--dflash-problems",
+        action="append",
+        default=[],
+        metavar="TOML",
+        help="Add coding problems from a TOML file; repeatable. Default: none",
+    )
+    add(
+        "--dflash-dataset",
+        choices=("builtin", "humaneval"),
+        default=None,
+        help="Coding problem set. Default: 'builtin'",
+    )
+    add(
+        "--dflash-samples",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Answers per problem (with --dflash-temperature > 0) for pass@k. Default: 1",
+    )
+    add(
+        "--dflash-temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="Sampling temperature of coding answers. Default: 0.0",
+    )
+    add(
+        "--dflash-max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Max tokens of a coding answer. Default: 1024",
+    )
+    add(
+        "--dflash-api",
+        choices=API_STYLES,
+        default=None,
+        help="Ask through chat completions or plain completions (base models). Default: 'chat'",
+    )
+
+    # Throughput.
+    add(
+        "--dflash-contexts",
+        default=None,
+        metavar="N,N,...",
+        help="Prompt lengths in tokens of throughput cases. Default: '60,1024,4096'",
+    )
+    add(
+        "--dflash-concurrency",
+        default=None,
+        metavar="N,N,...",
+        help="Concurrent requests of throughput cases. Default: '1,8,32'",
+    )
+    add(
+        "--dflash-output-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Output tokens per request in throughput cases (ignore_eos). Default: 512",
+    )
+    add(
+        "--dflash-rounds",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Measured rounds per throughput case (plus one warm-up). Default: 3",
+    )
+    add(
+        "--dflash-compare",
+        default=None,
+        metavar="PATH|NNNN",
+        help="Compare throughput with a saved pytest-benchmark run. Default: none",
+    )
+    add(
+        "--dflash-compare-fail",
+        action="append",
+        default=[],
+        metavar="METRIC:DROP",
+        help="Exit 1 when a case regresses against --dflash-compare, e.g. 'tok_s:5%%' "
+        "or 'accept_length:0.2'; repeatable. Default: none",
+    )
+    add(
+        "--dflash-min-accept-length",
+        type=_positive_float,
+        default=None,
+        metavar="X",
+        help="Exit 1 when a config's accept length is below X. Default: no gate",
+    )
+
+    # Reports.
+    add(
+        "--dflash-report",
+        default=None,
+        metavar="PATH",
+        help="Write the JSON run report here, updated after every test. "
+        "Default: '.dflash/report.json'",
+    )
+    add(
+        "--dflash-plot",
+        default=None,
+        metavar="DIR",
+        help="Write PNG plots here (needs the 'plot' extra). Default: none",
+    )
+
+    ini = parser.addini
+    ini(
+        "dflash_hosts", "GPU hosts to control over SSH (one per line).", type="linelist", default=[]
+    )
+    ini("dflash_port", "HTTP port of the server.", default="")
+    ini("dflash_control", "Control mode: " + ", ".join(CONTROL_MODES) + ".", default="")
+    ini("dflash_launch", "Base launch command.", default="")
+    ini("dflash_unit", "systemd unit on the host.", default="")
+    ini("dflash_restart_cmd", "Reconfigure script template.", default="")
+    ini("dflash_restart", "Restart mode: " + ", ".join(RESTART_MODES) + ".", default="")
+    ini("dflash_ready_timeout", "Seconds to wait for readiness.", default="")
+    ini("dflash_ssh_user", "SSH user.", default="")
+    ini("dflash_ssh_port", "SSH port.", default="")
+    ini("dflash_ssh_key", "SSH private key file.", default="")
+    ini("dflash_dialect", "Flag dialect: " + ", ".join(DIALECTS) + ".", default="")
+    ini(
+        "dflash_args",
+        "Flag template of the 'template' dialect, e.g. "
+        "'--my-budget {budget} --my-window {window}'.",
+        default="",
+    )
+    ini(
+        "dflash_env",
+        "Environment template of the 'template' dialect, e.g. 'MY_TOPK={topk}'.",
+        default="",
+    )
+    ini("dflash_draft_model", "Drafter model path.", default="")
+    ini("dflash_config", "Default config, e.g. 'budget=8,window=2048'.", default="")
+    ini("dflash_min_pass_rate", "Coding pass-rate gate.", default="")
+    ini("dflash_contexts", "Throughput prompt lengths.", default="")
+    ini("dflash_concurrency", "Throughput concurrencies.", default="")
+    ini("dflash_output_tokens", "Throughput output tokens.", default="")
+    ini("dflash_rounds", "Throughput rounds.", default="")
+    ini("dflash_report", "JSON report path.", default="")

@@ -1,0 +1,342 @@
+"""Settings: options, environment and ini resolved once into a frozen value.
+
+Precedence (highest first): command line > environment (``DFLASH_*``) >
+ini (``[tool.pytest.ini_options]`` / pytest.ini) > built-in default. Markers
+sit above all of these but only for config keys; see :mod:`pytest_specdecode.config`.
+A bad value raises :class:`SettingsError` naming where it came from, which
+the plugin turns into ``pytest.UsageError`` (exit 4, one line).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from pytest_specdecode.options import API_STYLES, CONTROL_MODES, DIALECTS, RESTART_MODES
+
+T = TypeVar("T")
+
+DEFAULT_PORT = 30000
+SIMULATOR_LAUNCH = f"{sys.executable} -m pytest_specdecode.sim"
+# The simulator needs a drafter path like SGLang does; it never reads it.
+SIMULATOR_DRAFT_MODEL = "sim/dflash-drafter"
+
+# Settings that may come from the environment, and their variable names.
+ENV_NAMES = {
+    "api_key": "DFLASH_API_KEY",
+    "hosts": "DFLASH_HOSTS",
+    "ready_timeout": "DFLASH_READY_TIMEOUT",
+    "min_pass_rate": "DFLASH_MIN_PASS_RATE",
+    "ssh_user": "DFLASH_SSH_USER",
+    "ssh_key": "DFLASH_SSH_KEY",
+}
+
+
+class SettingsError(ValueError):
+    """One-line description of a bad setting and where it came from."""
+
+
+class _ConfigLike(Protocol):
+    def getoption(self, name: str) -> Any: ...
+    def getini(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Host:
+    """An SSH target; ``port`` is the SSH port when given as ``host:port``."""
+
+    name: str
+    port: int | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.port is None else f"{self.name}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the plugin needs from options, env and ini, resolved once."""
+
+    hosts: tuple[Host, ...] = ()
+    port: int = DEFAULT_PORT
+    port_given: bool = False
+    control: str = "local"
+    launch: str = SIMULATOR_LAUNCH
+    uses_simulator: bool = True
+    unit: str | None = None
+    restart_cmd: str | None = None
+    restart: str = "auto"
+    restore: bool = False
+    ready_timeout: float = 1800.0
+    api_key: str | None = None
+    ssh_user: str | None = None
+    ssh_port: int | None = None
+    ssh_key: str | None = None
+    ssh_accept_new_host_key: bool = False
+    dialect: str = "sglang"
+    args_template: str | None = None
+    env_template: str | None = None
+    draft_model: str | None = None
+    base_config: str | None = None
+    config_override: str | None = None
+    sweep: str | None = None
+    min_pass_rate: float | None = None
+    problem_files: tuple[str, ...] = ()
+    dataset: str = "builtin"
+    samples: int = 1
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    api: str = "chat"
+    contexts: tuple[int, ...] = (60, 1024, 4096)
+    concurrency: tuple[int, ...] = (1, 8, 32)
+    output_tokens: int = 512
+    rounds: int = 3
+    compare: str | None = None
+    compare_fail: tuple[str, ...] = ()
+    min_accept_length: float | None = None
+    report: str = ".dflash/report.json"
+    plot: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        return self.control in ("systemd", "script")
+
+
+class _Resolver:
+    """Looks a setting up on the command line, in the environment, then in ini."""
+
+    def __init__(self, config: _ConfigLike, environ: Mapping[str, str]) -> None:
+        self._config = config
+        self._environ = environ
+
+    def raw(self, name: str, *, option: str = "", ini: str = "") -> tuple[Any, str] | None:
+        option = option or name
+        ini = ini or name
+        try:
+            value = self._config.getoption(f"dflash_{option}")
+        except ValueError:  # no such option: an ini-only setting
+            value = None
+        if value not in (None, [], ""):
+            return value, f"--dflash-{option.replace('_', '-')}"
+        env = ENV_NAMES.get(name)
+        if env and self._environ.get(env):
+            return self._environ[env], f"{env} environment variable"
+        try:
+            ini_value = self._config.getini(f"dflash_{ini}")
+        except ValueError:  # no such ini key: a command-line-only setting
+            return None
+        if ini_value not in (None, [], ""):
+            return ini_value, f"dflash_{ini} ini option"
+        return None
+
+    def get(
+        self, name: str, parse: Callable[[Any], T], default: T, *, option: str = "", ini: str = ""
+    ) -> T:
+        found = self.raw(name, option=option, ini=ini)
+        if found is None:
+            return default
+        value, source = found
+        try:
+            return parse(value)
+        except (ValueError, TypeError) as exc:
+            raise SettingsError(f"Invalid value {value!r} from {source}: {exc}") from None
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _number(kind: Callable[[str], T], *, minimum: float | None = None) -> Callable[[Any], T]:
+    def parse(value: Any) -> T:
+        try:
+            number = kind(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected a {getattr(kind, '__name__', 'number')}") from None
+        if minimum is not None and float(number) < minimum:  # type: ignore[arg-type]
+            raise ValueError(f"expected a value >= {minimum:g}")
+        return number
+
+    return parse
+
+
+def _fraction(value: Any) -> float:
+    text = str(value).strip()
+    try:
+        number = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise ValueError("expected a fraction like 0.8 or 80%") from None
+    if not 0 <= number <= 1:
+        raise ValueError("expected a fraction between 0 and 1")
+    return number
+
+
+def _int_list(value: Any) -> tuple[int, ...]:
+    items = value if isinstance(value, list) else str(value).replace(" ", "").split(",")
+    numbers: list[int] = []
+    for item in items:
+        try:
+            number = int(item)
+        except ValueError:
+            raise ValueError(f"expected comma-separated integers, got {item!r}") from None
+        if number < 1:
+            raise ValueError(f"expected integers >= 1, got {number}")
+        numbers.append(number)
+    if not numbers:
+        raise ValueError("expected at least one integer")
+    return tuple(numbers)
+
+
+def parse_host(text: str) -> Host:
+    """``gpu1`` or ``gpu1:2222`` (SSH port) or ``[::1]:2222``."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty host name")
+    if text.startswith("["):
+        name, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        name, port_text = text.split(":")
+    else:
+        name, port_text = text, ""
+    if not port_text:
+        return Host(name)
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"bad port {port_text!r} in host {text!r}; use HOST or HOST:PORT")
+    return Host(name, int(port_text))
+
+
+def _hosts(value: Any) -> tuple[Host, ...]:
+    items = value if isinstance(value, list) else str(value).replace(",", " ").split()
+    return tuple(parse_host(str(item)) for item in items)
+
+
+def _text(value: Any) -> str:
+    return str(value).strip()
+
+
+def _flag(resolver: _Resolver, name: str) -> bool:
+    found = resolver.raw(name)
+    if found is None:
+        return False
+    value = found[0]
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Settings:
+    """Resolve all settings; raises :class:`SettingsError` with a one-line reason."""
+    r = _Resolver(config, os.environ if environ is None else environ)
+    no_hosts: tuple[Host, ...] = ()
+    hosts = r.get("hosts", _hosts, no_hosts, option="host")
+    unit = r.get("unit", _text, "") or None
+    restart_cmd = r.get("restart_cmd", _text, "") or None
+    restart = r.get("restart", _choice(RESTART_MODES), "auto")
+    control = r.get("control", _choice(CONTROL_MODES), "auto")
+    if control == "auto":
+        control = _auto_control(hosts, unit, restart_cmd, restart)
+    _check_control(control, hosts, unit, restart_cmd)
+    launch = r.get("launch", _text, "")
+    uses_simulator = not launch or "pytest_specdecode.sim" in launch
+    port_found = r.raw("port")
+    port = r.get("port", _number(int, minimum=1), DEFAULT_PORT)
+    dialect = r.get("dialect", _choice(DIALECTS), "sglang")
+    args_template = r.get("args", _text, "") or None
+    if dialect == "template" and not args_template:
+        raise SettingsError(
+            "--dflash-dialect template needs the flag template in the dflash_args ini "
+            "option, e.g. 'dflash_args = --my-budget {budget} --my-window {window}'"
+        )
+    draft_model = r.get("draft_model", _text, "") or None
+    if draft_model is None and uses_simulator:
+        draft_model = SIMULATOR_DRAFT_MODEL
+    return Settings(
+        hosts=hosts,
+        port=port,
+        port_given=port_found is not None,
+        control=control,
+        launch=launch or SIMULATOR_LAUNCH,
+        uses_simulator=uses_simulator,
+        unit=unit,
+        restart_cmd=restart_cmd,
+        restart="never" if control == "external" else restart,
+        restore=_flag(r, "restore"),
+        ready_timeout=r.get("ready_timeout", _number(float, minimum=0.001), 1800.0),
+        api_key=r.get("api_key", _text, "") or None,
+        ssh_user=r.get("ssh_user", _text, "") or None,
+        ssh_port=r.get("ssh_port", _number(int, minimum=1), 0) or None,
+        ssh_key=r.get("ssh_key", _text, "") or None,
+        ssh_accept_new_host_key=_flag(r, "ssh_accept_new_host_key"),
+        dialect=dialect,
+        args_template=args_template,
+        env_template=r.get("env", _text, "") or None,
+        draft_model=draft_model,
+        # The ini dflash_config is the default config; --dflash-config overrides markers.
+        base_config=_ini_text(config, "dflash_config"),
+        config_override=_cli_text(config, "dflash_config"),
+        sweep=_cli_text(config, "dflash_sweep"),
+        min_pass_rate=r.get("min_pass_rate", _fraction, None),
+        problem_files=tuple(config.getoption("dflash_problems") or ()),
+        dataset=r.get("dataset", _text, "builtin"),
+        samples=r.get("samples", _number(int, minimum=1), 1),
+        temperature=r.get("temperature", _number(float, minimum=0), 0.0),
+        max_tokens=r.get("max_tokens", _number(int, minimum=1), 1024),
+        api=r.get("api", _choice(API_STYLES), "chat"),
+        contexts=r.get("contexts", _int_list, (60, 1024, 4096)),
+        concurrency=r.get("concurrency", _int_list, (1, 8, 32)),
+        output_tokens=r.get("output_tokens", _number(int, minimum=1), 512),
+        rounds=r.get("rounds", _number(int, minimum=1), 3),
+        compare=r.get("compare", _text, "") or None,
+        compare_fail=tuple(config.getoption("dflash_compare_fail") or ()),
+        min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),
+        report=r.get("report", _text, ".dflash/report.json"),
+        plot=r.get("plot", _text, "") or None,
+    )
+
+
+def _cli_text(config: _ConfigLike, name: str) -> str | None:
+    value = config.getoption(name)
+    return str(value) if value else None
+
+
+def _ini_text(config: _ConfigLike, name: str) -> str | None:
+    value = config.getini(name)
+    return str(value).strip() or None
+
+
+def _auto_control(
+    hosts: tuple[Host, ...], unit: str | None, restart_cmd: str | None, restart: str
+) -> str:
+    if restart == "never":
+        return "external"
+    if not hosts:
+        return "local"
+    if unit:
+        return "systemd"
+    if restart_cmd:
+        return "script"
+    raise SettingsError(
+        f"--dflash-host {hosts[0]} needs a way to restart the server: give --dflash-unit "
+        "(systemd), --dflash-restart-cmd (your script) or --dflash-restart=never (use the "
+        "running server as it is)"
+    )
+
+
+def _check_control(
+    control: str, hosts: tuple[Host, ...], unit: str | None, restart_cmd: str | None
+) -> None:
+    if control in ("systemd", "script") and not hosts:
+        raise SettingsError(f"--dflash-control {control} needs --dflash-host")
+    if control == "systemd" and not unit:
+        raise SettingsError("--dflash-control systemd needs --dflash-unit, e.g. sglang.service")
+    if control == "script" and not restart_cmd:
+        raise SettingsError(
+            "--dflash-control script needs --dflash-restart-cmd, e.g. "
+            "'/opt/reconfig_ddtree.sh {budget} {topk} {window}'"
+        )
