@@ -1,0 +1,615 @@
+"""SGLang HTTP client: native ``/generate`` and the OpenAI endpoints, with timings.
+
+Streaming responses are read straight off the socket (``read1``) and split into
+SSE events by hand: ``iter_lines`` on small reads costs more CPU than the
+simulator spends producing tokens, and a blocking ``read(n)`` would delay the
+arrival timestamps. Token counts always come from the server
+(``meta_info.completion_tokens`` or ``usage``), never from chunk counts, since
+with speculative decoding one chunk carries several tokens (DESIGN.md section 5).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import requests
+
+DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
+"""Connect and read timeouts in seconds; the read timeout applies per socket read."""
+
+_READ_SIZE = 1 << 16
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    """One streamed ``/generate`` event as it arrived."""
+
+    send_time: float
+    arrival: float
+    new_tokens: int
+    completion_tokens: int
+    event: dict[str, Any]
+
+
+class SGLangError(Exception):
+    """Any failure talking to the server; the message is one line for users."""
+
+
+class ServerError(SGLangError):
+    """The server answered with an error status or an error event in a stream."""
+
+    def __init__(self, method: str, path: str, status: int | None, message: str) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.message = message
+        where = f"{method} {path}"
+        if status is None:
+            super().__init__(f"{where} streamed an error: {message}")
+        else:
+            super().__init__(f"{where} returned {status}: {message}")
+
+
+class ConnectError(SGLangError):
+    """The request never got an answer: refused, reset or timed out."""
+
+
+@dataclass
+class GenerateResult:
+    """One finished request with the client's own timings.
+
+    Times are ``time.perf_counter()`` values; durations are in seconds.
+    ``chunk_times[i]`` is when the i-th chunk carrying new tokens arrived and
+    ``chunk_tokens[i]`` how many tokens it carried (from the server's
+    cumulative counts). Without streaming there is one chunk: the response.
+    """
+
+    text: str
+    completion_tokens: int
+    prompt_tokens: int
+    finish_reason: str | None
+    send_time: float
+    end_time: float
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    output_ids: list[int] | None = None
+    spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    server_e2e_latency: float | None = None
+    meta_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def e2e_latency(self) -> float:
+        """Client-measured seconds from sending the request to its last byte."""
+        return self.end_time - self.send_time
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from sending to the first chunk that carried tokens."""
+        return self.chunk_times[0] - self.send_time if self.chunk_times else None
+
+
+@dataclass
+class ChatResult(GenerateResult):
+    """A ``/v1/chat/completions`` or ``/v1/completions`` result; ``usage`` as sent."""
+
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+def _error_text(body: str) -> str:
+    """The server's own message out of SGLang/OpenAI/FastAPI error bodies."""
+    text = body.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:500] or "(empty body)"
+    if isinstance(data, dict):
+        for candidate in (data.get("error"), data):
+            if isinstance(candidate, dict):
+                for key in ("message", "detail", "msg"):
+                    if isinstance(candidate.get(key), str):
+                        return str(candidate[key])
+            elif isinstance(candidate, str):
+                return candidate
+    return " ".join(text.split())[:500]
+
+
+def _sse_events(raw: Any) -> Iterator[tuple[float, bytes]]:
+    """Yield ``(arrival time, payload)`` for each SSE ``data:`` line of a response.
+
+    Every event in one socket read gets that read's arrival time: they did
+    arrive together.
+    """
+    buffer = b""
+    while True:
+        data = raw.read1(_READ_SIZE)
+        if not data:
+            break
+        now = time.perf_counter()
+        buffer += data
+        if b"\n" not in data:
+            continue
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield now, line[5:].strip()
+    if buffer.startswith(b"data:"):
+        yield time.perf_counter(), buffer[5:].strip()
+
+
+class SGLangClient:
+    """A client for one SGLang server (or the simulator) at ``base_url``.
+
+    Opens its ``requests.Session`` lazily; ``close()`` is idempotent and only
+    closes a session the client created itself.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
+        session: requests.Session | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self._clock = clock
+        self._session = session
+        self._owns_session = session is None
+        self._tokenize_supported: bool | None = None
+
+    # -- plumbing -------------------------------------------------------------
+
+    @property
+    def session(self) -> requests.Session:
+        """The HTTP session, created on first use."""
+        if self._session is None:
+            self._session = requests.Session()
+            self._owns_session = True
+        return self._session
+
+    def clone(self) -> SGLangClient:
+        """A new client for the same server with its own session (one per thread)."""
+        return SGLangClient(
+            self.base_url, api_key=self.api_key, timeout=self.timeout, clock=self._clock
+        )
+
+    def close(self) -> None:
+        """Close the session if this client created it. Safe to call twice."""
+        if self._session is not None and self._owns_session:
+            self._session.close()
+        self._session = None
+
+    def __enter__(self) -> SGLangClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SGLangClient({self.base_url!r})"
+
+    def _headers(self) -> dict[str, str]:
+        if self.api_key:
+            return {"Authorization": f"Bearer {self.api_key}"}
+        return {}
+
+    def _request(
+        self, method: str, path: str, *, json_body: Any = None, stream: bool = False
+    ) -> requests.Response:
+        url = self.base_url + path
+        try:
+            resp = self.session.request(
+                method,
+                url,
+                json=json_body,
+                headers=self._headers(),
+                timeout=self.timeout,
+                stream=stream,
+            )
+        except requests.Timeout as exc:
+            raise ConnectError(
+                f"{method} {url} timed out after {self.timeout!r} s; "
+                "is the server overloaded or hung?"
+            ) from exc
+        except requests.RequestException as exc:
+            reason = type(exc).__name__
+            raise ConnectError(
+                f"{method} {url} failed ({reason}); is the server running at {self.base_url!r}?"
+            ) from exc
+        if resp.status_code >= 400:
+            try:
+                body = resp.text
+            finally:
+                resp.close()
+            raise ServerError(method, path, resp.status_code, _error_text(body))
+        return resp
+
+    def _json(self, method: str, path: str, body: Any = None) -> Any:
+        resp = self._request(method, path, json_body=body)
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise ServerError(
+                method, path, resp.status_code, f"not JSON: {resp.text[:200]!r}"
+            ) from exc
+        finally:
+            resp.close()
+
+    # -- info endpoints -------------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        """Resolved server args and state (``/server_info``, else ``/get_server_info``)."""
+        try:
+            data = self._json("GET", "/server_info")
+        except ServerError as exc:
+            if exc.status != 404:
+                raise
+            data = self._json("GET", "/get_server_info")
+        if not isinstance(data, dict):
+            raise ServerError("GET", "/server_info", 200, f"expected an object, got {data!r:.200}")
+        return data
+
+    def model_info(self) -> dict[str, Any]:
+        """``/model_info`` (old name ``/get_model_info``)."""
+        try:
+            data = self._json("GET", "/model_info")
+        except ServerError as exc:
+            if exc.status != 404:
+                raise
+            data = self._json("GET", "/get_model_info")
+        return dict(data) if isinstance(data, dict) else {"value": data}
+
+    def flush_cache(self) -> None:
+        """Clear the server's prefix cache so earlier requests cannot flatter a run."""
+        try:
+            self._request("POST", "/flush_cache").close()
+        except ServerError as exc:
+            if exc.status != 405:
+                raise
+            self._request("GET", "/flush_cache").close()
+
+    def metrics_text(self) -> str:
+        """The Prometheus text of ``/metrics`` (needs ``--enable-metrics``)."""
+        resp = self._request("GET", "/metrics")
+        try:
+            return resp.text
+        finally:
+            resp.close()
+
+    def count_tokens(self, text: str) -> int:
+        """The server's token count for ``text`` as a ``/generate`` prompt.
+
+        Uses a zero-token ``/generate`` (``meta_info.prompt_tokens``), falling
+        back to one generated token where the server refuses zero.
+        """
+        try:
+            return self.generate(text, max_new_tokens=0).prompt_tokens
+        except ServerError as exc:
+            if exc.status != 400:
+                raise
+        return self.generate(text, max_new_tokens=1).prompt_tokens
+
+    # -- generation -----------------------------------------------------------
+
+    def _generate_body(
+        self,
+        text: str | None,
+        input_ids: Sequence[int] | None,
+        max_new_tokens: int,
+        temperature: float,
+        ignore_eos: bool,
+        stream: bool,
+        sampling_params: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        if (text is None) == (input_ids is None):
+            raise ValueError("generate() needs exactly one of text= or input_ids=")
+        params: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+        }
+        params.update(sampling_params or {})
+        body: dict[str, Any] = {"sampling_params": params, "stream": stream}
+        if text is not None:
+            body["text"] = text
+        else:
+            body["input_ids"] = list(input_ids or ())
+        return body
+
+    def generate(
+        self,
+        text: str | None = None,
+        *,
+        input_ids: Sequence[int] | None = None,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        ignore_eos: bool = False,
+        stream: bool = False,
+        sampling_params: Mapping[str, Any] | None = None,
+    ) -> GenerateResult:
+        """Native ``/generate``; with ``stream=True`` the result has per-chunk timings."""
+        body = self._generate_body(
+            text, input_ids, max_new_tokens, temperature, ignore_eos, stream, sampling_params
+        )
+        if stream:
+            return _collect_generate_stream(self._stream("/generate", body))
+        send = self._clock()
+        data = self._json("POST", "/generate", body)
+        end = self._clock()
+        if isinstance(data, list):  # a batch answer to a single prompt: take the first
+            data = data[0]
+        result = _generate_result(data, send)
+        result.end_time = end
+        if result.completion_tokens > 0:
+            result.chunk_times = [end]
+            result.chunk_tokens = [result.completion_tokens]
+        return result
+
+    def stream_generate(
+        self,
+        text: str | None = None,
+        *,
+        input_ids: Sequence[int] | None = None,
+        max_new_tokens: int = 128,
+        temperature: float = 0.0,
+        ignore_eos: bool = False,
+        sampling_params: Mapping[str, Any] | None = None,
+    ) -> Iterator[StreamChunk]:
+        """Stream ``/generate`` event by event, each with its arrival time.
+
+        Closing the iterator early closes the connection.
+        """
+        body = self._generate_body(
+            text, input_ids, max_new_tokens, temperature, ignore_eos, True, sampling_params
+        )
+        events = self._stream("/generate", body)
+        try:
+            send, _ = next(events)
+            seen = 0
+            for arrival, event in events:
+                meta = event.get("meta_info") or {}
+                count = int(meta.get("completion_tokens", seen))
+                yield StreamChunk(send, arrival, count - seen, count, event)
+                seen = max(seen, count)
+        finally:
+            events.close()
+
+    def _stream(
+        self, path: str, body: Mapping[str, Any]
+    ) -> Generator[tuple[float, dict[str, Any]], None, None]:
+        """Yield ``(arrival time, event)``; the first item is ``(send time, {})``."""
+        send = self._clock()
+        resp = self._request("POST", path, json_body=body, stream=True)
+        try:
+            yield send, {}
+            for arrival, payload in _sse_events(resp.raw):
+                if payload == b"[DONE]":
+                    break
+                try:
+                    event = json.loads(payload)
+                except ValueError as exc:
+                    raise ServerError(
+                        "POST", path, None, f"undecodable event {payload[:200]!r}"
+                    ) from exc
+                if isinstance(event, dict) and "error" in event:
+                    raise ServerError("POST", path, None, _error_text(json.dumps(event)))
+                yield arrival, event
+        finally:
+            resp.close()
+
+    # -- OpenAI endpoints -----------------------------------------------------
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int = 128,
+        temperature: float = 0.0,
+        stream: bool = False,
+        model: str = "default",
+        extra: Mapping[str, Any] | None = None,
+    ) -> ChatResult:
+        """``/v1/chat/completions``; token counts from ``usage``."""
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": list(messages),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        body.update(extra or {})
+        return self._openai("/v1/chat/completions", body, stream, chat=True)
+
+    def completions(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int = 128,
+        temperature: float = 0.0,
+        stream: bool = False,
+        model: str = "default",
+        extra: Mapping[str, Any] | None = None,
+    ) -> ChatResult:
+        """``/v1/completions``; token counts from ``usage``."""
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        body.update(extra or {})
+        return self._openai("/v1/completions", body, stream, chat=False)
+
+    def _openai(self, path: str, body: dict[str, Any], stream: bool, *, chat: bool) -> ChatResult:
+        if not stream:
+            send = self._clock()
+            data = self._json("POST", path, body)
+            end = self._clock()
+            result = _openai_result(data, send, end, chat=chat, path=path)
+            if result.completion_tokens > 0:
+                result.chunk_times = [end]
+                result.chunk_tokens = [result.completion_tokens]
+            return result
+        body["stream"] = True
+        body.setdefault("stream_options", {"include_usage": True})
+        return _collect_openai_stream(self._stream(path, body), chat=chat, path=path)
+
+
+# -- result assembly ----------------------------------------------------------
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def _finish_reason(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return str(value.get("type")) if value.get("type") is not None else None
+    return None if value is None else str(value)
+
+
+def _generate_result(data: Any, send: float) -> GenerateResult:
+    if not isinstance(data, dict):
+        raise ServerError("POST", "/generate", 200, f"expected an object, got {data!r:.200}")
+    meta = data.get("meta_info") or {}
+    ids = data.get("output_ids")
+    accept = meta.get("spec_accept_length")
+    latency = meta.get("e2e_latency")
+    return GenerateResult(
+        text=str(data.get("text", "")),
+        completion_tokens=int(meta.get("completion_tokens", 0)),
+        prompt_tokens=int(meta.get("prompt_tokens", 0)),
+        finish_reason=_finish_reason(meta.get("finish_reason")),
+        send_time=send,
+        end_time=send,
+        output_ids=[int(i) for i in ids] if isinstance(ids, list) else None,
+        spec_verify_ct=_int_or_none(meta.get("spec_verify_ct")),
+        spec_accept_length=float(accept) if isinstance(accept, (int, float)) else None,
+        server_e2e_latency=float(latency) if isinstance(latency, (int, float)) else None,
+        meta_info=dict(meta),
+    )
+
+
+def _collect_generate_stream(
+    events: Generator[tuple[float, dict[str, Any]], None, None],
+) -> GenerateResult:
+    with closing(events):
+        return _assemble_generate_stream(events)
+
+
+def _assemble_generate_stream(events: Iterator[tuple[float, dict[str, Any]]]) -> GenerateResult:
+    send, _ = next(events)
+    text = ""
+    ids: list[int] | None = None
+    last: dict[str, Any] = {}
+    times: list[float] = []
+    tokens: list[int] = []
+    seen = 0
+    end = send
+    for arrival, event in events:
+        end = arrival
+        last = event
+        meta = event.get("meta_info") or {}
+        count = int(meta.get("completion_tokens", seen))
+        # SGLang streams cumulative text by default and deltas with
+        # --incremental-streaming-output; the cumulative form repeats what we have.
+        chunk_text = str(event.get("text", ""))
+        text = chunk_text if chunk_text.startswith(text) else text + chunk_text
+        chunk_ids = event.get("output_ids")
+        if isinstance(chunk_ids, list):
+            new_ids = [int(i) for i in chunk_ids]
+            ids = new_ids if len(new_ids) == count or ids is None else ids + new_ids
+        if count > seen:
+            times.append(arrival)
+            tokens.append(count - seen)
+            seen = count
+    if not last:
+        raise ServerError("POST", "/generate", 200, "stream ended without any event")
+    result = _generate_result(last, send)
+    result.text = text
+    result.output_ids = ids
+    result.end_time = end
+    result.chunk_times = times
+    result.chunk_tokens = tokens
+    return result
+
+
+def _openai_result(data: Any, send: float, end: float, *, chat: bool, path: str) -> ChatResult:
+    if not isinstance(data, dict) or not data.get("choices"):
+        raise ServerError("POST", path, 200, f"no choices in {data!r:.200}")
+    choice = data["choices"][0]
+    text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
+    usage = data.get("usage") or {}
+    return ChatResult(
+        text=str(text or ""),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        finish_reason=_finish_reason(choice.get("finish_reason")),
+        send_time=send,
+        end_time=end,
+        usage=dict(usage),
+    )
+
+
+def _collect_openai_stream(
+    events: Generator[tuple[float, dict[str, Any]], None, None], *, chat: bool, path: str
+) -> ChatResult:
+    with closing(events):
+        return _assemble_openai_stream(events, chat=chat, path=path)
+
+
+def _assemble_openai_stream(
+    events: Iterator[tuple[float, dict[str, Any]]], *, chat: bool, path: str
+) -> ChatResult:
+    send, _ = next(events)
+    parts: list[str] = []
+    arrivals: list[float] = []
+    usage: dict[str, Any] = {}
+    finish: str | None = None
+    end = send
+    for arrival, event in events:
+        end = arrival
+        if isinstance(event.get("usage"), dict):
+            usage = event["usage"]
+        for choice in event.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+            if piece:
+                parts.append(str(piece))
+                arrivals.append(arrival)
+            if choice.get("finish_reason") is not None:
+                finish = _finish_reason(choice["finish_reason"])
+    if "completion_tokens" not in usage:
+        raise ServerError(
+            "POST", path, 200, "stream carried no usage; cannot count tokens without it"
+        )
+    completion = int(usage["completion_tokens"])
+    # OpenAI chunks carry no per-chunk counts; spread the server's total over
+    # the chunks so sums stay exact (the per-chunk split is an estimate).
+    counts = [completion // len(arrivals)] * len(arrivals) if arrivals else []
+    for i in range(completion - sum(counts)):
+        counts[i % len(counts)] += 1
+    return ChatResult(
+        text="".join(parts),
+        completion_tokens=completion,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        finish_reason=finish,
+        send_time=send,
+        end_time=end,
+        chunk_times=arrivals,
+        chunk_tokens=counts,
+        usage=dict(usage),
+    )
