@@ -1,0 +1,155 @@
+"""What every service controller shares: the launch it is given, the process
+identity it proves, the errors it raises and the protocol it implements.
+
+A controller brings one server to one config. It does not render configs:
+the caller hands it a :class:`LaunchSpec` that a dialect already rendered, so
+the same controller serves every dialect and user template.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+class ServiceError(RuntimeError):
+    """A service could not be brought to a config.
+
+    The first line of the message is the one-line summary meant for users;
+    further lines, if any, hold a log tail.
+    """
+
+    @property
+    def summary(self) -> str:
+        """The message's first line."""
+        return str(self).split("\n", 1)[0]
+
+
+class ServiceStartError(ServiceError):
+    """``apply()`` failed: the command could not be started or restarted."""
+
+
+class ScriptFailed(ServiceStartError):
+    """The user's reconfigure script exited with a non-zero status."""
+
+    def __init__(self, message: str, *, exit_status: int, output: str) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+        self.output = output
+
+
+class SSHError(ServiceError):
+    """Connecting to or running a command on the remote host failed."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What to run for one config, rendered by the caller.
+
+    ``argv`` is the full command line (base launch command plus the dialect's
+    flags), used by the local and systemd controllers; ``env`` holds the
+    variables the dialect adds on top of the inherited environment.
+    ``script`` is the user's reconfigure command for script mode, with the
+    config's values already shell-quoted by the caller. ``label`` names the
+    config in error messages.
+    """
+
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    script: str | None = None
+    label: str = ""
+
+    @property
+    def shell(self) -> str:
+        """``argv`` as one shell-quoted line (what ``launch_command`` shows)."""
+        return shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """Which process serves: proof that a restart produced a new one.
+
+    ``pid`` and ``started`` come from the service manager (the local
+    ``Popen``, systemd's ``MainPID`` / ``ExecMainStartTimestamp``); either may
+    be ``None`` where the mode cannot know it (script, external).
+    """
+
+    kind: str
+    pid: int | None = None
+    started: str | None = None
+    command: str | None = None
+
+    def describe(self) -> str:
+        """Short human form, e.g. ``local pid 4242 started 2026-11-29 23:05:17``."""
+        parts = [self.kind]
+        if self.pid is not None:
+            parts.append(f"pid {self.pid}")
+        if self.started:
+            parts.append(f"started {self.started}")
+        return " ".join(parts)
+
+
+@runtime_checkable
+class ServiceController(Protocol):
+    """Brings a server to a config and reports on the process it started.
+
+    ``may_answer_stale`` is True where an old process may still answer HTTP
+    for a moment after ``apply()`` returned (script mode: the script may
+    restart the server in the background). The readiness gate then treats a
+    config mismatch as "old process still answering" for a grace period
+    instead of failing at once. Local and systemd controllers stop the old
+    process before ``apply()`` returns, so a mismatch there is final.
+
+    Cleanup (``stop``, ``restore``) is safe to call twice and after a
+    half-finished setup.
+    """
+
+    kind: str
+    may_answer_stale: bool
+
+    def apply(self, launch: LaunchSpec) -> ProcessIdentity:
+        """(Re)start the server with ``launch``; return the new process's identity."""
+        ...
+
+    def alive(self) -> bool:
+        """Whether the started process is still running (True where unknowable)."""
+        ...
+
+    def failure(self) -> str | None:
+        """Why the started process is gone (exit status, failed unit), or None."""
+        ...
+
+    def logs(self, tail: int = 30) -> str:
+        """The last ``tail`` log lines written since the last ``apply()``."""
+        ...
+
+    def log_location(self) -> str | None:
+        """Where the full log is, for error messages (a path, a journalctl command)."""
+        ...
+
+    def identity(self) -> ProcessIdentity | None:
+        """The identity returned by the last successful ``apply()``."""
+        ...
+
+    def stop(self) -> None:
+        """End what this controller started and release its resources.
+
+        Local: stops the process group. Remote modes leave the remote service
+        running (stopping a production unit at session end would be wrong) and
+        close the SSH connection; :meth:`restore` is the explicit undo.
+        """
+        ...
+
+    def restore(self) -> None:
+        """Undo the config changes (systemd: remove the drop-in and restart)."""
+        ...
+
+
+def last_lines(text: str, tail: int) -> str:
+    """The last ``tail`` non-empty-trailing lines of ``text``."""
+    if tail <= 0:
+        return ""
+    lines = text.rstrip("\n").splitlines()
+    return "\n".join(lines[-tail:])

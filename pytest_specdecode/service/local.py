@@ -1,0 +1,200 @@
+"""Local service control: run the launch command as a child process group.
+
+The server runs in its own session (so its whole process tree can be
+signalled at once, and Ctrl-C in the terminal does not reach it before we
+decide), with stdout and stderr going to one log file per ``apply()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from pytest_specdecode.service.base import (
+    LaunchSpec,
+    ProcessIdentity,
+    ServiceStartError,
+    last_lines,
+)
+
+# Enough for 30 long log lines without reading a multi-GB log.
+_TAIL_BYTES = 256 * 1024
+
+
+class LocalController:
+    """Runs each config's command line locally, one process group at a time.
+
+    ``log_dir`` receives ``<name>-<n>.log`` per ``apply()`` (the plugin passes
+    pytest's basetemp). ``stop_grace`` is how long SIGTERM gets before SIGKILL.
+    """
+
+    kind = "local"
+    may_answer_stale = False
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str],
+        *,
+        name: str = "server",
+        stop_grace: float = 10.0,
+        cwd: str | os.PathLike[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._log_dir = Path(log_dir)
+        self._name = name
+        self._stop_grace = stop_grace
+        self._cwd = cwd
+        self._clock = clock
+        self._sleep = sleep
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._log_path: Path | None = None
+        self._identity: ProcessIdentity | None = None
+        self._count = 0
+
+    @property
+    def log_path(self) -> Path | None:
+        """The log file of the last ``apply()``."""
+        return self._log_path
+
+    def apply(self, launch: LaunchSpec) -> ProcessIdentity:
+        """Stop the running group, then start ``launch.argv`` with ``launch.env`` added."""
+        if not launch.argv:
+            raise ServiceStartError(
+                f"no command to launch for config {launch.label!r}: give a launch command"
+            )
+        self.stop()
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        self._count += 1
+        self._log_path = self._log_dir / f"{self._name}-{self._count}.log"
+        log = open(self._log_path, "wb")  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ)
+        env.update(launch.env)
+        try:
+            self._proc = subprocess.Popen(
+                list(launch.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self._cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log.close()
+            raise ServiceStartError(
+                f"cannot start {launch.argv[0]!r} for config {launch.label!r}: "
+                f"{exc.strerror or exc}; check the launch command {launch.shell!r}"
+            ) from exc
+        self._log_file = log
+        started = datetime.now().isoformat(sep=" ", timespec="seconds")
+        self._identity = ProcessIdentity(
+            kind=self.kind, pid=self._proc.pid, started=started, command=launch.shell
+        )
+        return self._identity
+
+    def alive(self) -> bool:
+        """Whether the started process (the group leader) still runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def failure(self) -> str | None:
+        """``exited with status N`` / ``killed by signal SIGX``, or None while running."""
+        if self._proc is None:
+            return None
+        code = self._proc.poll()
+        if code is None:
+            return None
+        return describe_exit(code)
+
+    def logs(self, tail: int = 30) -> str:
+        """The last ``tail`` lines of the current log file."""
+        if self._log_path is None:
+            return ""
+        try:
+            with open(self._log_path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - _TAIL_BYTES))
+                data = fh.read()
+        except OSError:
+            return ""
+        return last_lines(data.decode("utf-8", "replace"), tail)
+
+    def log_location(self) -> str | None:
+        """Path of the current log file."""
+        return None if self._log_path is None else str(self._log_path)
+
+    def identity(self) -> ProcessIdentity | None:
+        """Identity from the last ``apply()`` (None before, or after ``stop()``)."""
+        return self._identity
+
+    def stop(self) -> None:
+        """SIGTERM the whole process group, SIGKILL after the grace, reap, close the log."""
+        proc, self._proc = self._proc, None
+        self._identity = None
+        try:
+            if proc is not None:
+                _stop_group(proc, self._stop_grace, self._clock, self._sleep)
+        finally:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+    def restore(self) -> None:
+        """Nothing to undo locally beyond stopping the process."""
+        self.stop()
+
+
+def describe_exit(code: int) -> str:
+    """A ``Popen.returncode`` in words."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return f"killed by signal {name}"
+    return f"exited with status {code}"
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _stop_group(
+    proc: subprocess.Popen[bytes],
+    grace: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> None:
+    # start_new_session made the child a group leader: its pid is the pgid.
+    # Children may outlive the leader (SGLang's scheduler processes), so wait
+    # for the group to vanish, not only for the leader.
+    pgid = proc.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = clock() + grace
+    while clock() < deadline:
+        proc.poll()
+        if proc.returncode is not None and not _group_exists(pgid):
+            break
+        sleep(0.02)
+    else:
+        _signal_group(pgid, signal.SIGKILL)
+    proc.wait()

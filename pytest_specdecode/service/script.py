@@ -1,0 +1,138 @@
+"""ssh + script: run the user's own reconfigure script over SSH.
+
+The script may restart the server synchronously (``systemctl restart``) or in
+the background (kill, then ``nohup ... &``); either way nothing here can see
+the server process, so ``alive()`` is always True and ``failure()`` only
+reports what ``logs_command`` cannot: the readiness gate decides. Because a
+backgrounded restart can leave the old process answering for a moment,
+``may_answer_stale`` is True: the gate gives a config mismatch a grace period
+before it counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pytest_specdecode.service import ssh
+from pytest_specdecode.service.base import (
+    LaunchSpec,
+    ProcessIdentity,
+    ScriptFailed,
+    ServiceError,
+    ServiceStartError,
+    SSHError,
+    last_lines,
+)
+
+
+class ScriptController:
+    """Runs ``launch.script`` (values already shell-quoted) on the remote host.
+
+    A non-zero exit raises :class:`ScriptFailed` whose first line holds the
+    exit status and the last output lines. ``logs_command`` (optional, with a
+    ``{tail}`` placeholder, e.g. ``tail -n {tail} /var/log/sglang.log``) is
+    run remotely by :meth:`logs`; without it the logs are the script's output.
+    """
+
+    kind = "script"
+    may_answer_stale = True
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        where: str = "remote host",
+        logs_command: str | None = None,
+        command_prefix: str = "",
+        timeout: float = 1800.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._connect = connect
+        self._where = where
+        self._logs_command = logs_command
+        self._prefix = command_prefix
+        self._timeout = timeout
+        self._clock = clock
+        self._conn: Any = None
+        self._output = ""
+        self._identity: ProcessIdentity | None = None
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr of the last script run."""
+        return self._output
+
+    def _run(self, command: str, timeout: float) -> Any:
+        if self._conn is None:
+            self._conn = self._connect()
+        return ssh.run(self._conn, self._prefix + command, timeout=timeout, where=self._where)
+
+    def apply(self, launch: LaunchSpec) -> ProcessIdentity:
+        """Run the script; raise :class:`ScriptFailed` on a non-zero exit status."""
+        if not launch.script:
+            raise ServiceStartError(
+                f"no reconfigure command for config {launch.label!r}: give --dflash-restart-cmd"
+            )
+        self._identity = None
+        started = self._clock()
+        result = self._run(launch.script, self._timeout)
+        self._output = (result.stdout or "") + (result.stderr or "")
+        if result.exited != 0:
+            tail = last_lines(self._output, 30)
+            brief = " | ".join(line.strip() for line in last_lines(self._output, 3).splitlines())
+            raise ScriptFailed(
+                f"reconfigure script {launch.script!r} on {self._where} exited with status "
+                f"{result.exited} after {self._clock() - started:.1f} s for config "
+                f"{launch.label!r}: {brief[-300:] or 'no output'}; run it there by hand to see why"
+                + (f"\n--- script output (last lines) ---\n{tail}" if tail else ""),
+                exit_status=result.exited,
+                output=self._output,
+            )
+        self._identity = ProcessIdentity(
+            kind=self.kind,
+            started=datetime.now().isoformat(sep=" ", timespec="seconds"),
+            command=launch.script,
+        )
+        return self._identity
+
+    def alive(self) -> bool:
+        """Unknown in script mode: always True (the gate's timeout catches a dead server)."""
+        return True
+
+    def failure(self) -> str | None:
+        """Always None: a failing script raises from :meth:`apply` instead."""
+        return None
+
+    def logs(self, tail: int = 30) -> str:
+        """``logs_command``'s output if configured, else the script's output."""
+        if self._logs_command and tail > 0:
+            try:
+                result = self._run(self._logs_command.format(tail=int(tail)), 30.0)
+            except ServiceError as exc:
+                return f"(cannot read the logs: {exc})"
+            return last_lines((result.stdout or "") + (result.stderr or ""), tail)
+        return last_lines(self._output, tail)
+
+    def log_location(self) -> str | None:
+        """Where to look: the logs command, or the script's output."""
+        if self._logs_command:
+            return f"`{self._logs_command.format(tail=200)}` on {self._where}"
+        return f"the reconfigure script's output on {self._where}"
+
+    def identity(self) -> ProcessIdentity | None:
+        """The script run's identity (no pid: the script does not report one)."""
+        return self._identity
+
+    def stop(self) -> None:
+        """Close the SSH connection; the remote server keeps running."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(OSError, SSHError):
+                conn.close()
+
+    def restore(self) -> None:
+        """Nothing to undo: the script owns the remote configuration."""

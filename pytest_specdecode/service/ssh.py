@@ -1,0 +1,184 @@
+"""SSH connections with fabric: a factory that honours ``~/.ssh/config``,
+refuses unknown host keys unless told otherwise, and turns SSH failures into
+one-line errors naming the host and what to do.
+
+fabric's own default is to accept any unknown host key silently
+(``AutoAddPolicy``) and it does not read ``known_hosts`` at all; this module
+loads the known_hosts files and installs a refusing policy instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import paramiko
+from fabric import Config, Connection
+from invoke.exceptions import CommandTimedOut
+
+from pytest_specdecode.service.base import SSHError
+
+_ACCEPT_VALUES = ("no", "off", "accept-new")
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Where and how to connect. ``None`` fields fall back to ``~/.ssh/config``.
+
+    ``accept_unknown_host_keys`` accepts a host key that is in no known_hosts
+    file, for this session only (nothing is written to known_hosts); a key
+    that *differs* from a known one is always refused. ``ssh_config_path``
+    replaces the system and user ssh config files (as ``ssh -F`` does), and
+    ``known_hosts_files`` replaces the known_hosts files read.
+    """
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+    key_filename: str | None = None
+    connect_timeout: float = 10.0
+    accept_unknown_host_keys: bool = False
+    ssh_config_path: str | None = None
+    known_hosts_files: Sequence[str] | None = None
+
+
+class UnknownHostKey(paramiko.SSHException):  # type: ignore[misc]
+    """The server's host key is in no known_hosts file and accepting is off."""
+
+    def __init__(self, hostname: str, key: paramiko.PKey) -> None:
+        super().__init__(f"unknown host key for {hostname}")
+        self.hostname = hostname
+        self.key_type = key.get_name()
+        self.fingerprint = key.fingerprint
+
+
+class _RefuseUnknown(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        raise UnknownHostKey(hostname, key)
+
+
+class _AcceptForSession(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]
+    # In memory only: writing the user's known_hosts is their call, not ours.
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+def describe(target: SSHTarget, conn: Any = None) -> str:
+    """``user@host:port`` as far as known, for messages."""
+    host = getattr(conn, "host", None) or target.host
+    user = getattr(conn, "user", None) or target.user
+    port = getattr(conn, "port", None) or target.port or 22
+    return f"{user}@{host}:{port}" if user else f"{host}:{port}"
+
+
+def open_connection(target: SSHTarget) -> Any:
+    """Open a fabric ``Connection`` to ``target``; raise :class:`SSHError` on failure."""
+    config = Config(runtime_ssh_path=target.ssh_config_path)
+    connect_kwargs: dict[str, Any] = {}
+    if target.key_filename:
+        connect_kwargs["key_filename"] = [os.path.expanduser(target.key_filename)]
+    conn = Connection(
+        target.host,
+        user=target.user,
+        port=target.port,
+        config=config,
+        connect_timeout=target.connect_timeout,
+        connect_kwargs=connect_kwargs,
+    )
+    ssh_config: dict[str, Any] = dict(conn.ssh_config)
+    for path in _known_hosts_files(target, ssh_config):
+        if os.path.isfile(path):
+            try:
+                conn.client.load_system_host_keys(path)
+            except (OSError, paramiko.SSHException) as exc:
+                raise SSHError(f"cannot read known_hosts file {path!r}: {exc}") from exc
+    strict = str(ssh_config.get("stricthostkeychecking", "")).lower()
+    accept = target.accept_unknown_host_keys or strict in _ACCEPT_VALUES
+    conn.client.set_missing_host_key_policy(_AcceptForSession() if accept else _RefuseUnknown())
+    try:
+        conn.open()
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, (paramiko.SSHException, OSError, EOFError)):
+            raise SSHError(_connect_error(target, conn, exc)) from exc
+        raise
+    return conn
+
+
+def connection_factory(target: SSHTarget) -> Callable[[], Any]:
+    """A zero-argument callable opening a new connection to ``target``."""
+
+    def connect() -> Any:
+        return open_connection(target)
+
+    return connect
+
+
+def run(conn: Any, command: str, *, timeout: float | None, where: str) -> Any:
+    """Run ``command`` remotely without raising on non-zero exit; return the invoke Result.
+
+    Raises :class:`SSHError` when the command times out or the transport fails.
+    """
+    try:
+        return conn.run(command, hide=True, warn=True, in_stream=False, pty=False, timeout=timeout)
+    except CommandTimedOut as exc:
+        raise SSHError(
+            f"command {command!r} on {where} did not finish within {timeout} s; "
+            "run it by hand there to see why it hangs"
+        ) from exc
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise SSHError(f"SSH command {command!r} on {where} failed: {exc}") from exc
+
+
+def _known_hosts_files(target: SSHTarget, ssh_config: dict[str, Any]) -> list[str]:
+    if target.known_hosts_files is not None:
+        return [os.path.expanduser(p) for p in target.known_hosts_files]
+    user_files = str(ssh_config.get("userknownhostsfile", "~/.ssh/known_hosts ~/.ssh/known_hosts2"))
+    global_files = str(
+        ssh_config.get("globalknownhostsfile", "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2")
+    )
+    return [os.path.expanduser(p) for p in (user_files + " " + global_files).split()]
+
+
+def _connect_error(target: SSHTarget, conn: Any, exc: BaseException) -> str:
+    where = describe(target, conn)
+    if isinstance(exc, UnknownHostKey):
+        port = getattr(conn, "port", None) or 22
+        host = getattr(conn, "host", target.host)
+        scan = f"ssh-keyscan -p {port} {host}" if port != 22 else f"ssh-keyscan {host}"
+        return (
+            f"SSH host key of {where} is unknown ({exc.key_type} {exc.fingerprint}) and unknown "
+            f"keys are refused: check the fingerprint and add it to ~/.ssh/known_hosts "
+            f"(e.g. `{scan} >> ~/.ssh/known_hosts`, or ssh there once by hand), or opt in with "
+            "--dflash-ssh-accept-new-host-key to trust it for this session"
+        )
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (
+            f"SSH host key of {where} does not match known_hosts (host reinstalled, or someone "
+            "in between?): verify the new key, then fix the entry with `ssh-keygen -R HOST`"
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        return (
+            f"SSH login to {where} failed ({exc}): check the user and key "
+            "(--dflash-ssh-user, --dflash-ssh-key, ssh-agent or ~/.ssh/config)"
+        )
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve SSH host {target.host!r} ({exc}): check --dflash-host"
+    if isinstance(exc, (paramiko.ssh_exception.NoValidConnectionsError, ConnectionRefusedError)):
+        return (
+            f"SSH connection to {where} refused: is sshd running there and is the port right "
+            "(--dflash-ssh-port or Port in ~/.ssh/config)?"
+        )
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return (
+            f"SSH connection to {where} timed out after {target.connect_timeout} s: "
+            "check the host, the port and any firewall in between"
+        )
+    return f"SSH connection to {where} failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,290 @@
+"""ssh + systemd: restart a unit with the config's command line via a drop-in.
+
+``apply()`` writes ``<unit_dir>/<unit>.d/50-specdecode.conf`` (an empty
+``ExecStart=`` to clear the unit's own, then the full command line, plus
+``Environment=`` lines), runs ``systemctl daemon-reload`` and ``systemctl
+restart``. ``systemctl restart`` returns after the old main process is gone
+and the new one is started, so the process that answers HTTP afterwards is
+the new one; its identity (``MainPID``, ``ExecMainStartTimestamp``) must
+differ from the one before the restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pytest_specdecode.service import ssh
+from pytest_specdecode.service.base import (
+    LaunchSpec,
+    ProcessIdentity,
+    ServiceError,
+    ServiceStartError,
+    SSHError,
+    last_lines,
+)
+
+DEFAULT_UNIT_DIR = "/etc/systemd/system"
+DROPIN_NAME = "50-specdecode.conf"
+
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def quote_exec_word(word: str) -> str:
+    """Quote one argv element for ``ExecStart=`` (systemd.service(5) command lines).
+
+    systemd expands ``%`` specifiers and ``$VAR`` in command lines, so both are
+    doubled; anything beyond a safe character set is double-quoted with C-style
+    escapes.
+    """
+    word = word.replace("%", "%%").replace("$", "$$")
+    if word == ";":
+        return "\\;"
+    if _SAFE_WORD.fullmatch(word):
+        return word
+    escaped = (
+        word.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    )
+    return f'"{escaped}"'
+
+
+def quote_environment(name: str, value: str) -> str:
+    """One ``Environment="NAME=VALUE"`` line, quoted for systemd."""
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError(f"invalid environment variable name {name!r} for a systemd unit")
+    assignment = f"{name}={value}".replace("%", "%%")
+    escaped = assignment.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'Environment="{escaped}"'
+
+
+def render_dropin(argv: Iterable[str], env: Mapping[str, str], *, label: str = "") -> str:
+    """The drop-in text replacing the unit's ``ExecStart`` and adding ``env``."""
+    words = list(argv)
+    if not words:
+        raise ValueError("cannot render a systemd drop-in without a command line")
+    lines = [
+        "# Written by pytest-specdecode"
+        + (f" for config {label!r}" if label else "")
+        + "; removed by --dflash-restore.",
+        "[Service]",
+        "ExecStart=",
+        "ExecStart=" + " ".join(quote_exec_word(w) for w in words),
+    ]
+    lines.extend(quote_environment(k, v) for k, v in sorted(env.items()))
+    return "\n".join(lines) + "\n"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``systemctl show`` output (``Key=value`` lines) as a dict."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+class SystemdController:
+    """Reconfigures and restarts ``unit`` on a remote host over SSH.
+
+    ``connect`` opens a fabric connection (see :func:`ssh.connection_factory`);
+    ``where`` names the host in messages. ``sudo`` prefixes privileged commands
+    with ``sudo -n`` (never prompts). ``unit_dir`` is where the drop-in
+    directory goes. ``command_prefix`` is raw shell text put before every
+    remote command (e.g. ``PATH=/opt/bin:$PATH; export PATH; ``).
+    """
+
+    kind = "systemd"
+    may_answer_stale = False
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        unit: str,
+        *,
+        where: str = "remote host",
+        sudo: bool = False,
+        unit_dir: str = DEFAULT_UNIT_DIR,
+        dropin_name: str = DROPIN_NAME,
+        command_prefix: str = "",
+        command_timeout: float = 180.0,
+    ) -> None:
+        self._connect = connect
+        self.unit = unit
+        self._where = where
+        self._sudo = "sudo -n " if sudo else ""
+        self.dropin_dir = f"{unit_dir.rstrip('/')}/{unit}.d"
+        self.dropin_path = f"{self.dropin_dir}/{dropin_name}"
+        self._prefix = command_prefix
+        self._timeout = command_timeout
+        self._conn: Any = None
+        self._identity: ProcessIdentity | None = None
+        self._since: str | None = None
+        self._touched = False
+
+    # -- remote plumbing -------------------------------------------------
+
+    def _run(self, command: str, *, timeout: float | None = None) -> Any:
+        if self._conn is None:
+            self._conn = self._connect()
+        return ssh.run(
+            self._conn,
+            self._prefix + command,
+            timeout=self._timeout if timeout is None else timeout,
+            where=self._where,
+        )
+
+    def _check(self, command: str) -> Any:
+        result = self._run(command)
+        if result.exited != 0:
+            output = (result.stderr or result.stdout or "").strip()
+            raise ServiceStartError(
+                f"{command!r} on {self._where} failed with exit status {result.exited}: "
+                f"{last_lines(output, 1) or 'no output'}; run it there by hand to see why"
+            )
+        return result
+
+    def _systemctl(self, args: str) -> str:
+        return f"{self._sudo}systemctl {args} {shlex.quote(self.unit)}"
+
+    def _show(self) -> dict[str, str]:
+        result = self._check(self._systemctl("show -p MainPID -p ExecMainStartTimestamp"))
+        return parse_properties(result.stdout)
+
+    # -- ServiceController -----------------------------------------------
+
+    def apply(self, launch: LaunchSpec) -> ProcessIdentity:
+        """Write the drop-in, daemon-reload, restart; return the new MainPID identity."""
+        text = render_dropin(launch.argv, launch.env, label=launch.label)
+        before = self._show()
+        self._touched = True
+        self._write_dropin(text)
+        self._check(f"{self._sudo}systemctl daemon-reload")
+        self._since = self._check("date +%s").stdout.strip()
+        self._identity = None
+        restart = self._run(self._systemctl("restart"))
+        if restart.exited != 0:
+            output = (restart.stderr or restart.stdout or "").strip()
+            raise ServiceStartError(
+                f"systemctl restart {self.unit!r} on {self._where} failed for config "
+                f"{launch.label!r} (exit status {restart.exited}): "
+                f"{last_lines(output, 1) or 'no output'}; see {self.log_location()}"
+                + _tail_block(self.logs())
+            )
+        after = self._show()
+        pid = int(after.get("MainPID") or 0)
+        started = after.get("ExecMainStartTimestamp") or None
+        if pid and (after.get("MainPID"), started) == (
+            before.get("MainPID"),
+            before.get("ExecMainStartTimestamp") or None,
+        ):
+            raise ServiceStartError(
+                f"systemctl restart {self.unit!r} on {self._where} left the same process "
+                f"running (MainPID {pid}, started {started!r}); check the unit's type and "
+                f"ExecReload/RefuseManualStart settings"
+            )
+        # MainPID 0 means the process already exited: the gate's failure() says so.
+        self._identity = ProcessIdentity(
+            kind=self.kind, pid=pid or None, started=started, command=launch.shell
+        )
+        return self._identity
+
+    def _write_dropin(self, text: str) -> None:
+        tmp = self.dropin_path + ".tmp"
+        script = (
+            f"umask 022 && mkdir -p {shlex.quote(self.dropin_dir)} && "
+            f"printf %s {shlex.quote(text)} > {shlex.quote(tmp)} && "
+            f"mv -f {shlex.quote(tmp)} {shlex.quote(self.dropin_path)}"
+        )
+        command = f"{self._sudo}sh -c {shlex.quote(script)}" if self._sudo else script
+        result = self._run(command)
+        if result.exited != 0:
+            raise ServiceStartError(
+                f"cannot write {self.dropin_path!r} on {self._where} (exit status "
+                f"{result.exited}: {last_lines((result.stderr or '').strip(), 1)}); "
+                "connect as root or pass the sudo option (passwordless sudo needed)"
+            )
+
+    def alive(self) -> bool:
+        """True while :meth:`failure` sees nothing wrong."""
+        return self.failure() is None
+
+    def failure(self) -> str | None:
+        """The unit failed, went inactive, is auto-restarting, or its MainPID changed."""
+        result = self._run(
+            self._systemctl("is-failed")
+            + "; "
+            + self._systemctl(
+                "show -p ActiveState -p SubState -p Result -p MainPID -p ExecMainStatus"
+            )
+        )
+        lines = (result.stdout or "").splitlines()
+        state = lines[0].strip() if lines else "unknown"
+        props = parse_properties("\n".join(lines[1:]))
+        detail = (
+            f"Result={props.get('Result', '?')}, exit status {props.get('ExecMainStatus', '?')}"
+        )
+        sub = props.get("SubState", "")
+        if state in ("failed", "inactive") or props.get("ActiveState") in ("failed", "inactive"):
+            return f"unit {self.unit!r} is {state} ({detail})"
+        if sub == "auto-restart":
+            return f"unit {self.unit!r} crashed and waits to be restarted by systemd ({detail})"
+        pid = props.get("MainPID", "0")
+        if (
+            self._identity is not None
+            and self._identity.pid
+            and pid not in ("0", str(self._identity.pid))
+        ):
+            return (
+                f"unit {self.unit!r} restarted since the reconfigure (MainPID "
+                f"{self._identity.pid} -> {pid}): the server exited ({detail})"
+            )
+        return None
+
+    def logs(self, tail: int = 30) -> str:
+        """``journalctl -u UNIT --since @<restart time>``; errors come back as text."""
+        if self._since is None or tail <= 0:
+            return ""
+        command = (
+            f"{self._sudo}journalctl -u {shlex.quote(self.unit)} --since @{self._since} "
+            f"--no-pager -o cat -n {int(tail)}"
+        )
+        try:
+            result = self._run(command, timeout=30.0)
+        except ServiceError as exc:
+            return f"(cannot read the journal: {exc})"
+        return last_lines(result.stdout or "", tail)
+
+    def log_location(self) -> str | None:
+        """The journalctl command that shows the full log."""
+        since = f" --since @{self._since}" if self._since else ""
+        return f"`journalctl -u {self.unit}{since}` on {self._where}"
+
+    def identity(self) -> ProcessIdentity | None:
+        """Identity from the last successful ``apply()``."""
+        return self._identity
+
+    def restore(self) -> None:
+        """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""
+        if not self._touched:
+            return
+        self._check(f"{self._sudo}rm -f {shlex.quote(self.dropin_path)}")
+        self._check(f"{self._sudo}systemctl daemon-reload")
+        self._check(self._systemctl("restart"))
+        self._touched = False
+        self._identity = None
+
+    def stop(self) -> None:
+        """Close the SSH connection; the unit keeps running."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(OSError, SSHError):
+                conn.close()
+
+
+def _tail_block(text: str) -> str:
+    return f"\n--- last log lines ---\n{text}" if text.strip() else ""
