@@ -1,0 +1,281 @@
+"""Read saved pytest-benchmark runs, pair throughput cases, gate regressions.
+
+pytest-benchmark saves runs as ``<storage>/<machine-id>/NNNN_<name>.json``
+(machine id like ``Linux-CPython-3.11-64bit``); ``--benchmark-compare=NNNN``
+finds ``NNNN_*.json`` under the current machine's folder. The same lookup is
+used here, falling back to any machine folder when the current one has none.
+Our metrics live in each benchmark's ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+METRICS = ("tok_s", "accept_length")
+"""Metrics a fail spec may name; higher is better for both."""
+
+
+class CompareError(Exception):
+    """A saved run could not be found or read; one line for users."""
+
+
+def machine_id() -> str:
+    """pytest-benchmark's folder name for this machine, e.g. ``Linux-CPython-3.11-64bit``."""
+    return "-".join(
+        (
+            platform.system(),
+            platform.python_implementation(),
+            ".".join(platform.python_version_tuple()[:2]),
+            platform.architecture()[0],
+        )
+    )
+
+
+def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
+    """Resolve ``spec`` (a .json path, ``NNNN`` or ``NNNN_name``) to one saved file."""
+    candidate = Path(spec)
+    if candidate.is_file():
+        return candidate
+    if not re.fullmatch(r"\d{4}(_.*)?", spec):
+        raise CompareError(
+            f"no saved benchmark run {spec!r}: give a .json file or a run number such as '0001'"
+        )
+    root = Path(storage)
+    pattern = spec if "_" in spec else f"{spec}_*"
+    pattern = pattern if pattern.endswith(".json") else pattern.rstrip("*") + "*.json"
+    mine = sorted((root / machine_id()).glob(pattern))
+    found = mine or sorted(root.glob(f"*/{pattern}")) or sorted(root.glob(pattern))
+    if not found:
+        raise CompareError(
+            f"no saved benchmark run {spec!r} under {str(root)!r}; "
+            "save one first with --benchmark-save=NAME or --benchmark-autosave"
+        )
+    if len(found) > 1:
+        names = ", ".join(repr(str(p)) for p in found[:4])
+        raise CompareError(f"saved run {spec!r} is ambiguous: {names}; pass the .json path instead")
+    return found[0]
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """One benchmark of a run, reduced to what comparisons need."""
+
+    key: str
+    fullname: str
+    case: str
+    config: str
+    tok_s: float | None
+    accept_length: float | None
+    extra_info: Mapping[str, Any]
+
+
+def pairing_key(fullname: str, extra_info: Mapping[str, Any]) -> str:
+    """The test name without its config part: ``path::test[case]``.
+
+    Under a sweep the config is part of the test id; the case id stored in
+    ``extra_info`` is what must match across configs.
+    """
+    base = fullname.split("[", 1)[0]
+    case = extra_info.get("case")
+    if isinstance(case, str) and case:
+        return f"{base}[{case}]"
+    return fullname
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def row_from_benchmark(bench: Mapping[str, Any]) -> CaseRow:
+    """A :class:`CaseRow` from one entry of a saved run's ``benchmarks`` list."""
+    fullname = str(bench.get("fullname") or bench.get("name") or "?")
+    info = bench.get("extra_info") or {}
+    return CaseRow(
+        key=pairing_key(fullname, info),
+        fullname=fullname,
+        case=str(info.get("case") or bench.get("param") or bench.get("name") or fullname),
+        config=str(info.get("config") or ""),
+        tok_s=_number(info.get("tok_s")),
+        accept_length=_number(info.get("accept_length")),
+        extra_info=dict(info),
+    )
+
+
+def load_run(path: str | Path) -> list[CaseRow]:
+    """All benchmarks of a saved pytest-benchmark JSON file (``--benchmark-save``/``--json``)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        benches = data["benchmarks"]
+        return [row_from_benchmark(b) for b in benches]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CompareError(
+            f"cannot read saved benchmark run {str(path)!r}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class CaseDelta:
+    """The same case in a baseline run and the current run."""
+
+    key: str
+    case: str
+    base: CaseRow | None
+    current: CaseRow | None
+
+    def value(self, metric: str, side: str) -> float | None:
+        """``metric`` of the ``"base"`` or ``"current"`` row."""
+        row = self.base if side == "base" else self.current
+        return None if row is None else getattr(row, metric)
+
+    def change(self, metric: str) -> float | None:
+        """current - base, or ``None`` when either side lacks the value."""
+        a, b = self.value(metric, "base"), self.value(metric, "current")
+        return None if a is None or b is None else b - a
+
+    def change_pct(self, metric: str) -> float | None:
+        """Relative change in percent; ``None`` when undefined."""
+        a, d = self.value(metric, "base"), self.change(metric)
+        return None if d is None or not a else d / a * 100
+
+
+def pair(base: Iterable[CaseRow], current: Iterable[CaseRow]) -> list[CaseDelta]:
+    """Pair rows by :func:`pairing_key`, current order first, then baseline-only rows."""
+    base_by = {r.key: r for r in base}
+    out: list[CaseDelta] = []
+    seen: set[str] = set()
+    for row in current:
+        out.append(CaseDelta(row.key, row.case, base_by.get(row.key), row))
+        seen.add(row.key)
+    out.extend(CaseDelta(k, r.case, r, None) for k, r in base_by.items() if k not in seen)
+    return out
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _fmt_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def render_compare(deltas: Sequence[CaseDelta], base_label: str, current_label: str) -> str:
+    """Side-by-side table: per case, tok/s and accept length of both runs and deltas."""
+    header = [
+        "case",
+        f"tok/s {base_label}",
+        f"tok/s {current_label}",
+        "delta",
+        f"accept {base_label}",
+        f"accept {current_label}",
+        "delta",
+    ]
+    rows = [
+        [
+            d.case,
+            _fmt(d.value("tok_s", "base"), 1),
+            _fmt(d.value("tok_s", "current"), 1),
+            _fmt_pct(d.change_pct("tok_s")),
+            _fmt(d.value("accept_length", "base"), 2),
+            _fmt(d.value("accept_length", "current"), 2),
+            "-" if d.change("accept_length") is None else f"{d.change('accept_length'):+.2f}",
+        ]
+        for d in deltas
+    ]
+    return _table(header, rows)
+
+
+@dataclass(frozen=True)
+class FailSpec:
+    """A regression limit: ``metric`` may drop by at most ``limit`` (percent or absolute)."""
+
+    metric: str
+    limit: float
+    percent: bool
+
+    def __str__(self) -> str:
+        return f"{self.metric}:{self.limit:g}{'%' if self.percent else ''}"
+
+
+_FAIL_RE = re.compile(r"^(?P<metric>[a-z_]+):(?P<num>\d+(?:\.\d+)?)(?P<pct>%?)$")
+
+
+def parse_fail_spec(text: str) -> FailSpec:
+    """Parse ``tok_s:5%`` or ``accept_length:0.3``; ``argparse.ArgumentTypeError`` if bad."""
+    m = _FAIL_RE.match(text.strip())
+    if not m or m["metric"] not in METRICS:
+        raise argparse.ArgumentTypeError(
+            f"invalid compare-fail spec {text!r}: expected METRIC:N% or METRIC:N with METRIC "
+            f"one of {', '.join(METRICS)} (e.g. 'tok_s:5%' or 'accept_length:0.2')"
+        )
+    return FailSpec(m["metric"], float(m["num"]), bool(m["pct"]))
+
+
+def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[str]:
+    """One line per case and spec where the current run dropped beyond the limit.
+
+    A case present in the baseline but missing now (or lacking the metric) is
+    reported too: a gate must not pass because the numbers vanished.
+    """
+    specs = list(specs)
+    lines: list[str] = []
+    for d in deltas:
+        for spec in specs:
+            base = d.value(spec.metric, "base")
+            if base is None:
+                continue
+            now = d.value(spec.metric, "current")
+            if now is None:
+                lines.append(f"{d.case}: {spec.metric} missing in the current run (was {base:g})")
+                continue
+            if spec.percent and base <= 0:
+                continue
+            drop = (base - now) / base * 100 if spec.percent else base - now
+            if drop > spec.limit:
+                shown = f"{-drop:+.1f}%" if spec.percent else f"{-drop:+.3g}"
+                lines.append(
+                    f"{d.case}: {spec.metric} {base:.4g} -> {now:.4g} ({shown}), "
+                    f"beyond the allowed drop {spec}"
+                )
+    return lines
+
+
+def render_sweep(rows: Iterable[CaseRow], *, configs: Sequence[str] | None = None) -> str:
+    """One table for a sweep: a row per case, per config a ``tok/s`` and ``accept`` column."""
+    rows = list(rows)
+    order = list(configs) if configs is not None else list(dict.fromkeys(r.config for r in rows))
+    cases = list(dict.fromkeys(r.case for r in rows))
+    cell = {(r.case, r.config): r for r in rows}
+    header = ["case"]
+    for config in order:
+        header += [f"tok/s {config}", f"accept {config}"]
+    body: list[list[str]] = []
+    for case in cases:
+        line = [case]
+        for config in order:
+            r = cell.get((case, config))
+            line += [
+                _fmt(r.tok_s if r else None, 1),
+                _fmt(r.accept_length if r else None, 2),
+            ]
+        body.append(line)
+    return _table(header, body)

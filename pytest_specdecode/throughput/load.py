@@ -1,0 +1,235 @@
+"""Rounds of concurrent streaming requests, and cases made of rounds.
+
+A round sends C streaming ``/generate`` requests at once (one thread and one
+HTTP session each) and waits for all of them. A case flushes the prefix
+cache, runs one uncounted warm-up round, then its counted rounds, through
+``benchmark.pedantic`` when pytest-benchmark is active.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_specdecode.client import GenerateResult, SGLangClient
+from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
+from pytest_specdecode.throughput.workload import Prompt, PromptBuilder, ThroughputCase
+
+
+class ThroughputError(Exception):
+    """Requests of a round failed; the message is one line with the server's text."""
+
+
+@dataclass
+class RequestRecord:
+    """One request of a round: its result, or the one-line error that ended it."""
+
+    index: int
+    prompt_tokens: int
+    result: GenerateResult | None = None
+    error: str | None = None
+
+
+@dataclass
+class RoundResult:
+    """All requests of one round and the round's wall-clock span."""
+
+    start: float
+    end: float
+    requests: list[RequestRecord] = field(default_factory=list)
+
+    @property
+    def wall_time(self) -> float:
+        """Seconds from releasing the requests to the last one finishing."""
+        return self.end - self.start
+
+    @property
+    def results(self) -> list[GenerateResult]:
+        """Results of the requests that succeeded."""
+        return [r.result for r in self.requests if r.result is not None]
+
+    @property
+    def errors(self) -> list[str]:
+        """One line per failed request."""
+        return [r.error for r in self.requests if r.error is not None]
+
+
+class BenchmarkLike(Protocol):
+    """What :func:`run_case` needs of pytest-benchmark's ``benchmark`` fixture."""
+
+    extra_info: dict[str, Any]
+
+    def pedantic(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...] = ...,
+        kwargs: dict[str, Any] | None = ...,
+        setup: Callable[[], Any] | None = ...,
+        teardown: Callable[..., Any] | None = ...,
+        rounds: int = ...,
+        warmup_rounds: int = ...,
+        iterations: int = ...,
+    ) -> Any: ...
+
+
+def _one_request(
+    client: SGLangClient,
+    record: RequestRecord,
+    text: str,
+    max_tokens: int,
+    ignore_eos: bool,
+    temperature: float,
+) -> None:
+    try:
+        result = client.generate(
+            text,
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            ignore_eos=ignore_eos,
+            stream=True,
+        )
+    except Exception as exc:  # recorded and re-raised by the caller with context
+        record.error = str(exc) or type(exc).__name__
+        return
+    record.result = result
+    if result.completion_tokens <= 0:
+        record.error = (
+            f"POST /generate returned 0 completion tokens (finish_reason "
+            f"{result.finish_reason!r}); the server produced nothing"
+        )
+
+
+def run_round(
+    client_factory: Callable[[], SGLangClient],
+    prompts: Sequence[Prompt | str],
+    max_tokens: int,
+    *,
+    ignore_eos: bool = True,
+    temperature: float = 0.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> RoundResult:
+    """Send every prompt at once as a streaming request and wait for all of them.
+
+    Each request gets its own thread and client (``client_factory()``); the
+    clients are closed afterwards. Failed requests are recorded, not raised:
+    see :func:`raise_for_errors`.
+    """
+    records = [
+        RequestRecord(i, p.tokens if isinstance(p, Prompt) else -1) for i, p in enumerate(prompts)
+    ]
+    if not records:
+        now = clock()
+        return RoundResult(now, now)
+    clients = [client_factory() for _ in records]
+    start_box: list[float] = []
+    # The barrier action stamps the start once every thread is ready, so
+    # thread start-up is not counted as serving time.
+    barrier = threading.Barrier(len(records), action=lambda: start_box.append(clock()))
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        prompt = prompts[i]
+        text = prompt.text if isinstance(prompt, Prompt) else prompt
+        _one_request(clients[i], records[i], text, max_tokens, ignore_eos, temperature)
+
+    threads = [
+        threading.Thread(target=worker, args=(i,), name=f"specdecode-load-{i}", daemon=True)
+        for i in range(len(records))
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for c in clients:
+            c.close()
+    end = max(
+        [r.result.end_time for r in records if r.result is not None] or [clock()],
+    )
+    return RoundResult(start_box[0], end, records)
+
+
+def raise_for_errors(result: RoundResult, what: str) -> None:
+    """Raise :class:`ThroughputError` naming ``what`` if any request of the round failed."""
+    errors = result.errors
+    if errors:
+        raise ThroughputError(
+            f"{len(errors)}/{len(result.requests)} requests failed in {what}: {errors[0]}"
+        )
+
+
+def _prompt_batches(
+    client: SGLangClient,
+    case: ThroughputCase,
+    n_batches: int,
+    builder: PromptBuilder | None,
+) -> Iterator[list[Prompt]]:
+    builder = builder or PromptBuilder(client.count_tokens)
+    prompts = builder.build(case.context, case.concurrency * n_batches)
+    for i in range(n_batches):
+        yield prompts[i * case.concurrency : (i + 1) * case.concurrency]
+
+
+def run_case(
+    client: SGLangClient,
+    case: ThroughputCase,
+    rounds: int,
+    benchmark: BenchmarkLike | None = None,
+    *,
+    prompt_builder: PromptBuilder | None = None,
+    warmup: bool = True,
+    config: str | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> CaseMetrics:
+    """Run one throughput case and return its metrics.
+
+    Builds fresh prompts for every round (and the warm-up), flushes the
+    prefix cache, runs one uncounted warm-up round, then ``rounds`` counted
+    rounds. With ``benchmark`` the rounds go through ``benchmark.pedantic``
+    (so pytest-benchmark records, saves and compares them) and the metrics
+    are stored in ``benchmark.extra_info`` (with ``config``, the config's
+    label, when given: compare and sweep tables use it); without it (pytest-benchmark is
+    off under xdist) the rounds are timed here. A failed request raises
+    :class:`ThroughputError` with the server's error text.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds!r}")
+    batches = _prompt_batches(client, case, rounds + int(warmup), prompt_builder)
+    client.flush_cache()
+
+    def one_round(batch: list[Prompt], label: str) -> RoundResult:
+        result = run_round(
+            client.clone, batch, case.max_tokens, ignore_eos=case.ignore_eos, clock=clock
+        )
+        raise_for_errors(result, f"{case.id} ({label})")
+        return result
+
+    if warmup:
+        one_round(next(batches), "warm-up round")
+    counted: list[RoundResult] = []
+
+    def target(batch: list[Prompt]) -> RoundResult:
+        result = one_round(batch, f"round {len(counted) + 1}")
+        counted.append(result)
+        return result
+
+    if benchmark is None:
+        for _ in range(rounds):
+            target(next(batches))
+    else:
+        benchmark.pedantic(
+            target,
+            setup=lambda: ((next(batches),), {}),
+            rounds=rounds,
+            iterations=1,
+        )
+    metrics = case_metrics(case, counted)
+    if benchmark is not None:
+        benchmark.extra_info.update(metrics.to_extra_info())
+        if config is not None:
+            benchmark.extra_info["config"] = config
+    return metrics

@@ -1,0 +1,175 @@
+"""The metrics of DESIGN.md section 5, computed from finished rounds.
+
+Token counts come from the server's ``completion_tokens``; chunk counts only
+feed the chunk metrics (ITL, tokens per chunk), because one chunk may carry
+several speculated tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pytest_specdecode.client import GenerateResult
+    from pytest_specdecode.throughput.load import RoundResult
+    from pytest_specdecode.throughput.workload import ThroughputCase
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) with linear interpolation; ``None`` if empty."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {q!r}")
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+class Percentiles(NamedTuple):
+    """p50, p90 and p99 of one quantity (``None`` where there were no samples)."""
+
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Percentiles:
+        """Percentiles of ``values``."""
+        return cls(percentile(values, 50), percentile(values, 90), percentile(values, 99))
+
+    def scaled(self, factor: float) -> Percentiles:
+        """Each value times ``factor`` (seconds to milliseconds)."""
+        return Percentiles(*(None if v is None else v * factor for v in self))
+
+
+def request_tpot(result: GenerateResult) -> float | None:
+    """(e2e - TTFT) / (completion_tokens - 1), or ``None`` with fewer than 2 tokens."""
+    ttft = result.ttft
+    if ttft is None or result.completion_tokens < 2:
+        return None
+    return (result.e2e_latency - ttft) / (result.completion_tokens - 1)
+
+
+def request_itls(result: GenerateResult) -> list[float]:
+    """Gaps between consecutive token-carrying chunks of one request."""
+    t = result.chunk_times
+    return [b - a for a, b in itertools.pairwise(t)]
+
+
+# Quantities reported as percentiles; latencies are stored in milliseconds.
+_PERCENTILE_FIELDS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "req_tok_s", "tokens_per_chunk")
+
+
+@dataclass(frozen=True)
+class CaseMetrics:
+    """Section 5 metrics of one throughput case over its counted rounds."""
+
+    case: str
+    context: int
+    concurrency: int
+    max_tokens: int
+    rounds: int
+    requests: int
+    errors: int
+    completion_tokens: int
+    prompt_tokens_mean: float | None
+    wall_time_s: float
+    tok_s: float
+    tok_s_round_min: float | None
+    tok_s_round_max: float | None
+    accept_length: float | None
+    spec_verify_ct: int | None
+    tokens_per_chunk_mean: float | None
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    itl_ms: Percentiles
+    e2e_ms: Percentiles
+    req_tok_s: Percentiles
+    tokens_per_chunk: Percentiles
+
+    def to_extra_info(self) -> dict[str, Any]:
+        """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _PERCENTILE_FIELDS:
+                for tag, v in zip(Percentiles._fields, value, strict=True):
+                    out[f"{f.name}_{tag}"] = v
+            else:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_extra_info(cls, info: Mapping[str, Any]) -> CaseMetrics:
+        """Inverse of :meth:`to_extra_info`; ignores keys it does not know."""
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in _PERCENTILE_FIELDS:
+                kwargs[f.name] = Percentiles(
+                    *(info.get(f"{f.name}_{tag}") for tag in Percentiles._fields)
+                )
+            else:
+                kwargs[f.name] = info.get(f.name)
+        return cls(**kwargs)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def case_metrics(case: ThroughputCase, rounds: Iterable[RoundResult]) -> CaseMetrics:
+    """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`."""
+    rounds = list(rounds)
+    results = [r for rnd in rounds for r in rnd.results]
+    errors = sum(len(rnd.errors) for rnd in rounds)
+    wall = sum(rnd.wall_time for rnd in rounds)
+    tokens = sum(r.completion_tokens for r in results)
+    round_rates = [
+        sum(r.completion_tokens for r in rnd.results) / rnd.wall_time
+        for rnd in rounds
+        if rnd.wall_time > 0
+    ]
+    verify = [r.spec_verify_ct for r in results]
+    verify_total = sum(v for v in verify if v is not None) if results else None
+    have_verify = bool(results) and all(v is not None for v in verify)
+    accept = (
+        sum(r.completion_tokens for r in results) / verify_total
+        if have_verify and verify_total
+        else None
+    )
+    ttfts = [t for r in results if (t := r.ttft) is not None]
+    tpots = [t for r in results if (t := request_tpot(r)) is not None]
+    itls = [gap for r in results for gap in request_itls(r)]
+    per_chunk = [float(n) for r in results for n in r.chunk_tokens]
+    req_rates = [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
+    return CaseMetrics(
+        case=case.id,
+        context=case.context,
+        concurrency=case.concurrency,
+        max_tokens=case.max_tokens,
+        rounds=len(rounds),
+        requests=len(results) + errors,
+        errors=errors,
+        completion_tokens=tokens,
+        prompt_tokens_mean=_mean([float(r.prompt_tokens) for r in results]),
+        wall_time_s=wall,
+        tok_s=tokens / wall if wall > 0 else 0.0,
+        tok_s_round_min=min(round_rates) if round_rates else None,
+        tok_s_round_max=max(round_rates) if round_rates else None,
+        accept_length=accept,
+        spec_verify_ct=verify_total if have_verify else None,
+        tokens_per_chunk_mean=_mean(per_chunk),
+        ttft_ms=Percentiles.of(ttfts).scaled(1000),
+        tpot_ms=Percentiles.of(tpots).scaled(1000),
+        itl_ms=Percentiles.of(itls).scaled(1000),
+        e2e_ms=Percentiles.of([r.e2e_latency for r in results]).scaled(1000),
+        req_tok_s=Percentiles.of(req_rates),
+        tokens_per_chunk=Percentiles.of(per_chunk),
+    )
