@@ -1,20 +1,128 @@
 """pytest entry point: options, markers, hooks and fixtures only.
 
-The work lives in plain modules that tests can call without pytest.
+The work lives in plain modules that tests can call without pytest; the
+session object (:class:`pytest_specdecode.session.SpecDecodeSession`) holds
+the per-run state, like pytest-xdist's ``DSession``.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import pytest
+
+from pytest_specdecode import hookspecs, options
+from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.config import ConfigError, SpecConfig
+from pytest_specdecode.lifecycle import OtherConfigLive, ServiceHandle, ServiceUnavailable
+from pytest_specdecode.settings import SettingsError, resolve
+
+if TYPE_CHECKING:
+    from pytest_specdecode.session import SpecDecodeSession
+
+SESSION_KEY = pytest.StashKey["SpecDecodeSession"]()
+
+MARKERS = (
+    "dflash(budget=None, topk=None, window=None, algorithm=None, draft_model=None, "
+    "**extra_flags): run this test against a server restarted with this speculative-decoding "
+    "config; a list value runs the test once per value",
+    "coding: a coding-correctness test (one problem asked to the model and checked in a sandbox)",
+    "throughput(contexts=None, concurrency=None, output_tokens=None): a throughput case",
+    "lossless: greedy outputs under the config must equal the non-speculative baseline",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("specdecode", "speculative-decoding server benchmarks (pytest-specdecode)")
-    group.addoption(
-        "--dflash-host",
-        action="append",
-        default=[],
-        metavar="HOST[:PORT]",
-        help="Server host to control over SSH; repeat for several hosts. "
-        "Without it, the bundled simulator runs on localhost. Default: none",
-    )
+    options.add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from pytest_specdecode.session import SpecDecodeSession
+
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    try:
+        session = SpecDecodeSession(config, resolve(config))
+    except (SettingsError, ConfigError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(session, "specdecode-session")
+
+
+def _session(request: pytest.FixtureRequest) -> SpecDecodeSession:
+    return request.config.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def dflash_config(request: pytest.FixtureRequest) -> SpecConfig:
+    """The speculative-decoding config the current test runs under.
+
+    From the test's ``dflash`` marker, ``--dflash-config``, ``--dflash-sweep``
+    and the ``dflash_config`` ini default, validated at collection.
+    """
+    config: SpecConfig = request.param
+    return config
+
+
+@pytest.fixture(scope="session")
+def dflash_service(
+    request: pytest.FixtureRequest,
+    dflash_config: SpecConfig,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> ServiceHandle:
+    """A server verified to run ``dflash_config``: restarted, ready, checked.
+
+    Session-scoped per config: the server restarts once per distinct config.
+    Tests behind a failed readiness gate error with the gate's message.
+    """
+    session = _session(request)
+    log_dir = tmp_path_factory.getbasetemp() / "dflash-logs"
+    log_dir.mkdir(exist_ok=True)
+    # Fail or skip outside the except blocks, so no exception chain is shown.
+    failed = skipped = None
+    try:
+        handle = session.services.acquire(dflash_config, log_dir)
+    except ServiceUnavailable as exc:
+        failed = str(exc)
+    except OtherConfigLive as exc:
+        skipped = str(exc)
+    if failed is not None:
+        pytest.fail(failed, pytrace=False)
+    if skipped is not None:
+        pytest.skip(skipped)
+    session.record_service(handle)
+    return handle
+
+
+@pytest.fixture
+def dflash_client(dflash_service: ServiceHandle) -> SGLangClient:
+    """An SGLang HTTP client bound to the verified server of this test's config."""
+    return dflash_service.client
+
+
+@pytest.fixture
+def dflash_throughput(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
+    """Runs a throughput case (``.run(case, benchmark)``) against the verified server."""
+    from pytest_specdecode.bench import ThroughputRunner
+
+    return ThroughputRunner(_session(request).settings, dflash_service, request.node)
+
+
+@pytest.fixture
+def dflash_lossless(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
+    """Records the non-speculative baseline or compares greedy outputs with it."""
+    from pytest_specdecode.bench import LosslessChecker
+
+    return LosslessChecker(_session(request).lossless_baseline, dflash_service, request.node)
+
+
+@pytest.fixture
+def dflash_coding(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
+    """Asks the model a coding problem and checks the answer in the sandbox."""
+    from pytest_specdecode.ask import CodingRunner
+
+    return CodingRunner(_session(request).settings, dflash_service, request.node)

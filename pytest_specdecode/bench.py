@@ -1,0 +1,113 @@
+"""Test-side glue for throughput cases and the lossless check.
+
+``dflash_throughput`` and ``dflash_lossless`` fixtures hand these objects to
+tests; each runs the measurement against the verified server and attaches
+what it measured to the test's ``user_properties`` (see
+:mod:`pytest_specdecode.results`), so the summary, the report and the gates
+see it, under pytest-xdist too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.lifecycle import ServiceHandle
+from pytest_specdecode.results import RECORD
+from pytest_specdecode.settings import Settings
+from pytest_specdecode.throughput import lossless
+from pytest_specdecode.throughput.compare import pairing_key
+from pytest_specdecode.throughput.load import ThroughputError, run_case
+from pytest_specdecode.throughput.workload import ThroughputCase
+
+# Greedy prompts of the lossless check: code and prose, short and long.
+LOSSLESS_PROMPTS = {
+    "code": "def fibonacci(n):\n    ",
+    "prose": "The history of the printing press begins",
+    "list": "Ten facts about the Moon:\n1.",
+    "chat": "Explain speculative decoding to a new engineer in three sentences.",
+}
+LOSSLESS_TOKENS = 128
+
+
+class ThroughputRunner:
+    """Runs one throughput case; rounds go through pytest-benchmark."""
+
+    def __init__(self, settings: Settings, service: ServiceHandle, node: pytest.Item) -> None:
+        self.settings = settings
+        self.service = service
+        self.node = node
+
+    def run(self, case: ThroughputCase, benchmark: Any | None) -> dict[str, Any]:
+        """Measure ``case``; fail the test with the server's error text on errors."""
+        label = self.service.config.label()
+        if benchmark is not None and getattr(benchmark, "disabled", False):
+            pytest.skip(
+                "pytest-benchmark is disabled (it switches itself off under pytest-xdist and "
+                "with --benchmark-disable): run throughput cases without -n"
+            )
+        try:
+            metrics = run_case(
+                self.service.client, case, self.settings.rounds, benchmark, config=label
+            )
+        except ThroughputError as exc:
+            pytest.fail(f"{label}: {exc}", pytrace=False)
+        info = metrics.to_extra_info()
+        if benchmark is not None:
+            benchmark.extra_info["case"] = case.id
+            benchmark.extra_info["simulated"] = self.service.simulated
+        record = {
+            "case": case.id,
+            "key": pairing_key(self.node.nodeid, {"case": case.id}),
+            "metrics": info,
+        }
+        self.node.user_properties.append((RECORD, record))
+        return info
+
+
+class LosslessBaseline:
+    """Greedy outputs of the non-speculative baseline, kept for the session."""
+
+    def __init__(self) -> None:
+        self.outputs: list[lossless.GreedyOutput] | None = None
+        self.label: str | None = None
+
+
+class LosslessChecker:
+    """Records the baseline (algorithm NONE) or compares a config against it."""
+
+    def __init__(
+        self, baseline: LosslessBaseline, service: ServiceHandle, node: pytest.Item
+    ) -> None:
+        self.baseline = baseline
+        self.service = service
+        self.node = node
+
+    def outputs(self) -> list[lossless.GreedyOutput]:
+        return lossless.collect_greedy(self.service.client, LOSSLESS_PROMPTS, LOSSLESS_TOKENS)
+
+    def check(self) -> None:
+        """Baseline config: record; speculative config: compare, fail on the first difference."""
+        config = self.service.config
+        if config.algorithm == "NONE":
+            self.baseline.outputs = self.outputs()
+            self.baseline.label = config.label()
+            self._record(True, "baseline recorded")
+            return
+        if self.baseline.outputs is None:
+            pytest.skip(
+                "no non-speculative baseline in this run: run the lossless test under "
+                "algorithm=NONE too (the built-in suite does)"
+            )
+        problems = lossless.compare_outputs(self.baseline.outputs, self.outputs())
+        detail = "; ".join(problems) if problems else "identical to the baseline"
+        self._record(not problems, detail)
+        if problems:
+            pytest.fail(
+                f"{config.label()} is not lossless against {self.baseline.label}: {problems[0]}",
+                pytrace=False,
+            )
+
+    def _record(self, passed: bool, detail: str) -> None:
+        self.node.user_properties.append((RECORD, {"passed": passed, "detail": detail}))

@@ -1,0 +1,60 @@
+"""Gates: turn a run's results into an exit status CI can rely on.
+
+Each failed gate is one line (``budget=8 window=2048: 3/5 = 60% < 80%``);
+any failed gate makes the run exit 1. With ``--dflash-min-pass-rate`` the
+coding tests' own failures stop deciding the exit status: the pass rate per
+config does, while every other test must still pass.
+"""
+
+from __future__ import annotations
+
+from pytest_specdecode.results import ConfigResults, RunResults
+from pytest_specdecode.settings import Settings
+
+OK, TESTS_FAILED = 0, 1
+
+
+def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) -> list[str]:
+    """One line per failed gate; empty when every gate holds."""
+    lines: list[str] = []
+    threshold = settings.min_pass_rate
+    if threshold is not None:
+        for r in results.configs.values():
+            found = r.pass_rate()
+            if found is None:
+                continue
+            rate, passed, total = found
+            if rate < threshold:
+                shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
+                lines.append(f"pass rate: {r.label}: {shown} = {rate:.0%} < {threshold:.0%}")
+    minimum = settings.min_accept_length
+    if minimum is not None:
+        for r in results.configs.values():
+            accept = r.accept_length()
+            if accept is not None and accept < minimum:
+                lines.append(f"accept length: {r.label}: {accept:.2f} < {minimum:g}")
+    lines.extend(f"throughput regression: {line}" for line in compare_lines)
+    return lines
+
+
+def exit_status(
+    exitstatus: int, settings: Settings, results: RunResults, gate_lines: list[str]
+) -> int:
+    """The run's exit status once gates are applied.
+
+    Interruptions, usage and internal errors and "no tests ran" keep pytest's
+    status; otherwise a failed gate is 1, and with a pass-rate gate, coding
+    failures alone no longer fail the run.
+    """
+    if exitstatus not in (OK, TESTS_FAILED):
+        return exitstatus
+    if gate_lines:
+        return TESTS_FAILED
+    if settings.min_pass_rate is not None and any(r.coding for r in results.configs.values()):
+        errored = any(r.errors for r in results.configs.values())
+        return TESTS_FAILED if results.other_failures or errored else OK
+    return exitstatus
+
+
+def _single_sample(results: ConfigResults) -> bool:
+    return all(record.samples == 1 for record in results.coding.values())

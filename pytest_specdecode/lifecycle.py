@@ -1,0 +1,321 @@
+"""Bringing the target server to each config, once, and proving it.
+
+:class:`ServiceManager` is what the ``dflash_service`` fixture calls: it
+builds the controller the settings ask for (local, systemd, script,
+external), renders each config with the dialect, applies it, and passes the
+readiness gate before any test request is sent. A config whose gate failed
+keeps its error, so every test of that config reports the same message while
+the next config is still tried.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from pytest_specdecode import dialects
+from pytest_specdecode.client import SGLangClient, SGLangError
+from pytest_specdecode.config import SpecConfig
+from pytest_specdecode.progress import Progress
+from pytest_specdecode.readiness import ServiceNotReady, wait_until_ready
+from pytest_specdecode.service.base import (
+    LaunchSpec,
+    ProcessIdentity,
+    ServiceController,
+    ServiceError,
+)
+from pytest_specdecode.settings import Settings
+
+
+class ServiceUnavailable(Exception):
+    """The server could not be brought to a config; one-line summary first."""
+
+
+class OtherConfigLive(Exception):
+    """External mode: the live server runs another config than the test needs."""
+
+
+@dataclass
+class ServiceHandle:
+    """A server verified to run ``config``: what tests get from ``dflash_service``."""
+
+    config: SpecConfig
+    base_url: str
+    server_info: dict[str, Any]
+    client: SGLangClient
+    identity: ProcessIdentity | None
+    ready_seconds: float
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
+    restarted: bool = True
+    simulated: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for the report."""
+        info = self.server_info
+        return {
+            "base_url": self.base_url,
+            "restarted": self.restarted,
+            "ready_seconds": round(self.ready_seconds, 3),
+            "phases": [[name, round(at, 3)] for name, at in self.phases],
+            "identity": self.identity.describe() if self.identity else None,
+            "unverified": self.unverified,
+            "simulated": self.simulated,
+            "version": info.get("version"),
+            "speculative_algorithm": info.get("speculative_algorithm"),
+            "speculative_num_draft_tokens": info.get("speculative_num_draft_tokens"),
+            "speculative_eagle_topk": info.get("speculative_eagle_topk"),
+            "speculative_draft_window_size": info.get("speculative_draft_window_size"),
+        }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (for the local simulator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class ServiceManager:
+    """Applies configs to one target server; one live config at a time."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        progress: Progress,
+        dialect: dialects.Dialect | None = None,
+        controller_factory: Callable[[Settings, Path], ServiceController] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.dialect = dialect or dialects.get_dialect(
+            settings.dialect,
+            args_template=settings.args_template,
+            env_template=settings.env_template,
+        )
+        self._controller_factory = controller_factory or build_controller
+        self._controller: ServiceController | None = None
+        self._clock = clock
+        self._live: ServiceHandle | None = None
+        self._failed: dict[SpecConfig, str] = {}
+        self._messages: list[str] = []
+        self.restarts = 0
+        local = settings.control == "local"
+        self.host = "127.0.0.1" if local else settings.hosts[0].name
+        if local and settings.uses_simulator and not settings.port_given:
+            self.port = free_port()
+        else:
+            self.port = settings.port
+        self.base_url = f"http://{_url_host(self.host)}:{self.port}"
+
+    # --- what tests see ---------------------------------------------------
+
+    def header_lines(self) -> list[str]:
+        s = self.settings
+        target = ", ".join(str(h) for h in s.hosts) or "localhost"
+        lines = [
+            f"dflash: target {target} ({self.base_url}), control {s.control}, "
+            f"dialect {s.dialect}, restart {s.restart}"
+        ]
+        if s.uses_simulator:
+            lines.append(
+                "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
+            )
+        return lines
+
+    def acquire(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
+        """Return a handle on a server verified to run ``config``.
+
+        Raises :class:`ServiceUnavailable` (gate failed, now or earlier for this
+        config) or :class:`OtherConfigLive` (external mode, other config).
+        """
+        if self._live is not None and self._live.config == config:
+            return self._live
+        if config in self._failed:
+            raise ServiceUnavailable(self._failed[config])
+        try:
+            handle = self._bring_up(config, log_dir)
+        except (ServiceNotReady, ServiceError) as exc:
+            message = str(exc)
+            self._failed[config] = message
+            self._messages.append(f"{config.label()}: not ready: {message.splitlines()[0]}")
+            raise ServiceUnavailable(message) from None
+        self._live = handle
+        self._messages.append(_ready_message(handle))
+        return handle
+
+    def drain_messages(self) -> list[str]:
+        messages, self._messages = self._messages, []
+        return messages
+
+    def shutdown(self) -> None:
+        """Stop what was started (and restore, when asked); safe to call twice."""
+        if self._live is not None:
+            self._live.client.close()
+            self._live = None
+        controller, self._controller = self._controller, None
+        if controller is None:
+            return
+        try:
+            if self.settings.restore:
+                controller.restore()
+        finally:
+            controller.stop()
+
+    # --- bringing a server up ---------------------------------------------
+
+    def _bring_up(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
+        verify = self._verifier(config)
+        if self.settings.restart in ("auto", "never"):
+            live = self._probe(config, verify)
+            if live is not None:
+                return live
+            if self.settings.restart == "never":
+                raise OtherConfigLive(self._describe_live(config))
+        if self._live is not None:
+            self._live.client.close()
+            self._live = None
+        controller = self._get_controller(log_dir)
+        started = self._clock()
+        self.progress.update(config.label(), "restarting", 0.0)
+        identity = controller.apply(self.launch_spec(config))
+        self.restarts += 1
+        ready = wait_until_ready(
+            self.base_url,
+            controller=controller,
+            verify=verify,
+            timeout=self.settings.ready_timeout,
+            label=config.label(),
+            api_key=self.settings.api_key,
+            on_progress=lambda phase, elapsed, line: self.progress.update(
+                config.label(), phase, elapsed, line or ""
+            ),
+        )
+        self.progress.done()
+        return ServiceHandle(
+            config=config,
+            base_url=self.base_url,
+            server_info=dict(ready.server_info),
+            client=self._client(),
+            identity=identity,
+            ready_seconds=self._clock() - started,
+            phases=[(p.phase, p.at) for p in ready.phases],
+            unverified=list(ready.unverified),
+            restarted=True,
+            simulated=bool(ready.server_info.get("simulator")),
+        )
+
+    def _verifier(self, config: SpecConfig) -> Callable[[Any], Any]:
+        def verify(server_info: Any) -> Any:
+            return self.dialect.verify(config, server_info)
+
+        return verify
+
+    def _probe(self, config: SpecConfig, verify: Callable[[Any], Any]) -> ServiceHandle | None:
+        """The live server, if it is ready and verified for ``config`` (no restart)."""
+        client = self._client()
+        try:
+            health = client.session.get(f"{self.base_url}/health_generate", timeout=30.0)
+            health.close()
+            if health.status_code != 200:
+                client.close()
+                return None
+            info = client.server_info()
+        except (requests.RequestException, SGLangError):
+            client.close()
+            return None
+        verification = verify(info)
+        if not verification.ok:
+            client.close()
+            return None
+        return ServiceHandle(
+            config=config,
+            base_url=self.base_url,
+            server_info=dict(info),
+            client=client,
+            identity=None,
+            ready_seconds=0.0,
+            phases=[("verified", 0.0)],
+            unverified=list(verification.unverified),
+            restarted=False,
+            simulated=bool(info.get("simulator")),
+        )
+
+    def _describe_live(self, config: SpecConfig) -> str:
+        return (
+            f"the server at {self.base_url} does not run {config.label()} and "
+            "--dflash-restart=never forbids restarting it"
+        )
+
+    def launch_spec(self, config: SpecConfig) -> LaunchSpec:
+        """The command line (or script) that brings the target to ``config``."""
+        rendered = self.dialect.render(config)
+        s = self.settings
+        script = dialects.script_args(s.restart_cmd, config) if s.restart_cmd else None
+        argv = shlex.split(s.launch)
+        if s.control == "local" and "--port" not in argv:
+            argv += ["--host", self.host, "--port", str(self.port)]
+        argv += list(rendered.argv)
+        return LaunchSpec(
+            argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()
+        )
+
+    def _get_controller(self, log_dir: Path) -> ServiceController:
+        if self._controller is None:
+            self._controller = self._controller_factory(self.settings, log_dir)
+        return self._controller
+
+    def _client(self) -> SGLangClient:
+        return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
+
+
+def build_controller(settings: Settings, log_dir: Path) -> ServiceController:
+    """The controller the settings ask for."""
+    if settings.control == "local":
+        from pytest_specdecode.service.local import LocalController
+
+        return LocalController(log_dir)
+    from pytest_specdecode.service import ssh
+
+    host = settings.hosts[0]
+    target = ssh.SSHTarget(
+        host=host.name,
+        user=settings.ssh_user,
+        port=host.port or settings.ssh_port,
+        key_filename=settings.ssh_key,
+        accept_unknown_host_keys=settings.ssh_accept_new_host_key,
+    )
+    factory = ssh.connection_factory(target)
+    if settings.control == "systemd":
+        from pytest_specdecode.service.systemd import SystemdController
+
+        assert settings.unit is not None
+        return SystemdController(factory, settings.unit)
+    if settings.control == "script":
+        from pytest_specdecode.service.script import ScriptController
+
+        return ScriptController(factory)
+    from pytest_specdecode.service.external import ExternalController
+
+    return ExternalController()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _ready_message(handle: ServiceHandle) -> str:
+    label = handle.config.label()
+    if not handle.restarted:
+        return f"{label}: live server already verified, no restart"
+    phases = " -> ".join(name for name, _ in handle.phases)
+    return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases})"

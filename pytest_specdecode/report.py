@@ -1,0 +1,85 @@
+"""The JSON run report: written atomically, refreshed after every test.
+
+An interrupted run keeps everything it measured up to the last finished
+test: each write goes to a temporary file in the same directory and replaces
+the report with ``os.replace``, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode import __version__
+from pytest_specdecode.settings import Settings
+
+REPORT_FORMAT = 1
+
+
+def metadata(settings: Settings, *, cwd: str | os.PathLike[str] = ".") -> dict[str, Any]:
+    """Run metadata: versions, target, control mode, dialect, git commit."""
+    return {
+        "format": REPORT_FORMAT,
+        "plugin": __version__,
+        "pytest": pytest.__version__,
+        "python": platform.python_version(),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hosts": [str(h) for h in settings.hosts] or ["localhost"],
+        "control": settings.control,
+        "dialect": settings.dialect,
+        "launch": settings.launch,
+        "simulated": settings.uses_simulator,
+        "git_commit": git_commit(cwd),
+    }
+
+
+def git_commit(cwd: str | os.PathLike[str] = ".") -> str | None:
+    """The checked-out commit of ``cwd``'s repository, if there is one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` so that readers never see a partial file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, default=str)
+            handle.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a saved report; ``ValueError`` with a one-line reason if it is not one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read report {str(path)!r}: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
+        raise ValueError(
+            f"{str(path)!r} is not a pytest-specdecode report (format {REPORT_FORMAT})"
+        )
+    return data

@@ -1,0 +1,169 @@
+"""What a run measured, per config: coding verdicts, throughput, readiness.
+
+Tests attach their measurements to their report as ``user_properties``
+(which pytest-xdist carries from workers to the controller and JUnit XML
+writes out); :class:`RunResults` collects them from the reports, so the same
+code aggregates a plain run and a distributed one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# user_properties keys, shared by the tests that write them and this module.
+CONFIG = "dflash_config"
+CONFIG_DATA = "dflash_config_data"
+KIND = "dflash_kind"
+RECORD = "dflash_record"
+
+
+@dataclass
+class CodingRecord:
+    """One coding problem under one config."""
+
+    problem: str
+    passed: bool
+    status: str
+    reason: str
+    samples: int = 1
+    correct: int = 0
+    latency: float | None = None
+    completion_tokens: int | None = None
+    accept_length: float | None = None
+
+
+@dataclass
+class ThroughputRecord:
+    """One throughput case under one config; ``metrics`` as in extra_info."""
+
+    case: str
+    metrics: dict[str, Any]
+    key: str = ""
+
+
+@dataclass
+class LosslessRecord:
+    """Greedy outputs of one config compared with the baseline."""
+
+    passed: bool
+    detail: str
+
+
+@dataclass
+class ConfigResults:
+    """Everything measured under one config."""
+
+    label: str
+    config: dict[str, Any] = field(default_factory=dict)
+    service: dict[str, Any] = field(default_factory=dict)
+    coding: dict[str, CodingRecord] = field(default_factory=dict)
+    throughput: dict[str, ThroughputRecord] = field(default_factory=dict)
+    lossless: dict[str, LosslessRecord] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def pass_rate(self) -> tuple[float, int, int] | None:
+        """(mean pass@1, passed problems, problems), or None without coding tests."""
+        if not self.coding:
+            return None
+        records = list(self.coding.values())
+        rate = sum(r.correct / r.samples for r in records) / len(records)
+        return rate, sum(r.passed for r in records), len(records)
+
+    def pass_at_k(self, k: int) -> float | None:
+        """Mean unbiased pass@k over problems with at least k samples."""
+        usable = [r for r in self.coding.values() if r.samples >= k]
+        if not usable:
+            return None
+        return sum(pass_at_k(r.samples, r.correct, k) for r in usable) / len(usable)
+
+    def accept_length(self) -> float | None:
+        """Accept length over all throughput cases (tokens / verify steps)."""
+        tokens = steps = 0.0
+        for record in self.throughput.values():
+            t = record.metrics.get("completion_tokens")
+            s = record.metrics.get("spec_verify_ct")
+            if t and s:
+                tokens += float(t)
+                steps += float(s)
+        return tokens / steps if steps else None
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: 1 - C(n-c, k) / C(n, k), computed as a stable product."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+class RunResults:
+    """Collects per-config results from test reports (controller side)."""
+
+    def __init__(self) -> None:
+        self.configs: dict[str, ConfigResults] = {}
+        self.other_failures: list[str] = []
+
+    def for_config(self, label: str, config: Mapping[str, Any] | None = None) -> ConfigResults:
+        results = self.configs.get(label)
+        if results is None:
+            results = self.configs[label] = ConfigResults(label)
+        if config and not results.config:
+            results.config = dict(config)
+        return results
+
+    def add(self, nodeid: str, when: str, outcome: str, props: Iterable[tuple[str, Any]]) -> None:
+        """Take one report's outcome and properties."""
+        data = dict(props)
+        label = data.get(CONFIG)
+        kind = data.get(KIND)
+        failed = outcome == "failed"
+        if label is None or kind is None:
+            if failed:
+                self.other_failures.append(nodeid)
+            return
+        results = self.for_config(str(label), data.get(CONFIG_DATA))
+        record = data.get(RECORD)
+        if kind == "service" and isinstance(record, dict):
+            results.service = record
+        elif kind == "coding" and isinstance(record, dict) and when == "call":
+            results.coding[record["problem"]] = CodingRecord(**record)
+        elif kind == "throughput" and isinstance(record, dict) and when == "call":
+            results.throughput[record["case"]] = ThroughputRecord(
+                record["case"], record["metrics"], record.get("key", "")
+            )
+        elif kind == "lossless" and isinstance(record, dict) and when == "call":
+            results.lossless[nodeid] = LosslessRecord(record["passed"], record["detail"])
+        if failed and kind not in ("coding",):
+            self.other_failures.append(nodeid)
+        if failed and when != "call":
+            results.errors.append(nodeid)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "configs": [
+                {
+                    "label": r.label,
+                    "config": r.config,
+                    "service": r.service,
+                    "pass_rate": _rate_json(r.pass_rate()),
+                    "pass_at_k": {
+                        str(k): v for k in (1, 5, 10) if (v := r.pass_at_k(k)) is not None
+                    },
+                    "accept_length": r.accept_length(),
+                    "coding": [asdict(c) for c in r.coding.values()],
+                    "throughput": [asdict(t) for t in r.throughput.values()],
+                    "lossless": {k: asdict(v) for k, v in r.lossless.items()},
+                    "errors": r.errors,
+                }
+                for r in self.configs.values()
+            ],
+            "other_failures": self.other_failures,
+        }
+
+
+def _rate_json(rate: tuple[float, int, int] | None) -> dict[str, Any] | None:
+    if rate is None:
+        return None
+    return {"rate": rate[0], "passed": rate[1], "total": rate[2]}

@@ -1,0 +1,127 @@
+"""The plugin's terminal summary: per config readiness, pass rate, throughput.
+
+pytest-benchmark's own table shows only times; this one shows what the run
+is for. Plain functions returning lines, so ``pytest-specdecode report`` can
+print the same summary from a saved JSON report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_specdecode.throughput.compare import CaseRow, render_sweep
+
+SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
+
+
+def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
+    """Summary lines from a report dict (``RunResults.to_json()`` plus metadata)."""
+    configs: list[dict[str, Any]] = report.get("configs", [])
+    lines: list[str] = []
+    if not configs:
+        return lines
+    if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
+        lines.append(f"NOTE: {SIM_NOTICE}")
+    lines.extend(_config_table(configs))
+    rows = [
+        CaseRow(
+            key=t["case"],
+            fullname=t["case"],
+            case=t["case"],
+            config=c["label"],
+            tok_s=t["metrics"].get("tok_s"),
+            accept_length=t["metrics"].get("accept_length"),
+            extra_info=t["metrics"],
+        )
+        for c in configs
+        for t in c.get("throughput", [])
+    ]
+    if rows:
+        lines += ["", "throughput: output tok/s and accept length per case and config"]
+        lines += render_sweep(rows, configs=[c["label"] for c in configs]).splitlines()
+        lines += ["", *_latency_table(configs)]
+    for c in configs:
+        failed = [r for r in c.get("coding", []) if not r["passed"]]
+        if failed:
+            lines += ["", f"coding failures under {c['label']}:"]
+            lines += [f"  {r['problem']}: {r['status']}: {r['reason']}" for r in failed]
+    compare = report.get("compare")
+    if compare:
+        lines += ["", f"compared with {compare['baseline']}:", *compare["table"].splitlines()]
+    gate_lines = list(gate_lines)
+    if gate_lines:
+        lines += ["", "dflash gates FAILED:"] + [f"  {line}" for line in gate_lines]
+    return lines
+
+
+def _config_table(configs: list[dict[str, Any]]) -> list[str]:
+    header = ["config", "ready", "restarted", "pass rate", "pass@k", "accept len"]
+    body: list[list[str]] = []
+    for c in configs:
+        service = c.get("service") or {}
+        rate = c.get("pass_rate")
+        passk = c.get("pass_at_k") or {}
+        accept = c.get("accept_length")
+        body.append(
+            [
+                c["label"],
+                f"{service['ready_seconds']:.1f}s" if "ready_seconds" in service else "-",
+                _restarted(service.get("restarted")),
+                f"{rate['passed']}/{rate['total']} = {rate['rate']:.0%}" if rate else "-",
+                " ".join(f"@{k} {v:.2f}" for k, v in passk.items()) if len(passk) > 1 else "-",
+                f"{accept:.2f}" if accept else "-",
+            ]
+        )
+        if c.get("errors"):
+            body[-1][1] = "ERROR"
+    return _table(header, body)
+
+
+def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
+    header = [
+        "config",
+        "case",
+        "tok/s",
+        "req tok/s p50",
+        "TTFT p50/p99 ms",
+        "TPOT p50 ms",
+        "ITL p50 ms",
+        "tok/chunk",
+        "errors",
+    ]
+    body: list[list[str]] = []
+    for c in configs:
+        for t in c.get("throughput", []):
+            m = t["metrics"]
+            body.append(
+                [
+                    c["label"],
+                    t["case"],
+                    _num(m.get("tok_s"), 1),
+                    _num(m.get("req_tok_s_p50"), 1),
+                    f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",
+                    _num(m.get("tpot_ms_p50"), 2),
+                    _num(m.get("itl_ms_p50"), 2),
+                    _num(m.get("tokens_per_chunk_mean"), 2),
+                    str(m.get("errors", 0)),
+                ]
+            )
+    return _table(header, body)
+
+
+def _restarted(value: Any) -> str:
+    return "-" if value is None else ("yes" if value else "no (live)")
+
+
+def _num(value: Any, digits: int) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:.{digits}f}"
+
+
+def _table(header: list[str], body: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    for row in body:
+        out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return out
