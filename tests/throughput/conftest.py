@@ -1,0 +1,263 @@
+"""Fixtures for the throughput tests: a tiny scripted HTTP server, the real simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+
+@dataclass
+class Script:
+    """What the fake server answers; tests change it before sending requests."""
+
+    chunk_tokens: list[int] = field(default_factory=lambda: [1, 3, 2, 4])
+    verify_per_chunk: bool = True
+    fail_generate: tuple[int, str] | None = None
+    stream_error_after: int | None = None
+    old_endpoints: bool = False
+    incremental: bool = False
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+
+
+def fake_token_count(text: str) -> int:
+    """The fake server's tokenizer: one token per 4 characters, at least one."""
+    return max(1, len(text) // 4)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    script: Script
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+        pass
+
+    def _send_json(self, status: int, data: Any) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _sse(self, events: list[Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+            time.sleep(0.002)
+        self._chunk(b"data: [DONE]\n\n")
+        self._chunk(b"")
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else None
+
+    def do_GET(self) -> None:
+        s = self.script
+        s.requests.append(("GET", self.path, None))
+        if self.path == "/server_info" and s.old_endpoints:
+            self._send_json(404, {"detail": "Not Found"})
+        elif self.path in ("/server_info", "/get_server_info"):
+            self._send_json(200, {"speculative_algorithm": "DFLASH", "path": self.path})
+        elif self.path == "/model_info":
+            self._send_json(200, {"model_path": "fake"})
+        elif self.path == "/metrics":
+            body = b"sglang:generation_tokens_total 42.0\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self._send_json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        s = self.script
+        body = self._body()
+        s.requests.append(("POST", self.path, body))
+        if self.path == "/flush_cache":
+            self._send_json(200, {"ok": True})
+        elif self.path == "/generate":
+            self._generate(body)
+        elif self.path in ("/v1/chat/completions", "/v1/completions"):
+            self._openai(body, chat=self.path.endswith("chat/completions"))
+        else:
+            self._send_json(404, {"detail": "Not Found"})
+
+    def _generate(self, body: dict[str, Any]) -> None:
+        s = self.script
+        if s.fail_generate is not None:
+            status, message = s.fail_generate
+            self._send_json(status, {"error": {"message": message}})
+            return
+        prompt_tokens = fake_token_count(body.get("text") or "")
+        params = body["sampling_params"]
+        if params["max_new_tokens"] == 0:
+            self._send_json(
+                200,
+                {"text": "", "meta_info": {"prompt_tokens": prompt_tokens, "completion_tokens": 0}},
+            )
+            return
+        events, total, ids = [], 0, []
+        for n, step in enumerate(s.chunk_tokens):
+            if s.stream_error_after is not None and n == s.stream_error_after:
+                events.append({"error": {"message": "scheduler died"}})
+                break
+            new_ids = list(range(total, total + step))
+            total += step
+            ids += new_ids
+            events.append(
+                {
+                    "text": ("t" * step) if s.incremental else ("t" * total),
+                    "output_ids": new_ids if s.incremental else list(ids),
+                    "meta_info": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": total,
+                        "spec_verify_ct": n + 1 if s.verify_per_chunk else 0,
+                        "spec_accept_length": total / (n + 1),
+                        "finish_reason": None
+                        if n + 1 < len(s.chunk_tokens)
+                        else {"type": "length", "length": total},
+                        "e2e_latency": 0.01,
+                    },
+                }
+            )
+        if body.get("stream"):
+            self._sse(events)
+        else:
+            self._send_json(200, events[-1])
+
+    def _openai(self, body: dict[str, Any], *, chat: bool) -> None:
+        pieces = ["Hel", "lo", " world"]
+        usage = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+        if not body.get("stream"):
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+            if chat:
+                choice["message"] = {"role": "assistant", "content": "".join(pieces)}
+            else:
+                choice["text"] = "".join(pieces)
+            self._send_json(200, {"choices": [choice], "usage": usage})
+            return
+        events: list[Any] = []
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1
+            choice = {"index": 0, "finish_reason": "stop" if last else None}
+            if chat:
+                choice["delta"] = {"content": piece}
+            else:
+                choice["text"] = piece
+            events.append({"choices": [choice], "usage": None})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append({"choices": [], "usage": usage})
+        self._sse(events)
+
+
+@pytest.fixture
+def fake_server() -> Iterator[tuple[str, Script]]:
+    """A scripted SGLang-like server on loopback: ``(base_url, script)``."""
+    script = Script()
+    handler = type("Handler", (_Handler,), {"script": script})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", script
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+SIM_ARGS = [
+    "--speculative-algorithm", "DFLASH",
+    "--speculative-draft-model-path", "d",
+    "--speculative-num-draft-tokens", "8",
+    "--speculative-draft-window-size", "2048",
+    "--sim-load-seconds", "0",
+    "--sim-warmup-seconds", "0",
+    "--enable-metrics",
+]  # fmt: skip
+
+
+def start_simulator(time_scale: float, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the simulator on a free port and wait until /health_generate is 200."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "pytest_specdecode.sim", "--host", "127.0.0.1",
+           "--port", str(port), *SIM_ARGS, "--sim-time-scale", str(time_scale)]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    with requests.Session() as session:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"simulator exited {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if session.get(url + "/health_generate", timeout=2).status_code == 200:
+                    return proc, url
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"simulator not ready in 30 s: {log.read_text()[-2000:]}")
+
+
+def stop_simulator(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate the simulator we started and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _simulator(tmp_path_factory: pytest.TempPathFactory, scale: float) -> Iterator[str]:
+    if not Path(__file__).parents[2].joinpath("pytest_specdecode/sim/launch.py").exists():
+        pytest.skip("the simulator (pytest_specdecode/sim) is not there yet")
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    proc, url = start_simulator(scale, log)
+    try:
+        yield url
+    finally:
+        stop_simulator(proc)
+
+
+@pytest.fixture(scope="session")
+def sim_fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real simulator at time scale 0 (as fast as it can)."""
+    yield from _simulator(tmp_path_factory, 0)
+
+
+@pytest.fixture(scope="session")
+def sim_timed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real simulator at a modest time scale, so intervals are meaningful."""
+    yield from _simulator(tmp_path_factory, 0.05)

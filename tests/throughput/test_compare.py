@@ -1,0 +1,183 @@
+"""Reading saved pytest-benchmark runs, pairing cases, gates and tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.throughput.compare import (
+    CompareError,
+    FailSpec,
+    find_saved_run,
+    load_run,
+    machine_id,
+    pair,
+    parse_fail_spec,
+    regressions,
+    render_compare,
+    render_sweep,
+)
+
+
+def bench(
+    test_id: str, case: str, config: str, tok_s: float, accept: float | None
+) -> dict[str, Any]:
+    """One entry as pytest-benchmark 5.x writes it (``as_dict(include_data=True)``)."""
+    fullname = f"tests/test_tp.py::test_throughput[{test_id}]"
+    return {
+        "group": None,
+        "name": f"test_throughput[{test_id}]",
+        "fullname": fullname,
+        "params": {"case": test_id},
+        "param": test_id,
+        "extra_info": {"case": case, "config": config, "tok_s": tok_s, "accept_length": accept,
+                       "ttft_ms_p50": 12.5, "errors": 0},
+        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 5,
+                    "max_time": 1.0, "min_time": 5e-06, "warmup": False},
+        "stats": {"min": 1.0, "max": 1.2, "mean": 1.1, "stddev": 0.1, "rounds": 3,
+                  "median": 1.1, "iqr": 0.1, "q1": 1.05, "q3": 1.15, "iqr_outliers": 0,
+                  "stddev_outliers": 1, "outliers": "1;0", "ld15iqr": 1.0, "hd15iqr": 1.2,
+                  "ops": 0.909, "total": 3.3, "data": [1.0, 1.1, 1.2], "iterations": 1},
+    }  # fmt: skip
+
+
+def saved_run(benchmarks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "machine_info": {"node": "box", "processor": "x86_64", "machine": "x86_64",
+                         "python_implementation": "CPython", "python_version": "3.11.7",
+                         "system": "Linux", "release": "6.1", "cpu": {}},
+        "commit_info": {"id": "abc123", "time": "2025-11-29T23:00:00+00:00",
+                        "author_time": "2025-11-29T23:00:00+00:00", "dirty": False,
+                        "project": "demo", "branch": "main"},
+        "benchmarks": benchmarks,
+        "datetime": "2025-11-29T23:10:00.000000+00:00",
+        "version": "5.3.1",
+    }  # fmt: skip
+
+
+def write(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=4))
+    return path
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Path:
+    root = tmp_path / ".benchmarks"
+    write(
+        root / machine_id() / "0001_b8.json",
+        saved_run([bench("ctx60-c1", "ctx60-c1", "DFLASH budget=8", 100.0, 3.0),
+                   bench("ctx60-c8", "ctx60-c8", "DFLASH budget=8", 600.0, 3.1)]),
+    )  # fmt: skip
+    write(
+        root / machine_id() / "0002_b16.json",
+        saved_run([bench("ctx60-c1", "ctx60-c1", "DFLASH budget=16", 104.0, 4.0),
+                   bench("ctx60-c8", "ctx60-c8", "DFLASH budget=16", 540.0, 2.9)]),
+    )  # fmt: skip
+    return root
+
+
+def test_find_by_number_like_benchmark_compare(storage: Path) -> None:
+    assert find_saved_run("0001", storage).name == "0001_b8.json"
+    assert find_saved_run("0002_b16", storage).name == "0002_b16.json"
+    path = storage / machine_id() / "0001_b8.json"
+    assert find_saved_run(str(path), storage) == path
+
+
+def test_find_falls_back_to_other_machine_dirs(tmp_path: Path) -> None:
+    root = tmp_path / ".benchmarks"
+    write(root / "Linux-CPython-3.9-64bit" / "0007_x.json", saved_run([]))
+    assert find_saved_run("0007", root).parent.name == "Linux-CPython-3.9-64bit"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("0009", "no saved benchmark run '0009'"), ("latest", "give a .json file or a run number")],
+)
+def test_missing_run_is_one_line(storage: Path, spec: str, message: str) -> None:
+    with pytest.raises(CompareError, match=message) as info:
+        find_saved_run(spec, storage)
+    assert "\n" not in str(info.value)
+
+
+def test_unreadable_run(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(CompareError, match="cannot read saved benchmark run"):
+        load_run(bad)
+
+
+def test_pairs_across_configs_and_renders_deltas(storage: Path) -> None:
+    base = load_run(find_saved_run("0001", storage))
+    now = load_run(find_saved_run("0002", storage))
+    deltas = pair(base, now)
+    assert [d.case for d in deltas] == ["ctx60-c1", "ctx60-c8"]
+    assert deltas[0].change_pct("tok_s") == pytest.approx(4.0)
+    assert deltas[1].change_pct("tok_s") == pytest.approx(-10.0)
+    assert deltas[0].change("accept_length") == pytest.approx(1.0)
+    table = render_compare(deltas, "0001", "now")
+    lines = table.splitlines()
+    assert lines[0].split() == ["case", "tok/s", "0001", "tok/s", "now", "delta",
+                                "accept", "0001", "accept", "now", "delta"]  # fmt: skip
+    assert lines[2].split() == ["ctx60-c1", "100.0", "104.0", "+4.0%", "3.00", "4.00", "+1.00"]
+    assert lines[3].split() == ["ctx60-c8", "600.0", "540.0", "-10.0%", "3.10", "2.90", "-0.20"]
+
+
+def test_sweep_ids_pair_by_case_from_extra_info(tmp_path: Path) -> None:
+    # Under a sweep the config is part of the test id; the case still pairs.
+    a = saved_run([bench("DFLASH-b8-ctx60-c1", "ctx60-c1", "b8", 1, 2)])
+    b = saved_run([bench("DFLASH-b16-ctx60-c1", "ctx60-c1", "b16", 2, 3)])
+    deltas = pair(load_run(write(tmp_path / "a.json", a)), load_run(write(tmp_path / "b.json", b)))
+    assert len(deltas) == 1
+    assert deltas[0].base is not None
+    assert deltas[0].current is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [("tok_s:5%", FailSpec("tok_s", 5.0, True)),
+     ("accept_length:0.25", FailSpec("accept_length", 0.25, False)),
+     ("tok_s:12.5%", FailSpec("tok_s", 12.5, True))],
+)  # fmt: skip
+def test_parse_fail_spec(text: str, spec: FailSpec) -> None:
+    assert parse_fail_spec(text) == spec
+
+
+@pytest.mark.parametrize("bad", ["tok_s", "mean:5%", "tok_s:-5%", "tok_s:five%"])
+def test_bad_fail_spec(bad: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid compare-fail spec"):
+        parse_fail_spec(bad)
+
+
+def test_regressions_one_line_per_regressed_case(storage: Path) -> None:
+    deltas = pair(load_run(find_saved_run("0001", storage)),
+                  load_run(find_saved_run("0002", storage)))  # fmt: skip
+    assert regressions(deltas, [parse_fail_spec("tok_s:5%")]) == [
+        "ctx60-c8: tok_s 600 -> 540 (-10.0%), beyond the allowed drop tok_s:5%"
+    ]
+    assert regressions(deltas, [parse_fail_spec("tok_s:10%")]) == []
+    assert regressions(deltas, [parse_fail_spec("accept_length:0.1")]) == [
+        "ctx60-c8: accept_length 3.1 -> 2.9 (-0.2), beyond the allowed drop accept_length:0.1"
+    ]
+
+
+def test_missing_case_is_a_regression(storage: Path, tmp_path: Path) -> None:
+    now = write(tmp_path / "now.json", saved_run([bench("ctx60-c1", "ctx60-c1", "b", 100.0, 3)]))
+    deltas = pair(load_run(find_saved_run("0001", storage)), load_run(now))
+    assert regressions(deltas, [parse_fail_spec("tok_s:5%")]) == [
+        "ctx60-c8: tok_s missing in the current run (was 600)"
+    ]
+
+
+def test_sweep_table_rows_cases_columns_configs(storage: Path) -> None:
+    rows = load_run(find_saved_run("0001", storage)) + load_run(find_saved_run("0002", storage))
+    lines = render_sweep(rows).splitlines()
+    assert lines[0].split() == ["case", "tok/s", "DFLASH", "budget=8", "accept", "DFLASH",
+                                "budget=8", "tok/s", "DFLASH", "budget=16", "accept", "DFLASH",
+                                "budget=16"]  # fmt: skip
+    assert lines[2].split() == ["ctx60-c1", "100.0", "3.00", "104.0", "4.00"]
+    assert lines[3].split() == ["ctx60-c8", "600.0", "3.10", "540.0", "2.90"]

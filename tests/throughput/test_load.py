@@ -1,0 +1,120 @@
+"""Rounds and cases against the scripted server, with a fake benchmark fixture."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.throughput.load import ThroughputError, run_case, run_round
+from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase
+
+from .conftest import Script, fake_token_count
+
+
+class FakeBenchmark:
+    """Records pedantic calls and runs them like pytest-benchmark does (setup untimed)."""
+
+    def __init__(self) -> None:
+        self.extra_info: dict[str, Any] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    def pedantic(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        setup: Callable[[], Any] | None = None,
+        teardown: Callable[..., Any] | None = None,
+        rounds: int = 1,
+        warmup_rounds: int = 0,
+        iterations: int = 1,
+    ) -> Any:
+        self.calls.append({"rounds": rounds, "iterations": iterations})
+        out = None
+        for _ in range(rounds):
+            a, k = setup() if setup else (args, kwargs or {})
+            out = target(*a, **k)
+        return out
+
+
+CORPUS = " ".join(f"word{i}" for i in range(20_000))
+
+
+def generate_bodies(script: Script) -> list[dict[str, Any]]:
+    return [b for m, p, b in script.requests if p == "/generate" and b["stream"]]
+
+
+def test_run_round_sends_all_prompts_at_once(fake_server: tuple[str, Script]) -> None:
+    url, script = fake_server
+    result = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40, "b" * 40, "c" * 40], 10)
+    assert len(result.results) == 3
+    assert result.errors == []
+    assert all(r.completion_tokens == 10 for r in result.results)
+    assert result.start <= min(r.send_time for r in result.results)
+    assert result.end == max(r.end_time for r in result.results)
+    assert sorted(b["text"][0] for b in generate_bodies(script)) == ["a", "b", "c"]
+
+
+def test_run_case_through_pedantic(fake_server: tuple[str, Script]) -> None:
+    url, script = fake_server
+    bench = FakeBenchmark()
+    builder = PromptBuilder(fake_token_count, CORPUS)
+    with SGLangClient(url, timeout=5) as client:
+        metrics = run_case(client, ThroughputCase(50, 2, 10), 3, bench,
+                           prompt_builder=builder, config="DFLASH budget=8")  # fmt: skip
+    assert bench.calls == [{"rounds": 3, "iterations": 1}]
+    assert metrics.rounds == 3
+    assert metrics.requests == 6
+    assert metrics.completion_tokens == 60
+    assert metrics.accept_length == pytest.approx(10 / 4)
+    assert bench.extra_info["case"] == "ctx50-c2-t10"
+    assert bench.extra_info["config"] == "DFLASH budget=8"
+    assert bench.extra_info["tok_s"] == pytest.approx(metrics.tok_s)
+    # flush first; 4 rounds x 2 requests (one warm-up) with 8 distinct prompts
+    paths = [p for _, p, _ in script.requests]
+    assert "/flush_cache" in paths
+    assert paths.index("/flush_cache") < len(paths) - 8
+    texts = [b["text"] for b in generate_bodies(script)]
+    assert len(texts) == 8
+    assert len(set(texts)) == 8
+    assert all(abs(fake_token_count(t) - 50) <= 1 for t in texts)
+
+
+def test_run_case_without_benchmark_times_rounds_itself(fake_server: tuple[str, Script]) -> None:
+    url, _ = fake_server
+    with SGLangClient(url, timeout=5) as client:
+        builder = PromptBuilder(fake_token_count, CORPUS)
+        metrics = run_case(
+            client, ThroughputCase(20, 1, 10), 2, prompt_builder=builder, warmup=False
+        )
+    assert metrics.rounds == 2
+    assert metrics.wall_time_s > 0
+    assert metrics.tok_s == pytest.approx(20 / metrics.wall_time_s)
+
+
+def test_failed_request_fails_the_case_with_server_text(fake_server: tuple[str, Script]) -> None:
+    url, script = fake_server
+    builder = PromptBuilder(fake_token_count, CORPUS)
+    script.fail_generate = (503, "Server is overloaded")
+    with SGLangClient(url, timeout=5) as client, pytest.raises(ThroughputError) as info:
+        run_case(client, ThroughputCase(20, 2, 10), 1, FakeBenchmark(), prompt_builder=builder)
+    assert str(info.value) == (
+        "2/2 requests failed in ctx20-c2-t10 (warm-up round): "
+        "POST /generate returned 503: Server is overloaded"
+    )
+
+
+def test_zero_tokens_is_an_error_not_a_zero(fake_server: tuple[str, Script]) -> None:
+    url, script = fake_server
+    script.chunk_tokens = [0]
+    result = run_round(lambda: SGLangClient(url, timeout=5), ["x" * 8], 10)
+    assert result.errors == [
+        "POST /generate returned 0 completion tokens (finish_reason 'length'); "
+        "the server produced nothing"
+    ]
+    script.chunk_tokens = []
+    result = run_round(lambda: SGLangClient(url, timeout=5), ["x" * 8], 10)
+    assert result.errors == ["POST /generate returned 200: stream ended without any event"]

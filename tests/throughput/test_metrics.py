@@ -1,0 +1,140 @@
+"""Section 5 metric formulas on synthetic timings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_specdecode.client import GenerateResult
+from pytest_specdecode.throughput.load import RequestRecord, RoundResult
+from pytest_specdecode.throughput.metrics import (
+    CaseMetrics,
+    Percentiles,
+    case_metrics,
+    percentile,
+    request_itls,
+    request_tpot,
+)
+from pytest_specdecode.throughput.workload import ThroughputCase
+
+
+def result(
+    send: float,
+    chunks: list[tuple[float, int]],
+    *,
+    verify: int | None = None,
+    end: float | None = None,
+) -> GenerateResult:
+    times = [t for t, _ in chunks]
+    counts = [n for _, n in chunks]
+    return GenerateResult(
+        text="",
+        completion_tokens=sum(counts),
+        prompt_tokens=100,
+        finish_reason="length",
+        send_time=send,
+        end_time=end if end is not None else times[-1],
+        chunk_times=times,
+        chunk_tokens=counts,
+        spec_verify_ct=verify,
+    )
+
+
+def one_round(start: float, end: float, *results: GenerateResult) -> RoundResult:
+    return RoundResult(start, end, [RequestRecord(i, 100, r) for i, r in enumerate(results)])
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([5.0], 50, 5.0),
+        ([1.0, 2.0, 3.0, 4.0], 50, 2.5),
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 90, 4.6),
+        (list(map(float, range(1, 101))), 99, 99.01),
+        ([3.0, 1.0, 2.0], 0, 1.0),
+        ([3.0, 1.0, 2.0], 100, 3.0),
+    ],
+)
+def test_percentile_interpolates_linearly(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_percentile_of_nothing_is_none_and_bad_q_raises() -> None:
+    assert percentile([], 50) is None
+    with pytest.raises(ValueError, match=r"0\.\.100"):
+        percentile([1.0], 101)
+
+
+def test_tpot_uses_completion_tokens_not_chunk_count() -> None:
+    # 2 chunks carrying 1 and 9 tokens: TPOT spreads the decode time over 9
+    # tokens after the first, not over 1 chunk gap.
+    r = result(10.0, [(10.2, 1), (11.1, 9)])
+    assert r.ttft == pytest.approx(0.2)
+    assert request_tpot(r) == pytest.approx((1.1 - 0.2) / 9)
+    assert request_itls(r) == [pytest.approx(0.9)]
+
+
+def test_tpot_undefined_for_single_token() -> None:
+    assert request_tpot(result(0.0, [(0.5, 1)])) is None
+
+
+def test_case_metrics_aggregate_over_rounds() -> None:
+    case = ThroughputCase(1024, 2, 8)
+    r1 = one_round(
+        0.0,
+        2.0,
+        result(0.0, [(0.5, 1), (1.0, 3), (2.0, 4)], verify=3),
+        result(0.0, [(0.25, 2), (1.0, 6)], verify=2),
+    )
+    r2 = one_round(10.0, 12.0, result(10.0, [(11.0, 4), (12.0, 4)], verify=2))
+    m = case_metrics(case, [r1, r2])
+    assert m.case == "ctx1024-c2-t8"
+    assert m.completion_tokens == 24
+    assert m.wall_time_s == pytest.approx(4.0)
+    assert m.tok_s == pytest.approx(24 / 4.0)
+    assert m.tok_s_round_min == pytest.approx(4.0)
+    assert m.tok_s_round_max == pytest.approx(8.0)
+    # accept length over the case's own requests: 24 tokens / 7 verify steps
+    assert m.accept_length == pytest.approx(24 / 7)
+    assert m.spec_verify_ct == 7
+    assert m.requests == 3
+    assert m.errors == 0
+    assert m.ttft_ms.p50 == pytest.approx(500.0)
+    tpots = [(2.0 - 0.5) / 7, (1.0 - 0.25) / 7, (2.0 - 1.0) / 7]
+    assert m.tpot_ms.p50 == pytest.approx(sorted(tpots)[1] * 1000)
+    itls = [0.5, 1.0, 0.75, 1.0]
+    assert m.itl_ms.p50 == pytest.approx(percentile(itls, 50) * 1000)  # type: ignore[operator]
+    assert m.tokens_per_chunk_mean == pytest.approx(24 / 7)
+    assert m.e2e_ms.p99 == pytest.approx(2000.0)
+    assert m.req_tok_s.p50 == pytest.approx(4.0)
+
+
+def test_accept_length_absent_without_spec_counts() -> None:
+    m = case_metrics(ThroughputCase(60, 1), [one_round(0, 1, result(0.0, [(1.0, 5)]))])
+    assert m.accept_length is None
+    assert m.spec_verify_ct is None
+
+
+def test_errors_are_counted_not_hidden() -> None:
+    rnd = one_round(0.0, 1.0, result(0.0, [(1.0, 5)]))
+    rnd.requests.append(RequestRecord(1, 100, None, "POST /generate returned 500: boom"))
+    m = case_metrics(ThroughputCase(60, 2), [rnd])
+    assert m.errors == 1
+    assert m.requests == 2
+    assert m.tok_s == pytest.approx(5.0)
+
+
+def test_extra_info_is_flat_json_and_round_trips() -> None:
+    m = case_metrics(
+        ThroughputCase(60, 1), [one_round(0, 1, result(0.0, [(0.1, 1), (1.0, 4)], verify=2))]
+    )
+    info = m.to_extra_info()
+    assert all(not isinstance(v, (dict, list, tuple)) for v in info.values())
+    assert info["ttft_ms_p50"] == pytest.approx(100.0)
+    assert info["tok_s"] == pytest.approx(5.0)
+    assert CaseMetrics.from_extra_info(json.loads(json.dumps(info))) == m
+
+
+def test_percentiles_scaled_keeps_none() -> None:
+    assert Percentiles(1.0, None, 2.0).scaled(1000) == Percentiles(1000.0, None, 2000.0)
