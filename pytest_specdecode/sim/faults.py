@@ -1,0 +1,86 @@
+"""Injected faults (``--sim-fault``, repeatable) so clients can be tested against failures."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+FAULT_HELP = (
+    "crash-on-start (exit 1 after loading), hang-on-load (never listen), die-after:N "
+    "(exit after N generate requests), unhealthy (health 503 forever), "
+    "slow-first-token:SECONDS, lossy (speculative output differs from greedy), "
+    "stale-config (run and report another drafter window than requested)"
+)
+_PLAIN = ("crash-on-start", "hang-on-load", "unhealthy", "lossy", "stale-config")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One parsed ``--sim-fault`` value."""
+
+    name: str
+    value: float | None = None
+
+
+def parse_fault(text: str) -> Fault:
+    """argparse ``type=`` for ``--sim-fault``."""
+    name, sep, raw = text.partition(":")
+    if name in _PLAIN and not sep:
+        return Fault(name)
+    if name == "die-after" and sep:
+        try:
+            count = int(raw)
+        except ValueError:
+            count = -1
+        if count >= 0:
+            return Fault(name, count)
+        raise argparse.ArgumentTypeError(f"die-after needs a count >= 0, got {raw!r}")
+    if name == "slow-first-token" and sep:
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = -1.0
+        if seconds >= 0:
+            return Fault(name, seconds)
+        raise argparse.ArgumentTypeError(f"slow-first-token needs SECONDS >= 0, got {raw!r}")
+    raise argparse.ArgumentTypeError(f"unknown fault {text!r}; known: {FAULT_HELP}")
+
+
+@dataclass(frozen=True)
+class Faults:
+    """All faults of one run, resolved."""
+
+    crash_on_start: bool = False
+    hang_on_load: bool = False
+    die_after: int | None = None
+    unhealthy: bool = False
+    slow_first_token: float = 0.0
+    lossy: bool = False
+    stale_config: bool = False
+
+    @classmethod
+    def of(cls, faults: list[Fault]) -> Faults:
+        """Combine parsed faults; a repeated valued fault keeps its last value."""
+        names = {f.name for f in faults}
+        die_after = None
+        slow = 0.0
+        for f in faults:
+            if f.name == "die-after":
+                die_after = int(f.value or 0)
+            elif f.name == "slow-first-token":
+                slow = float(f.value or 0.0)
+        return cls(
+            crash_on_start="crash-on-start" in names,
+            hang_on_load="hang-on-load" in names,
+            die_after=die_after,
+            unhealthy="unhealthy" in names,
+            slow_first_token=slow,
+            lossy="lossy" in names,
+            stale_config="stale-config" in names,
+        )
+
+
+def stale_window(window: int | None, num_draft_tokens: int | None) -> int:
+    """The window a stale server runs instead of the requested one."""
+    stale = 2048 if window == 1024 else 1024
+    return max(stale, num_draft_tokens or 0)

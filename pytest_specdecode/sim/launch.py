@@ -1,0 +1,160 @@
+"""``main()``: parse and validate flags, "load weights", then serve like SGLang.
+
+Phases: the port stays closed for ``--sim-load-seconds``; then uvicorn
+listens and health answers 503 for ``--sim-warmup-seconds``; then the
+"fired up" line is logged at the moment health turns 200.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import uvicorn
+
+from pytest_specdecode.sim import cli
+from pytest_specdecode.sim.answers import AnswersFileError, Scripted, load_scripted
+from pytest_specdecode.sim.faults import stale_window
+from pytest_specdecode.sim.model import SpecSettings
+from pytest_specdecode.sim.server import SimServer
+
+log = logging.getLogger("pytest_specdecode.sim")
+
+
+def setup_logging() -> None:
+    """SGLang's log format on stderr; uvicorn's own loggers go through it too."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def fail(message: str) -> int:
+    """Log an error like SGLang's failing ServerArgs check; return the exit status."""
+    log.error(
+        "Traceback (most recent call last):\n"
+        '  File "pytest_specdecode/sim/cli.py", in resolve\n'
+        "ValueError: %s",
+        message,
+    )
+    return 1
+
+
+def effective_spec(args: cli.ServerArgs) -> SpecSettings:
+    """What the server runs: the flags, or a stale window with the ``stale-config`` fault."""
+    spec = args.spec
+    if args.faults.stale_config and spec.speculative:
+        spec = replace(spec, window=stale_window(spec.window, spec.num_draft_tokens))
+    return spec
+
+
+def log_startup(args: cli.ServerArgs, spec: SpecSettings) -> None:
+    """SGLang's weight-loading and drafter lines."""
+    log.info("Load weight begin. avail mem=78.52 GB")
+
+
+def log_loaded(args: cli.ServerArgs, spec: SpecSettings) -> None:
+    """The lines SGLang prints once weights and drafter are up."""
+    log.info(
+        "Load weight end. type=SimForCausalLM, dtype=torch.bfloat16, avail mem=62.12 GB, "
+        "mem usage=16.40 GB."
+    )
+    window = spec.window
+    if spec.algorithm in ("DFLASH", "DDTREE"):
+        log.info(
+            "Initialized DFLASH draft runner. attention_backend=flashinfer, model=%s, "
+            "block_size=%s, draft_window_size=%s, compact_cache=%s",
+            args.draft_model_path,
+            spec.num_draft_tokens,
+            window,
+            window is not None,
+        )
+    if spec.algorithm == "DDTREE":
+        log.info(
+            "Initialized DDTree worker. block_size=%s, tree_budget=%s, max_tree_nodes=%s",
+            spec.num_draft_tokens,
+            spec.budget,
+            (spec.budget or 0) + 1,
+        )
+    if spec.algorithm == "EAGLE":
+        log.info(
+            "Initialized EAGLE draft worker. model=%s, num_steps=%s, topk=%s, num_draft_tokens=%s",
+            args.draft_model_path,
+            spec.num_steps,
+            spec.topk,
+            spec.num_draft_tokens,
+        )
+
+
+async def serve(server: SimServer, args: cli.ServerArgs) -> int:
+    """Listen, warm up, flip health to 200, and serve until stopped."""
+    config = uvicorn.Config(
+        server.app(),
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    uv = uvicorn.Server(config)
+    engine = asyncio.ensure_future(server.engine.run())
+    serving = asyncio.ensure_future(uv.serve())
+    try:
+        while not uv.started:
+            if serving.done():
+                return 1
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(args.warmup_seconds)
+        server.mark_ready()
+        await serving
+    except SystemExit as exc:  # uvicorn exits this way when it cannot bind
+        return int(exc.code or 1)
+    finally:
+        engine.cancel()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the simulator; returns the process exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ns = cli.parse(argv)
+    setup_logging()
+    try:
+        args = cli.resolve(ns, os.environ)
+    except cli.InvalidArgs as exc:
+        return fail(str(exc))
+    scripted: list[Scripted] | None = None
+    if args.answers is not None:
+        try:
+            scripted = load_scripted(args.answers)
+        except AnswersFileError as exc:
+            return fail(str(exc))
+    spec = effective_spec(args)
+    log.info("server_args=%s", args)
+    for warning in args.warnings:
+        log.warning(warning)
+    log_startup(args, spec)
+    if args.faults.hang_on_load:
+        while True:
+            time.sleep(3600)
+    time.sleep(args.load_seconds)
+    if args.faults.crash_on_start:
+        log.error(
+            "Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "sglang/srt/managers/scheduler.py", line 2794, in run_scheduler_process\n'
+            "RuntimeError: CUDA error: an illegal memory access was encountered "
+            "(simulated by --sim-fault crash-on-start)"
+        )
+        return 1
+    log_loaded(args, spec)
+    launch_command = shlex.join([sys.executable, "-m", "pytest_specdecode.sim", *argv])
+    server = SimServer(args, spec, launch_command, scripted)
+    return asyncio.run(serve(server, args))

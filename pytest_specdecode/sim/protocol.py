@@ -1,0 +1,177 @@
+"""Response bodies in SGLang's shapes: native ``/generate`` and the OpenAI endpoints.
+
+Streaming builds each SSE event from precomputed escaped pieces with string
+joins, so the cost per chunk does not grow with Python work per token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pytest_specdecode.sim.scheduler import Sequence
+
+DONE = b"data: [DONE]\n\n"
+
+
+def meta_info(
+    seq: Sequence, end: int, verify_ct: int, drafts_per_step: int | None, final: bool
+) -> dict[str, Any]:
+    """SGLang's ``meta_info`` after ``end`` tokens and ``verify_ct`` verify steps.
+
+    ``drafts_per_step`` is None without speculative decoding: then the spec
+    fields are absent, as in SGLang.
+    """
+    meta: dict[str, Any] = {
+        "id": seq.rid,
+        "finish_reason": seq.finish_reason if final else None,
+        "prompt_tokens": seq.prompt_tokens,
+        "completion_tokens": end,
+        "cached_tokens": 0,
+        "e2e_latency": round(time.monotonic() - seq.created, 6),
+    }
+    if drafts_per_step is not None:
+        meta.update(spec_details(end, verify_ct, drafts_per_step))
+    return meta
+
+
+def spec_details(tokens: int, verify_ct: int, drafts_per_step: int) -> dict[str, Any]:
+    """Speculative counters for a request (also ``sglext.spec_tokens_details``)."""
+    accepted = max(tokens - verify_ct, 0)
+    proposed = verify_ct * drafts_per_step
+    return {
+        "spec_verify_ct": verify_ct,
+        "spec_accept_length": tokens / verify_ct if verify_ct else 0.0,
+        "spec_accept_rate": accepted / proposed if proposed else 0.0,
+        "spec_num_correct_drafts": accepted,
+        "spec_num_proposed_drafts": proposed,
+    }
+
+
+class TextState:
+    """Cumulative escaped text and ids of one stream, grown step by step."""
+
+    __slots__ = ("ids", "pos", "text")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.ids = ""
+        self.pos = 0
+
+    def advance(self, seq: Sequence, end: int) -> str:
+        """Append tokens up to ``end``; return the escaped text of just this step."""
+        tokens = seq.tokens
+        delta = "".join(tokens.escaped[self.pos : end])
+        ids = ",".join(tokens.id_strs[self.pos : end])
+        if ids:
+            self.ids = f"{self.ids},{ids}" if self.ids else ids
+        self.text += delta
+        self.pos = end
+        return delta
+
+
+def escape(text: str) -> str:
+    """``text`` escaped for the inside of a JSON string literal."""
+    return json.dumps(text)[1:-1]
+
+
+def generate_event(state: TextState, meta: dict[str, Any]) -> bytes:
+    """One SSE event of native ``/generate`` streaming (cumulative text and ids)."""
+    return (
+        f'data: {{"text":"{state.text}","output_ids":[{state.ids}],'
+        f'"meta_info":{json.dumps(meta)}}}\n\n'
+    ).encode()
+
+
+def generate_body(text: str, ids: list[int], meta: dict[str, Any]) -> dict[str, Any]:
+    """The non-streaming ``/generate`` response."""
+    return {"text": text, "output_ids": ids, "meta_info": meta}
+
+
+def openai_finish(seq: Sequence) -> tuple[str, object]:
+    """OpenAI ``finish_reason`` and SGLang's ``matched_stop``."""
+    reason = seq.finish_reason
+    if reason.get("type") == "length":
+        return "length", None
+    return "stop", reason.get("matched")
+
+
+def usage(seq: Sequence, end: int) -> dict[str, Any]:
+    """OpenAI ``usage``."""
+    return {
+        "prompt_tokens": seq.prompt_tokens,
+        "completion_tokens": end,
+        "total_tokens": seq.prompt_tokens + end,
+        "prompt_tokens_details": None,
+    }
+
+
+def openai_event(
+    *,
+    chat: bool,
+    rid: str,
+    created: int,
+    model: str,
+    delta_escaped: str | None,
+    finish: str | None = None,
+    matched: object = None,
+    extra: dict[str, Any] | None = None,
+    first: bool = False,
+) -> bytes:
+    """One SSE event of ``/v1/completions`` or ``/v1/chat/completions`` streaming."""
+    head = (
+        f'data: {{"id":"{rid}","object":"{"chat.completion.chunk" if chat else "text_completion"}",'
+        f'"created":{created},"model":{json.dumps(model)},"choices":'
+    )
+    if delta_escaped is None:
+        choices = "[]"
+    else:
+        tail = (
+            f'"logprobs":null,"finish_reason":{json.dumps(finish)},'
+            f'"matched_stop":{json.dumps(matched)}}}]'
+        )
+        if chat:
+            role = '"role":"assistant",' if first else ""
+            choices = f'[{{"index":0,"delta":{{{role}"content":"{delta_escaped}"}},{tail}'
+        else:
+            choices = f'[{{"index":0,"text":"{delta_escaped}",{tail}'
+    rest = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in (extra or {}).items())
+    return f"{head}{choices}{rest}}}\n\n".encode()
+
+
+def openai_body(
+    *,
+    chat: bool,
+    rid: str,
+    created: int,
+    model: str,
+    text: str,
+    seq: Sequence,
+    end: int,
+    sglext: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The non-streaming OpenAI response."""
+    finish, matched = openai_finish(seq)
+    choice: dict[str, Any] = {"index": 0}
+    if chat:
+        choice["message"] = {
+            "role": "assistant",
+            "content": text,
+            "reasoning_content": None,
+            "tool_calls": None,
+        }
+    else:
+        choice["text"] = text
+    choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched})
+    body: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": usage(seq, end),
+    }
+    if sglext is not None:
+        body["sglext"] = sglext
+    return body

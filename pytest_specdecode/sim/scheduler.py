@@ -1,0 +1,161 @@
+"""Continuous batching: every running request advances in each shared decode step.
+
+One engine task runs the steps. A step's duration comes from the model (batch
+size, contexts, prompts being prefilled) times ``time_scale``; each running
+sequence then accepts a drawn number of tokens and its consumer is woken with
+the step's end position. Token *content* is fixed when the sequence is
+created, so speculative decoding is lossless unless the ``lossy`` fault
+patches tokens at step boundaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+from pytest_specdecode.sim.answers import Answer
+from pytest_specdecode.sim.model import SpecModel
+from pytest_specdecode.sim.tokenizer import Pieces
+
+LOSSY_PIECES = (" maybe", " the", " 7", "  ", " None")
+
+
+class Sequence:
+    """One request being generated: its tokens, progress and wake-up queue."""
+
+    __slots__ = (
+        "cancelled",
+        "classes",
+        "created",
+        "finish_reason",
+        "pos",
+        "prompt_tokens",
+        "queue",
+        "rid",
+        "rng",
+        "tokens",
+        "total",
+        "verify_ct",
+    )
+
+    def __init__(
+        self,
+        rid: str,
+        prompt_tokens: int,
+        answer: Answer,
+        total: int,
+        finish_reason: dict[str, object],
+        rng: random.Random,
+        created: float,
+    ) -> None:
+        self.rid = rid
+        self.prompt_tokens = prompt_tokens
+        self.tokens: Pieces = answer.pieces
+        self.classes = answer.classes
+        self.total = total
+        self.finish_reason = finish_reason
+        self.rng = rng
+        self.created = created
+        self.pos = 0
+        self.verify_ct = 0
+        self.cancelled = False
+        # (end position, verify count) after each step; None never appears.
+        self.queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+
+    @property
+    def done(self) -> bool:
+        """All tokens generated."""
+        return self.pos >= self.total
+
+
+class Engine:
+    """Runs shared decode steps over all admitted sequences."""
+
+    def __init__(
+        self,
+        model: SpecModel,
+        time_scale: float = 1.0,
+        *,
+        lossy: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.model = model
+        self.time_scale = time_scale
+        self.lossy = lossy and model.settings.speculative
+        self.clock = clock
+        self.sleep = sleep
+        self.running: list[Sequence] = []
+        self.waiting: list[Sequence] = []
+        self._wake = asyncio.Event()
+        # Server-wide running totals, like SGLang's avg_spec_accept_length.
+        self.spec_tokens = 0
+        self.spec_steps = 0
+        self.steps = 0
+
+    def submit(self, seq: Sequence) -> None:
+        """Queue a sequence; it joins the batch at the next step."""
+        if seq.total <= 0:
+            seq.queue.put_nowait((0, 0))
+            return
+        self.waiting.append(seq)
+        self._wake.set()
+
+    @property
+    def avg_accept_length(self) -> float:
+        """Tokens per verify step over the server's lifetime."""
+        return self.spec_tokens / self.spec_steps if self.spec_steps else 1.0
+
+    async def run(self) -> None:
+        """The engine loop; runs until cancelled."""
+        last = self.clock()
+        while True:
+            if not self.running and not self.waiting:
+                self._wake.clear()
+                await self._wake.wait()
+                last = self.clock()
+            prefill = 0
+            if self.waiting:
+                prefill = sum(s.prompt_tokens for s in self.waiting)
+                self.running += self.waiting
+                self.waiting = []
+            if self.time_scale > 0:
+                context = sum(s.prompt_tokens + s.pos for s in self.running)
+                seconds = self.model.step_seconds(len(self.running), context, prefill)
+                last += seconds * self.time_scale
+                delay = last - self.clock()
+                if delay > 0:
+                    await self.sleep(delay)
+                else:
+                    last = self.clock()
+                    await self.sleep(0)
+            else:
+                await self.sleep(0)
+            self.step()
+
+    def step(self) -> None:
+        """Advance every running sequence by one verify step."""
+        self.steps += 1
+        draw = self.model.draw
+        keep = []
+        spec = self.model.settings.speculative
+        for seq in self.running:
+            if seq.cancelled:
+                continue
+            pos = seq.pos
+            n = draw(seq.rng, seq.classes[pos], seq.prompt_tokens + pos)
+            end = min(pos + n, seq.total)
+            if self.lossy and end - pos >= 3:
+                # A buggy verifier: the last token of a long acceptance is wrong.
+                seq.tokens.replace(end - 1, seq.rng.choice(LOSSY_PIECES))
+            seq.pos = end
+            seq.verify_ct += 1
+            if spec:
+                self.spec_tokens += end - pos
+                self.spec_steps += 1
+            seq.queue.put_nowait((end, seq.verify_ct))
+            if end < seq.total:
+                keep.append(seq)
+        self.running = keep

@@ -1,0 +1,396 @@
+"""The HTTP server: SGLang's endpoints on Starlette, backed by the engine.
+
+``SimServer`` holds the state (ready flag, engine, counters); ``app()``
+builds the ASGI app. Health answers 503 until ``mark_ready()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pytest_specdecode.sim import protocol, streams
+from pytest_specdecode.sim.answers import AnswerBook, Scripted
+from pytest_specdecode.sim.cli import VERSION, ServerArgs
+from pytest_specdecode.sim.generation import (
+    CONTEXT_LENGTH,
+    BadRequest,
+    Generator,
+    GenRequest,
+    chat_prompt,
+    prompt_token_count,
+    sampling,
+)
+from pytest_specdecode.sim.metrics import Metrics
+from pytest_specdecode.sim.model import SpecModel, SpecSettings
+from pytest_specdecode.sim.scheduler import Engine, Sequence
+
+log = logging.getLogger("pytest_specdecode.sim")
+
+
+class SimServer:
+    """State and endpoints of one simulated SGLang server."""
+
+    def __init__(
+        self,
+        args: ServerArgs,
+        spec: SpecSettings,
+        launch_command: str,
+        scripted: list[Scripted] | None = None,
+        *,
+        exit_process: Callable[[int], None] = os._exit,
+    ) -> None:
+        self.args = args
+        self.spec = spec
+        self.launch_command = launch_command
+        self.model = SpecModel(spec)
+        self.engine = Engine(self.model, args.time_scale, lossy=args.faults.lossy)
+        self.book = AnswerBook(args.seed, args.quality, scripted)
+        self.generator = Generator(self.book, args.seed, lossy=args.faults.lossy)
+        self.metrics = Metrics()
+        self.ready = False
+        self.generate_requests = 0
+        self.completed_requests = 0
+        self.exit_process = exit_process
+        self.drafts_per_step: int | None = self.model.drafts_per_step if spec.speculative else None
+
+    def mark_ready(self) -> None:
+        """Warmup done: health turns 200 (never with the ``unhealthy`` fault)."""
+        if self.args.faults.unhealthy:
+            return
+        self.ready = True
+        log.info("The server is fired up and ready to roll!")
+
+    # -- simple endpoints ------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        if not self.ready:
+            return Response(status_code=503)
+        if request.url.path == "/health_generate":
+            seq, _ = self.generator.sequence(
+                GenRequest(prompt="health", prompt_tokens=1, max_new_tokens=1, temperature=0)
+            )
+            self.engine.submit(seq)
+            try:
+                await asyncio.wait_for(seq.queue.get(), timeout=20)
+            except asyncio.TimeoutError:
+                return Response(status_code=503)
+        return Response(status_code=200)
+
+    async def model_info(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "model_path": self.args.model_path,
+                "tokenizer_path": self.args.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "sim",
+                "architectures": ["SimForCausalLM"],
+            }
+        )
+
+    def server_info_dict(self) -> dict[str, Any]:
+        """The flat resolved fields plus launch command, internal states and version."""
+        a, s = self.args, self.spec
+        return {
+            "model_path": a.model_path,
+            "tokenizer_path": a.model_path,
+            "served_model_name": a.served_model_name,
+            "host": a.host,
+            "port": a.port,
+            "tp_size": a.tp_size,
+            "api_key": None,
+            "skip_server_warmup": a.skip_server_warmup,
+            "enable_metrics": a.enable_metrics,
+            "context_length": CONTEXT_LENGTH,
+            "random_seed": a.seed,
+            "speculative_algorithm": s.algorithm if s.speculative else None,
+            "speculative_draft_model_path": a.draft_model_path,
+            "speculative_num_draft_tokens": s.num_draft_tokens,
+            "speculative_eagle_topk": s.topk,
+            "speculative_num_steps": s.num_steps,
+            "speculative_draft_window_size": s.window,
+            "speculative_ddtree_budget": s.budget,
+            "launch_command": self.launch_command,
+            "internal_states": [
+                {
+                    "avg_spec_accept_length": self.engine.avg_accept_length,
+                    "last_gen_throughput": 0.0,
+                    "memory_usage": {"weight": 16.4, "kvcache": 40.0, "graph": 1.2},
+                }
+            ],
+            "version": VERSION,
+            "simulator": True,
+            "sim_time_scale": a.time_scale,
+            "sim_faults": sorted(k for k, v in vars(a.faults).items() if v),
+        }
+
+    async def server_info(self, request: Request) -> Response:
+        return JSONResponse(self.server_info_dict())
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.args.served_model_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": self.args.model_path,
+                        "max_model_len": CONTEXT_LENGTH,
+                    }
+                ],
+            }
+        )
+
+    async def flush_cache(self, request: Request) -> Response:
+        return PlainTextResponse(
+            "Cache flushed.\nPlease check backend logs for more details. (When there are "
+            "running or waiting requests, the operation will not be performed.)\n"
+        )
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        if not self.args.enable_metrics:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        text = self.metrics.prometheus(self.args.served_model_name, self.engine.avg_accept_length)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    # -- generation ------------------------------------------------------------------
+    async def _body(self, request: Request) -> dict[str, Any]:
+        try:
+            body = json.loads(await request.body())
+        except ValueError as exc:
+            raise BadRequest(f"request body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise BadRequest(f"request body must be a JSON object, got {type(body).__name__}")
+        return body
+
+    async def _start(self, req: GenRequest) -> tuple[Sequence, str | None]:
+        """Count the request, apply faults, create the sequence and submit it."""
+        self.generate_requests += 1
+        die_after = self.args.faults.die_after
+        if die_after is not None and self.generate_requests > die_after:
+            self._die()
+        self.metrics.requests += 1
+        self.metrics.prompt_tokens += req.prompt_tokens
+        seq, stop_text = self.generator.sequence(req)
+        if self.args.faults.slow_first_token:
+            await asyncio.sleep(self.args.faults.slow_first_token)
+        self.metrics.running += 1
+        self.engine.submit(seq)
+        return seq, stop_text
+
+    def _finished(self) -> None:
+        self.metrics.running -= 1
+        self.completed_requests += 1
+        die_after = self.args.faults.die_after
+        if die_after is not None and self.completed_requests == die_after:
+            # Let the last response leave the socket before "crashing".
+            asyncio.get_running_loop().call_later(0.05, self._die)
+
+    def _die(self) -> None:
+        log.error(
+            "Simulated crash: die-after:%s reached after %d generate requests",
+            self.args.faults.die_after,
+            self.generate_requests,
+        )
+        logging.shutdown()
+        self.exit_process(1)
+
+    async def generate(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+            text = body.get("text")
+            ids = body.get("input_ids")
+            if isinstance(text, list):
+                if body.get("stream"):
+                    raise BadRequest("streaming a batch of prompts is not supported")
+                items = [dict(body, text=t) for t in text]
+                results = await asyncio.gather(*(self._generate_one(b) for b in items))
+                return JSONResponse(results)
+            if text is None and ids is None:
+                raise BadRequest("Either text or input_ids should be provided.")
+            if text is not None and not isinstance(text, str):
+                raise BadRequest(f"text must be a string, got {text!r}")
+            if ids is not None and not (
+                isinstance(ids, list) and all(isinstance(i, int) for i in ids)
+            ):
+                raise BadRequest(f"input_ids must be a list of integers, got {ids!r}")
+            if body.get("stream"):
+                req = self._gen_request(body)
+                seq, stop_text = await self._start(req)
+                event = streams.generate_events(self.drafts_per_step, stop_text)
+
+                async def produce(write: Callable[[bytes], Any]) -> None:
+                    await streams.pump(seq, write, event, self.metrics)
+
+                return streams.SSEResponse(seq, produce, self._finished)
+            return JSONResponse(await self._generate_one(body))
+        except BadRequest as exc:
+            return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+
+    def _gen_request(self, body: dict[str, Any]) -> GenRequest:
+        text = body.get("text")
+        if text is not None:
+            prompt, n_prompt = text, prompt_token_count(text)
+        else:
+            ids = body["input_ids"]
+            prompt, n_prompt = "ids:" + ",".join(map(str, ids)), len(ids)
+        return sampling(
+            body.get("sampling_params") or {},
+            default_max=128,
+            prompt=prompt,
+            prompt_tokens=n_prompt,
+        )
+
+    async def _generate_one(self, body: dict[str, Any]) -> dict[str, Any]:
+        seq, stop_text = await self._start(self._gen_request(body))
+        try:
+            verify_ct = await streams.collect(seq, self.metrics)
+        finally:
+            self._finished()
+        meta = protocol.meta_info(seq, seq.total, verify_ct, self.drafts_per_step, True)
+        return protocol.generate_body(
+            streams.final_text(seq, stop_text), seq.tokens.ids[: seq.total], meta
+        )
+
+    async def completions(self, request: Request) -> Response:
+        chat = request.url.path.endswith("/chat/completions")
+        try:
+            body = await self._body(request)
+            if chat:
+                prompt = chat_prompt(body.get("messages"))
+            else:
+                raw = body.get("prompt")
+                if isinstance(raw, list) and len(raw) == 1:
+                    raw = raw[0]
+                if isinstance(raw, list) and all(isinstance(i, int) for i in raw):
+                    raw = "ids:" + ",".join(map(str, raw))
+                if not isinstance(raw, str):
+                    raise BadRequest(f"prompt must be a string, got {raw!r}")
+                prompt = raw
+            params = {
+                "max_new_tokens": body.get("max_completion_tokens", body.get("max_tokens")),
+                "temperature": body.get("temperature", 1.0),
+                "ignore_eos": body.get("ignore_eos", False),
+                "stop": body.get("stop"),
+            }
+            req = sampling(
+                params, default_max=None, prompt=prompt, prompt_tokens=prompt_token_count(prompt)
+            )
+        except BadRequest as exc:
+            return JSONResponse(
+                {"object": "error", "message": str(exc), "type": "BadRequest", "code": 400},
+                status_code=400,
+            )
+        model = body.get("model") or self.args.served_model_name
+        want_details = bool(body.get("return_spec_tokens_details"))
+        seq, stop_text = await self._start(req)
+        if body.get("stream"):
+            opts = body.get("stream_options") or {}
+            include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+            event = streams.openai_events(
+                chat=chat,
+                model=model,
+                drafts_per_step=self.drafts_per_step,
+                stop_text=stop_text,
+                want_details=want_details,
+            )
+            created = int(time.time())
+
+            def tail() -> bytes:
+                if not include_usage:
+                    return b""
+                extra: dict[str, Any] = {"usage": protocol.usage(seq, seq.total)}
+                if want_details:
+                    extra["sglext"] = streams.sglext(seq.total, seq.verify_ct, self.drafts_per_step)
+                return protocol.openai_event(
+                    chat=chat,
+                    rid=seq.rid,
+                    created=created,
+                    model=model,
+                    delta_escaped=None,
+                    extra=extra,
+                )
+
+            async def produce(write: Callable[[bytes], Any]) -> None:
+                await streams.pump(seq, write, event, self.metrics, tail)
+
+            return streams.SSEResponse(seq, produce, self._finished)
+        try:
+            verify_ct = await streams.collect(seq, self.metrics)
+        finally:
+            self._finished()
+        ext = streams.sglext(seq.total, verify_ct, self.drafts_per_step) if want_details else None
+        return JSONResponse(
+            protocol.openai_body(
+                chat=chat,
+                rid=seq.rid,
+                created=int(time.time()),
+                model=model,
+                text=streams.final_text(seq, stop_text),
+                seq=seq,
+                end=seq.total,
+                sglext=ext,
+            )
+        )
+
+    def app(self) -> ASGIApp:
+        """The ASGI app, wrapped in the API-key check when ``--api-key`` is set."""
+        get_post = ["GET", "POST"]
+        routes = [
+            Route("/health", self.health, methods=get_post),
+            Route("/health_generate", self.health, methods=get_post),
+            Route("/ready", self.ready_endpoint, methods=get_post),
+            Route("/model_info", self.model_info, methods=get_post),
+            Route("/get_model_info", self.model_info, methods=get_post),
+            Route("/server_info", self.server_info, methods=get_post),
+            Route("/get_server_info", self.server_info, methods=get_post),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/flush_cache", self.flush_cache, methods=get_post),
+            Route("/metrics", self.metrics_endpoint, methods=["GET"]),
+            Route("/generate", self.generate, methods=["POST", "PUT"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/chat/completions", self.completions, methods=["POST"]),
+        ]
+        app: ASGIApp = Starlette(routes=routes)
+        if self.args.api_key is not None:
+            app = ApiKeyMiddleware(app, self.args.api_key)
+        return app
+
+    async def ready_endpoint(self, request: Request) -> Response:
+        return Response(status_code=200 if self.ready else 503)
+
+
+class ApiKeyMiddleware:
+    """SGLang's check: ``Authorization: Bearer KEY`` except for /health* and /metrics."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "OPTIONS":
+            path: str = scope["path"]
+            if not (path.startswith("/health") or path.startswith("/metrics")):
+                auth = dict(scope["headers"]).get(b"authorization")
+                if auth != self.expected:
+                    response = JSONResponse({"error": "Unauthorized"}, status_code=401)
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
