@@ -30,7 +30,7 @@ from pytest_specdecode.service.base import (
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "50-specdecode.conf"
 
-_SAFE_WORD = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_./:=,+@%$-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -158,15 +158,18 @@ class SystemdController:
     # -- ServiceController -----------------------------------------------
 
     def apply(self, launch: LaunchSpec) -> ProcessIdentity:
-        """Write the drop-in, daemon-reload, restart; return the new MainPID identity."""
+        """Write the drop-in, daemon-reload, restart; return the new MainPID identity.
+
+        Three SSH round trips: read the old identity; write + reload + read the
+        remote clock (for ``journalctl --since``); restart + read the new identity.
+        """
         text = render_dropin(launch.argv, launch.env, label=launch.label)
-        before = self._show()
+        show = "show -p MainPID -p ExecMainStartTimestamp"
+        before = parse_properties(self._check(self._systemctl(show)).stdout)
         self._touched = True
-        self._write_dropin(text)
-        self._check(f"{self._sudo}systemctl daemon-reload")
-        self._since = self._check("date +%s").stdout.strip()
         self._identity = None
-        restart = self._run(self._systemctl("restart"))
+        self._since = self._write_dropin_and_reload(text)
+        restart = self._run(self._systemctl("restart") + " && " + self._systemctl(show))
         if restart.exited != 0:
             output = (restart.stderr or restart.stdout or "").strip()
             raise ServiceStartError(
@@ -175,7 +178,7 @@ class SystemdController:
                 f"{last_lines(output, 1) or 'no output'}; see {self.log_location()}"
                 + _tail_block(self.logs())
             )
-        after = self._show()
+        after = parse_properties(restart.stdout)
         pid = int(after.get("MainPID") or 0)
         started = after.get("ExecMainStartTimestamp") or None
         if pid and (after.get("MainPID"), started) == (
@@ -193,21 +196,32 @@ class SystemdController:
         )
         return self._identity
 
-    def _write_dropin(self, text: str) -> None:
+    def _write_dropin_and_reload(self, text: str) -> str:
         tmp = self.dropin_path + ".tmp"
-        script = (
+        write = (
             f"umask 022 && mkdir -p {shlex.quote(self.dropin_dir)} && "
             f"printf %s {shlex.quote(text)} > {shlex.quote(tmp)} && "
             f"mv -f {shlex.quote(tmp)} {shlex.quote(self.dropin_path)}"
         )
-        command = f"{self._sudo}sh -c {shlex.quote(script)}" if self._sudo else script
-        result = self._run(command)
-        if result.exited != 0:
+        if self._sudo:
+            write = f"{self._sudo}sh -c {shlex.quote(write)}"
+        # Distinct exit statuses tell the steps apart in one round trip.
+        result = self._run(
+            f"{{ {write}; }} || exit 90; {self._sudo}systemctl daemon-reload || exit 91; date +%s"
+        )
+        stderr = last_lines((result.stderr or "").strip(), 1) or "no output"
+        if result.exited == 90:
             raise ServiceStartError(
-                f"cannot write {self.dropin_path!r} on {self._where} (exit status "
-                f"{result.exited}: {last_lines((result.stderr or '').strip(), 1)}); "
+                f"cannot write {self.dropin_path!r} on {self._where} ({stderr}); "
                 "connect as root or pass the sudo option (passwordless sudo needed)"
             )
+        if result.exited != 0:
+            raise ServiceStartError(
+                f"systemctl daemon-reload on {self._where} failed with exit status "
+                f"{result.exited} ({stderr}); run it there by hand to see why"
+            )
+        since = (result.stdout or "").strip().splitlines()
+        return since[-1] if since and since[-1].isdigit() else "0"
 
     def alive(self) -> bool:
         """True while :meth:`failure` sees nothing wrong."""
@@ -272,9 +286,10 @@ class SystemdController:
         """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""
         if not self._touched:
             return
-        self._check(f"{self._sudo}rm -f {shlex.quote(self.dropin_path)}")
-        self._check(f"{self._sudo}systemctl daemon-reload")
-        self._check(self._systemctl("restart"))
+        self._check(
+            f"{self._sudo}rm -f {shlex.quote(self.dropin_path)} && "
+            f"{self._sudo}systemctl daemon-reload && {self._systemctl('restart')}"
+        )
         self._touched = False
         self._identity = None
 
