@@ -33,7 +33,7 @@ ARGV = (
     "--speculative-algorithm",
     "DFLASH",
     "--speculative-draft-model-path",
-    "/models/my drafter's \"v2\"",
+    '/models/my drafter\'s "v2"',
     "--speculative-num-draft-tokens",
     "8",
     "--note",
@@ -139,6 +139,8 @@ STAND_IN_SYSTEMCTL = r"""#!/bin/sh
 d=$(dirname "$0")
 echo "systemctl $*" >> "$d/calls.log"
 pid=$(cat "$d/pid"); state=$(cat "$d/state")
+if [ "$state" = failed ]; then sub=failed res=exit-code st=1 mp=0
+else sub=running res=success st=0 mp=$pid; fi
 case "$1" in
   restart)
     if [ -e "$d/fail-restart" ]; then
@@ -151,12 +153,12 @@ case "$1" in
     shift
     while [ "$1" = -p ]; do
       case "$2" in
-        MainPID) if [ "$state" = failed ]; then echo MainPID=0; else echo "MainPID=$pid"; fi ;;
+        MainPID) echo "MainPID=$mp" ;;
         ExecMainStartTimestamp) echo "ExecMainStartTimestamp=Sun 2026-11-29 23:00:00 UTC #$pid" ;;
         ActiveState) echo "ActiveState=$state" ;;
-        SubState) if [ "$state" = failed ]; then echo SubState=failed; else echo SubState=running; fi ;;
-        Result) if [ "$state" = failed ]; then echo Result=exit-code; else echo Result=success; fi ;;
-        ExecMainStatus) if [ "$state" = failed ]; then echo ExecMainStatus=1; else echo ExecMainStatus=0; fi ;;
+        SubState) echo "SubState=$sub" ;;
+        Result) echo "Result=$res" ;;
+        ExecMainStatus) echo "ExecMainStatus=$st" ;;
       esac
       shift 2
     done ;;
