@@ -77,7 +77,11 @@ def _palindrome(prompt: str, correct: bool, variant: int) -> str:
     normalise = _has(prompt, "alphanumeric", "ignoring case", "ignore case", "case-insensitive")
     if not normalise:
         if not correct:
-            return "def is_palindrome(s: str) -> bool:\n    return s.lower() == s[::-1]\n"
+            return (
+                "def is_palindrome(s: str) -> bool:\n"
+                "    half = len(s) // 2\n"
+                "    return s[:half] == s[half:][::-1]\n"
+            )
         if variant:
             return (
                 "def is_palindrome(s: str) -> bool:\n"

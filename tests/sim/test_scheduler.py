@@ -1,0 +1,132 @@
+"""Engine and generator: shared steps, exact token accounting, losslessness, determinism."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_specdecode.sim.answers import AnswerBook
+from pytest_specdecode.sim.generation import Generator, GenRequest
+from pytest_specdecode.sim.model import SpecModel, SpecSettings
+from pytest_specdecode.sim.scheduler import Engine, Sequence
+
+DFLASH8 = SpecSettings("DFLASH", 8, 1, 1, 2048)
+
+
+def request(prompt: str = "tell me a story", n: int = 512, **kw: object) -> GenRequest:
+    return GenRequest(prompt=prompt, prompt_tokens=5, max_new_tokens=n, temperature=0, **kw)  # type: ignore[arg-type]
+
+
+async def drain(seq: Sequence) -> list[tuple[int, int]]:
+    steps = []
+    while not steps or steps[-1][0] < seq.total:
+        steps.append(await seq.queue.get())
+    return steps
+
+
+def run(
+    settings: SpecSettings,
+    reqs: list[GenRequest],
+    *,
+    lossy: bool = False,
+    scale: float = 0,
+    sleeps: list[float] | None = None,
+) -> tuple[list[Sequence], list[list[tuple[int, int]]], Engine]:
+    async def go() -> tuple[list[Sequence], list[list[tuple[int, int]]], Engine]:
+        clock = [0.0]
+
+        async def fake_sleep(s: float) -> None:
+            clock[0] += s
+            if sleeps is not None and s:
+                sleeps.append(s)
+            await asyncio.sleep(0)
+
+        engine = Engine(
+            SpecModel(settings), scale, lossy=lossy, clock=lambda: clock[0], sleep=fake_sleep
+        )
+        gen = Generator(AnswerBook(0, 1.0), 0, lossy=lossy)
+        seqs = [gen.sequence(r)[0] for r in reqs]
+        for s in seqs:
+            engine.submit(s)
+        task = asyncio.ensure_future(engine.run())
+        try:
+            steps = [await drain(s) for s in seqs]
+        finally:
+            task.cancel()
+        return seqs, steps, engine
+
+    return asyncio.run(go())
+
+
+def text(seq: Sequence) -> str:
+    return "".join(seq.tokens.pieces[: seq.total])
+
+
+def test_ignore_eos_gives_exactly_max_tokens_in_fewer_steps() -> None:
+    (seq,), (steps,), _ = run(DFLASH8, [request(ignore_eos=True)])
+    assert seq.total == 512
+    assert steps[-1] == (512, len(steps))
+    assert len(steps) < 512
+    assert all(0 < b - a <= 8 for (a, _), (b, _) in zip([(0, 0), *steps], steps, strict=False))
+    assert seq.finish_reason == {"type": "length", "length": 512}
+
+
+def test_without_ignore_eos_the_answer_stops() -> None:
+    (seq,), _, _ = run(DFLASH8, [request("def gcd(a, b)")])
+    assert seq.total < 512
+    assert seq.finish_reason["type"] == "stop"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SpecSettings(),
+        SpecSettings("DFLASH", 4, 1, 1, 1024),
+        SpecSettings("DDTREE", 16, 4, 1, None, 32),
+        SpecSettings("EAGLE", 4, 2, 3),
+    ],
+)
+def test_greedy_output_is_the_same_under_every_config(settings: SpecSettings) -> None:
+    reqs = [request("def gcd(a, b)"), request("story", 300, ignore_eos=True)]
+    ref, _, _ = run(DFLASH8, reqs)
+    seqs, _, _ = run(settings, reqs)
+    assert [text(s) for s in seqs] == [text(s) for s in ref]
+
+
+def test_lossy_fault_changes_speculative_output_only() -> None:
+    reqs = [request("story", 300, ignore_eos=True)]
+    (clean,), _, _ = run(DFLASH8, reqs)
+    (lossy,), _, _ = run(DFLASH8, reqs, lossy=True)
+    (plain,), _, _ = run(SpecSettings(), reqs, lossy=True)
+    assert text(lossy) != text(clean)
+    assert text(plain) == text(clean)
+
+
+def test_deterministic_for_a_seed() -> None:
+    a = run(DFLASH8, [request(ignore_eos=True)])[1]
+    b = run(DFLASH8, [request(ignore_eos=True)])[1]
+    assert a == b
+
+
+def test_concurrent_requests_share_steps() -> None:
+    reqs = [request(f"story {i}", 200, ignore_eos=True) for i in range(8)]
+    _, steps, engine = run(DFLASH8, reqs)
+    assert engine.steps == max(len(s) for s in steps)
+
+
+def test_modelled_time_per_step_grows_with_batch() -> None:
+    one: list[float] = []
+    many: list[float] = []
+    run(DFLASH8, [request(n=64, ignore_eos=True)], scale=1.0, sleeps=one)
+    run(DFLASH8, [request(f"s{i}", 64, ignore_eos=True) for i in range(16)], scale=1.0, sleeps=many)
+    assert min(many) > max(one[1:])
+
+
+def test_stop_string_cuts_the_reply() -> None:
+    gen = Generator(AnswerBook(0, 1.0), 0)
+    seq, stop_text = gen.sequence(request("def gcd(a, b)", stop=["while"]))
+    assert stop_text is not None
+    assert "while" not in stop_text
+    assert seq.finish_reason == {"type": "stop", "matched": "while"}
+    assert "while" in "".join(seq.tokens.pieces[: seq.total])
