@@ -22,6 +22,13 @@ from pytest_specdecode.throughput.workload import ThroughputCase, make_cases
 _CASE_KEYS = ("contexts", "concurrency", "output_tokens")
 
 
+def template_args(settings: Settings) -> dict[str, str | None]:
+    """The ini templates, for the template dialect only (others refuse them)."""
+    if settings.dialect != "template":
+        return {}
+    return {"args_template": settings.args_template, "env_template": settings.env_template}
+
+
 class ConfigResolver:
     """Turns markers + settings into validated, interned configs and cases."""
 
@@ -29,8 +36,7 @@ class ConfigResolver:
         self.settings = settings
         self.dialect = dialect or get_dialect(
             settings.dialect,
-            args_template=settings.args_template,
-            env_template=settings.env_template,
+            **template_args(settings),
         )
         self.base = cfg.base_config(settings.base_config, draft_model=settings.draft_model)
         self.cli = (

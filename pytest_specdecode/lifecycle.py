@@ -22,6 +22,7 @@ import requests
 
 from pytest_specdecode import dialects
 from pytest_specdecode.client import SGLangClient, SGLangError
+from pytest_specdecode.collection import template_args
 from pytest_specdecode.config import SpecConfig
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.readiness import ServiceNotReady, wait_until_ready
@@ -99,8 +100,7 @@ class ServiceManager:
         self.progress = progress
         self.dialect = dialect or dialects.get_dialect(
             settings.dialect,
-            args_template=settings.args_template,
-            env_template=settings.env_template,
+            **template_args(settings),
         )
         self._controller_factory = controller_factory or build_controller
         self._controller: ServiceController | None = None
@@ -313,9 +313,13 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+# What the server answered in each phase of the gate, for the -v line.
+_PHASE_NAMES = {"loading": "loading (refused)", "warming up": "warming up (503)"}
+
+
 def _ready_message(handle: ServiceHandle) -> str:
     label = handle.config.label()
     if not handle.restarted:
         return f"{label}: live server already verified, no restart"
-    phases = " -> ".join(name for name, _ in handle.phases)
+    phases = " -> ".join(_PHASE_NAMES.get(name, name) for name, _ in handle.phases)
     return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases})"

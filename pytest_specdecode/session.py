@@ -6,6 +6,7 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -27,19 +28,20 @@ class SpecDecodeSession:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
+        # Everything that can reject the options comes first, before resources.
         self.resolver = ConfigResolver(settings)
+        self._baseline_rows = _load_baseline(settings)
+        self._fail_specs = _fail_specs(settings)
+        self._meta = report.metadata(settings, cwd=config.rootpath)
         self.results = results.RunResults()
-        self.progress = Progress.for_stderr(enabled=_is_controller(config))
-        self.services = ServiceManager(
-            settings, progress=self.progress, dialect=self.resolver.dialect
-        )
         self.lossless_baseline = LosslessBaseline()
         self.gate_lines: list[str] = []
         self.compare: dict[str, Any] | None = None
         self._problems: list[Any] | None = None
-        self._meta = report.metadata(settings, cwd=config.rootpath)
-        self._baseline_rows = _load_baseline(settings)
-        self._fail_specs = _fail_specs(settings)
+        self.progress = Progress.for_stderr(enabled=_is_controller(config))
+        self.services = ServiceManager(
+            settings, progress=self.progress, dialect=self.resolver.dialect
+        )
 
     # --- collection -------------------------------------------------------
 
@@ -136,8 +138,9 @@ class SpecDecodeSession:
         return data
 
     def write_report(self) -> None:
-        if _is_controller(self.config) and self.settings.report:
-            report.write_atomic(self.config.rootpath / self.settings.report, self.report_data())
+        path = self._report_path()
+        if path is not None:
+            report.write_atomic(path, self.report_data())
 
     def _flush_messages(self) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -190,8 +193,15 @@ class SpecDecodeSession:
             terminalreporter.section("dflash summary")
             for line in lines:
                 terminalreporter.write_line(line)
-        if self.settings.report and _is_controller(self.config):
-            terminalreporter.write_line(f"dflash report: {self.settings.report}")
+        path = self._report_path()
+        if path is not None:
+            terminalreporter.write_line(f"dflash report: {path}")
+
+    def _report_path(self) -> Path | None:
+        """Where the report goes; None when this run measured nothing of ours."""
+        if not (self.settings.report and self.results.configs and _is_controller(self.config)):
+            return None
+        return self.config.rootpath / self.settings.report
 
     def pytest_unconfigure(self) -> None:
         self.services.shutdown()
