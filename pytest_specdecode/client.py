@@ -120,6 +120,23 @@ def _error_text(body: str) -> str:
     return " ".join(text.split())[:500]
 
 
+def prometheus_value(text: str, name: str) -> float | None:
+    """Sum of the samples of metric ``name`` (any labels) in Prometheus text."""
+    total: float | None = None
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        rest = line[len(name) :]
+        if rest[:1] not in ("{", " "):
+            continue  # a longer metric name sharing the prefix
+        try:
+            value = float(rest.rsplit("}", 1)[-1].split()[0])
+        except (IndexError, ValueError):
+            continue
+        total = value if total is None else total + value
+    return total
+
+
 def _sse_events(raw: Any) -> Iterator[tuple[float, bytes]]:
     """Yield ``(arrival time, payload)`` for each SSE ``data:`` line of a response.
 
@@ -290,6 +307,10 @@ class SGLangClient:
             return resp.text
         finally:
             resp.close()
+
+    def metric_value(self, name: str) -> float | None:
+        """Sum of Prometheus sample ``name`` over its label sets; ``None`` if absent."""
+        return prometheus_value(self.metrics_text(), name)
 
     def count_tokens(self, text: str) -> int:
         """The server's token count for ``text`` as a ``/generate`` prompt.

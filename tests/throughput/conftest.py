@@ -241,8 +241,6 @@ def stop_simulator(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _simulator(tmp_path_factory: pytest.TempPathFactory, scale: float) -> Iterator[str]:
-    if not Path(__file__).parents[2].joinpath("pytest_specdecode/sim/launch.py").exists():
-        pytest.skip("the simulator (pytest_specdecode/sim) is not there yet")
     log = tmp_path_factory.mktemp("sim") / "sim.log"
     proc, url = start_simulator(scale, log)
     try:
@@ -260,4 +258,4 @@ def sim_fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def sim_timed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real simulator at a modest time scale, so intervals are meaningful."""
-    yield from _simulator(tmp_path_factory, 0.05)
+    yield from _simulator(tmp_path_factory, 0.3)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import requests
 
-from pytest_specdecode.client import ConnectError, ServerError, SGLangClient
+from pytest_specdecode.client import ConnectError, ServerError, SGLangClient, prometheus_value
 
 from .conftest import Script, free_port
 
 
 @pytest.fixture
-def client(fake_server: tuple[str, Script]) -> SGLangClient:
+def client(fake_server: tuple[str, Script]) -> Iterator[SGLangClient]:
     with SGLangClient(fake_server[0], timeout=5) as c:
         yield c
 
@@ -155,3 +157,14 @@ def test_api_key_is_sent_and_given_session_is_not_closed(
         assert seen == ["Bearer k1"]
         # The session still works: the client did not close what it does not own.
         assert session.get(fake_server[0] + "/model_info", timeout=5).status_code == 200
+
+
+def test_prometheus_value_sums_label_sets_and_skips_prefixes() -> None:
+    text = (
+        "# TYPE sglang:generation_tokens_total counter\n"
+        'sglang:generation_tokens_total{model_name="a"} 10.0\n'
+        'sglang:generation_tokens_total{model_name="b}x"} 5 1700000000\n'
+        "sglang:generation_tokens_total_created 99.0\n"
+    )
+    assert prometheus_value(text, "sglang:generation_tokens_total") == 15.0
+    assert prometheus_value(text, "sglang:missing") is None
