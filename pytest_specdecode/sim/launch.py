@@ -106,6 +106,14 @@ async def serve(server: SimServer, args: cli.ServerArgs) -> int:
     )
     uv = uvicorn.Server(config)
     engine = asyncio.ensure_future(server.engine.run())
+
+    def engine_died(task: asyncio.Future[None]) -> None:
+        # A bug in a step would otherwise hang every request silently.
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Engine loop died: %r; exiting", task.exception())
+            uv.should_exit = True
+
+    engine.add_done_callback(engine_died)
     serving = asyncio.ensure_future(uv.serve())
     try:
         while not uv.started:
