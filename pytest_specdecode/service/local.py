@@ -163,14 +163,34 @@ def describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def _group_exists(pgid: int) -> bool:
+def group_running(pgid: int) -> bool:
+    """Whether any non-zombie process is left in group ``pgid``.
+
+    Orphaned children are reparented to PID 1, which in containers often does
+    not reap them: their zombies keep the group "existing" for ``killpg``
+    although nothing runs. On Linux, /proc tells zombies apart.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    if not os.path.isdir("/proc/self"):
+        return True
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -192,9 +212,9 @@ def _stop_group(
     deadline = clock() + grace
     while clock() < deadline:
         proc.poll()
-        if proc.returncode is not None and not _group_exists(pgid):
+        if proc.returncode is not None and not group_running(pgid):
             break
-        sleep(0.02)
+        sleep(0.05)
     else:
         _signal_group(pgid, signal.SIGKILL)
     proc.wait()

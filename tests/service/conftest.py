@@ -9,13 +9,18 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_specdecode.config import SpecConfig
+from pytest_specdecode.dialects import get_dialect
+from pytest_specdecode.service.local import group_running
 from pytest_specdecode.service.ssh import SSHTarget
 
 
@@ -164,3 +169,52 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def sim_argv(port: int, *extra: str, budget: int = 8, window: int = 2048) -> tuple[str, ...]:
+    """The simulator's command line on 127.0.0.1:``port`` with a DFLASH config."""
+    return (
+        sys.executable,
+        "-m",
+        "pytest_specdecode.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--speculative-algorithm",
+        "DFLASH",
+        "--speculative-draft-model-path",
+        "d",
+        "--speculative-num-draft-tokens",
+        str(budget),
+        "--speculative-draft-window-size",
+        str(window),
+        "--sim-load-seconds",
+        "0.5",
+        "--sim-warmup-seconds",
+        "0.5",
+        "--sim-time-scale",
+        "0",
+        *extra,
+    )
+
+
+def dialect_verify(budget: int = 8, window: int = 2048) -> Callable[[Mapping[str, Any]], Any]:
+    """The sglang dialect's verification of a DFLASH config, as the plugin does it."""
+    config = SpecConfig(algorithm="DFLASH", budget=budget, window=window, draft_model="d")
+    dialect = get_dialect("sglang")
+
+    def verify(info: Mapping[str, Any]) -> Any:
+        return dialect.verify(config, info)
+
+    return verify
+
+
+def pid_gone(pid: int, timeout: float = 5.0) -> bool:
+    """Whether process group ``pid`` has no running member within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while group_running(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -1,0 +1,203 @@
+"""LocalController and the readiness gate against the real simulator process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_specdecode.readiness import (
+    LOADING,
+    VERIFIED,
+    WARMING_UP,
+    ServiceNotReady,
+    wait_until_ready,
+)
+from pytest_specdecode.service.base import LaunchSpec, ServiceStartError
+from pytest_specdecode.service.local import LocalController, describe_exit
+
+from .conftest import dialect_verify, free_port, pid_gone, sim_argv
+
+LABEL = "DFLASH budget=8 window=2048"
+
+
+def gate(port: int, controller: LocalController, timeout: float = 30.0, **kwargs: object):  # type: ignore[no-untyped-def]
+    return wait_until_ready(
+        f"http://127.0.0.1:{port}",
+        controller=controller,
+        verify=kwargs.pop("verify", dialect_verify()),  # type: ignore[arg-type]
+        label=LABEL,
+        timeout=timeout,
+        poll_interval=0.05,
+        failure_check_interval=0.2,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def controller(tmp_path: Path):  # type: ignore[no-untyped-def]
+    ctl = LocalController(tmp_path / "logs", stop_grace=5.0)
+    yield ctl
+    ctl.stop()
+
+
+def test_gate_passes_through_refused_503_verified_and_stop_ends_the_group(
+    controller: LocalController,
+) -> None:
+    port = free_port()
+    identity = controller.apply(LaunchSpec(argv=sim_argv(port), label=LABEL))
+    assert identity.kind == "local"
+    assert identity.pid is not None
+    progress: list[str] = []
+    ready = gate(port, controller, on_progress=lambda phase, elapsed, line: progress.append(phase))
+    assert [p.phase for p in ready.phases] == [LOADING, WARMING_UP, VERIFIED]
+    assert [p.detail for p in ready.phases[:2]] == ["connection refused", "HTTP 503"]
+    assert ready.server_info["speculative_num_draft_tokens"] == 8
+    assert ready.identity == identity
+    assert progress[0] == LOADING
+    assert progress[-1] == VERIFIED
+    assert "fired up and ready to roll" in controller.logs()
+    assert controller.log_path is not None
+    assert controller.log_path.parent.name == "logs"
+    controller.stop()
+    assert pid_gone(identity.pid)
+    assert controller.identity() is None
+    assert controller.failure() is None
+    controller.stop()  # twice is fine
+
+
+def test_apply_again_stops_the_previous_group_first(controller: LocalController) -> None:
+    port = free_port()
+    first = controller.apply(LaunchSpec(argv=sim_argv(port), label=LABEL))
+    second = controller.apply(
+        LaunchSpec(argv=sim_argv(port, budget=16), label="DFLASH budget=16 window=2048")
+    )
+    assert first.pid is not None
+    assert pid_gone(first.pid, timeout=0.0)  # stopped before the new one started
+    assert second.pid != first.pid
+    ready = gate(port, controller, verify=dialect_verify(budget=16))
+    assert ready.server_info["speculative_num_draft_tokens"] == 16
+    assert controller.log_path is not None
+    assert controller.log_path.name == "server-2.log"
+
+
+def test_crash_on_start_fails_fast_with_the_log_tail(controller: LocalController) -> None:
+    port = free_port()
+    controller.apply(LaunchSpec(argv=sim_argv(port, "--sim-fault", "crash-on-start"), label=LABEL))
+    started = time.monotonic()
+    with pytest.raises(ServiceNotReady) as info:
+        gate(port, controller, timeout=60.0)
+    assert time.monotonic() - started < 5.0
+    err = info.value
+    assert err.reason == "died"
+    assert "exited with status 1" in err.summary
+    assert str(controller.log_path) in err.summary
+    assert "Load weight begin" in err.log_tail
+    assert len(err.log_tail.splitlines()) <= 30
+
+
+def test_hang_on_load_times_out_in_phase_loading(controller: LocalController) -> None:
+    port = free_port()
+    controller.apply(LaunchSpec(argv=sim_argv(port, "--sim-fault", "hang-on-load"), label=LABEL))
+    with pytest.raises(ServiceNotReady) as info:
+        gate(port, controller, timeout=2.0)
+    err = info.value
+    assert err.reason == "timeout"
+    assert err.phase == LOADING
+    assert f"http://127.0.0.1:{port}" in err.summary
+    assert LABEL in err.summary
+    assert "last phase 'loading' (connection refused)" in err.summary
+    assert "Load weight begin" in err.log_tail
+
+
+def test_unhealthy_times_out_in_phase_warming_up(controller: LocalController) -> None:
+    port = free_port()
+    controller.apply(LaunchSpec(argv=sim_argv(port, "--sim-fault", "unhealthy"), label=LABEL))
+    with pytest.raises(ServiceNotReady) as info:
+        gate(port, controller, timeout=3.0)
+    assert info.value.phase == WARMING_UP
+    assert "last phase 'warming up' (HTTP 503)" in info.value.summary
+
+
+@pytest.mark.parametrize(
+    ("argv_extra", "budget", "field"),
+    [
+        ((), 4, "speculative_num_draft_tokens"),
+        (("--sim-fault", "stale-config"), 8, "speculative_draft_window_size"),
+    ],
+    ids=["other-flags", "stale-config"],
+)
+def test_server_not_running_the_config_fails_verification_naming_the_field(
+    controller: LocalController, argv_extra: tuple[str, ...], budget: int, field: str
+) -> None:
+    port = free_port()
+    controller.apply(LaunchSpec(argv=sim_argv(port, *argv_extra, budget=budget), label=LABEL))
+    with pytest.raises(ServiceNotReady) as info:
+        gate(port, controller)
+    err = info.value
+    assert err.reason == "mismatch"
+    assert field in err.summary
+    assert any(field in line for line in err.mismatches)
+
+
+def test_stop_kills_the_whole_group_and_escalates_to_sigkill(tmp_path: Path) -> None:
+    # The shell and its child both ignore SIGTERM (an inherited disposition),
+    # so only SIGKILL after the grace period ends them.
+    script = 'trap "" TERM; sleep 300 & echo child $!; wait'
+    controller = LocalController(tmp_path, stop_grace=0.3)
+    identity = controller.apply(LaunchSpec(argv=("sh", "-c", script)))
+    assert identity.pid is not None
+    deadline = time.monotonic() + 5
+    while "child" not in controller.logs() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = int(controller.logs().split()[-1])
+    assert os.getpgid(child) == identity.pid
+    started = time.monotonic()
+    controller.stop()
+    assert 0.3 <= time.monotonic() - started < 3.0
+    # No running member is left: the child too (at most an unreaped zombie).
+    assert pid_gone(identity.pid, timeout=1.0)
+
+
+def test_missing_command_is_a_one_line_start_error(tmp_path: Path) -> None:
+    controller = LocalController(tmp_path)
+    with pytest.raises(ServiceStartError) as info:
+        controller.apply(LaunchSpec(argv=("/nonexistent/python", "-m", "x"), label=LABEL))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "'/nonexistent/python'" in message
+    assert "No such file or directory" in message
+    controller.stop()
+
+
+def test_env_is_added_and_failure_reports_the_exit_status(tmp_path: Path) -> None:
+    controller = LocalController(tmp_path)
+    code = "import os, sys; print(os.environ['SPEC_TEST']); sys.exit(7)"
+    controller.apply(LaunchSpec(argv=(sys.executable, "-c", code), env={"SPEC_TEST": "hello"}))
+    deadline = time.monotonic() + 10
+    while controller.alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert controller.failure() == "exited with status 7"
+    assert controller.logs() == "hello"
+    controller.stop()
+
+
+def test_describe_exit_names_signals() -> None:
+    assert describe_exit(-signal.SIGKILL) == "killed by signal SIGKILL"
+    assert describe_exit(3) == "exited with status 3"
+
+
+def test_process_runs_in_its_own_session(tmp_path: Path) -> None:
+    controller = LocalController(tmp_path)
+    identity = controller.apply(LaunchSpec(argv=("sleep", "30")))
+    try:
+        assert identity.pid is not None
+        assert os.getpgid(identity.pid) == identity.pid != os.getpgid(0)
+        assert subprocess.run(["true"], check=False).returncode == 0
+    finally:
+        controller.stop()
