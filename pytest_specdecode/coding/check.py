@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import random
 import time
 import traceback
 import warnings
@@ -215,7 +216,13 @@ def _run_check(problem: Problem, sandbox: Sandbox) -> Verdict | None:
 
     namespace: dict[str, Any] = {"__name__": "__check__"}
     exec(compile(problem.preamble, "<preamble>", "exec"), namespace)
+    # Some checks call the function by name (HumanEval/33): that is the candidate too.
+    namespace[problem.entry_point] = candidate
     exec(compile(problem.check, "<check>", "exec"), namespace)
+    # Some dataset checks draw from the global `random`: seed it for reproducible
+    # runs and give the test process its state back afterwards.
+    state = random.getstate()
+    random.seed(0)
     try:
         namespace["check"](candidate)
     except _Stop:
@@ -227,6 +234,8 @@ def _run_check(problem: Problem, sandbox: Sandbox) -> Verdict | None:
         return Verdict(
             False, "failed", f"check failed at {what}{detail}", last[0] if last else None
         )
+    finally:
+        random.setstate(state)
     return None
 
 
