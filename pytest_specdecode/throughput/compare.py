@@ -39,7 +39,10 @@ def machine_id() -> str:
 
 
 def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
-    """Resolve ``spec`` (a .json path, ``NNNN`` or ``NNNN_name``) to one saved file."""
+    """Resolve ``spec`` (a .json path, ``NNNN`` or ``NNNN_name``) to one saved file.
+
+    ``storage`` is a folder or pytest-benchmark's ``file://`` storage URL.
+    """
     candidate = Path(spec)
     if candidate.is_file():
         return candidate
@@ -47,7 +50,7 @@ def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
         raise CompareError(
             f"no saved benchmark run {spec!r}: give a .json file or a run number such as '0001'"
         )
-    root = Path(storage)
+    root = Path(str(storage).removeprefix("file://"))
     pattern = spec if "_" in spec else f"{spec}_*"
     pattern = pattern if pattern.endswith(".json") else pattern.rstrip("*") + "*.json"
     mine = sorted((root / machine_id()).glob(pattern))

@@ -84,6 +84,7 @@ def storage(tmp_path: Path) -> Path:
 def test_find_by_number_like_benchmark_compare(storage: Path) -> None:
     assert find_saved_run("0001", storage).name == "0001_b8.json"
     assert find_saved_run("0002_b16", storage).name == "0002_b16.json"
+    assert find_saved_run("0002", f"file://{storage}").name == "0002_b16.json"
     path = storage / machine_id() / "0001_b8.json"
     assert find_saved_run(str(path), storage) == path
 
