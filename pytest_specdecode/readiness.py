@@ -337,8 +337,8 @@ class _Gate:
         failure = self.controller.failure()
         if failure:
             raise self._fail(
-                f"server for config {self.label!r} at {self.url} {failure} "
-                f"{self.elapsed():.1f} s after the restart (phase {self.phase or 'starting'!r}); "
+                f"server for config {self.label!r} at {self.url} stopped during startup after "
+                f"{self.elapsed():.1f} s in phase {self.phase or 'starting'!r}: {failure}; "
                 f"{self._where_logs()}",
                 reason="died",
             )

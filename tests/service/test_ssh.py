@@ -46,20 +46,27 @@ def test_unknown_host_key_is_accepted_with_the_opt_in_and_not_saved(sshd: SSHD) 
     assert sshd.empty_known_hosts.read_text() == ""
 
 
-def test_ssh_config_accept_new_counts_as_the_opt_in(sshd: SSHD, tmp_path: Path) -> None:
-
+def test_ssh_config_supplies_host_port_user_key_and_host_key_policy(
+    sshd: SSHD, tmp_path: Path
+) -> None:
     config = tmp_path / "ssh_config"
     config.write_text(
-        "Host specdecode-alias\n  HostName 127.0.0.1\n  StrictHostKeyChecking accept-new\n"
+        "Host specdecode-alias\n"
+        "  HostName 127.0.0.1\n"
+        f"  Port {sshd.port}\n"
+        f"  User {sshd.user}\n"
+        f"  IdentityFile {sshd.client_key}\n"
+        "  StrictHostKeyChecking accept-new\n"
     )
-    target = sshd.target(
+    target = ssh.SSHTarget(
         host="specdecode-alias",
         ssh_config_path=str(config),
         known_hosts_files=[str(sshd.empty_known_hosts)],
     )
     conn = ssh.open_connection(target)
     try:
-        assert conn.host == "127.0.0.1"
+        assert (conn.host, conn.port, conn.user) == ("127.0.0.1", sshd.port, sshd.user)
+        assert ssh.run(conn, "echo ok", timeout=10.0, where="test").stdout == "ok\n"
     finally:
         conn.close()
 
