@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 
-from pytest_specdecode.coding.compare import normalize, same, show, show_call
+from pytest_specdecode.coding.compare import difference, normalize, same, show, show_call
 from pytest_specdecode.coding.extract import extract_code
 from pytest_specdecode.coding.problem import ArgsStrategy, Problem
 from pytest_specdecode.coding.sandbox import Limits, Sandbox, SandboxError, SandboxTimeout
@@ -181,11 +181,16 @@ def _differential(problem: Problem, sandbox: Sandbox, examples: int) -> tuple[Ve
             continue
         bad, want, got = args, expected[index], actual
         if index >= len(fixed):
+            try:
+                sandbox.drain()
+            except SandboxError as exc:
+                raise _Stop(exc, call) from None
             shrunk = _shrink(problem, sandbox, reference, examples)
             if shrunk is not None:
                 bad, want, got = shrunk
         shown = show_call(problem.entry_point, bad)
-        reason = f"{shown} {got.show()}, {want.expectation()}"
+        hint = difference(want.value, got.value) if want.error is None and got.error is None else ""
+        reason = f"{shown} {got.show()}, {want.expectation()}{hint}"
         return Verdict(False, "failed", reason, shown), index + 1
     return None, len(inputs)
 

@@ -59,3 +59,16 @@ def _same(expected: Any, actual: Any) -> bool:
             _same(v, actual[k]) for k, v in expected.items()
         )
     return bool(expected == actual)
+
+
+def difference(expected: Any, actual: Any) -> str:
+    """Where two sequences first differ, when their short reprs would hide it."""
+    if not isinstance(expected, (list, tuple)) or type(expected) is not type(actual):
+        return ""
+    shown = (show(expected), show(actual))
+    if shown[0] != shown[1] and "..." not in shown[0] + shown[1]:
+        return ""
+    for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
+        if not same(e, a):
+            return f" (first difference at index {i}: {show(a)} vs {show(e)})"
+    return f" (lengths differ: {len(actual)} vs {len(expected)})"

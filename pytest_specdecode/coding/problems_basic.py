@@ -143,6 +143,7 @@ PROBLEMS = [
         [("listen", "silent"), ("", ""), ("a", "A"), ("ab", "abb"), ("a b", "ba ")],
         st.one_of(
             st.tuples(st.text("abAB ", max_size=6), st.text("abAB ", max_size=6)),
+            st.text("ab", min_size=1, max_size=5).map(lambda t: (t, t + t[0])),
             st.text("abcAB ", max_size=8).flatmap(
                 lambda t: st.permutations(list(t)).map(lambda p: (t, "".join(p)))
             ),

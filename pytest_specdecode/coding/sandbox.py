@@ -36,7 +36,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,6 +234,7 @@ class Sandbox:
         self._inbuf = bytearray()
         self._outbuf = bytearray()
         self._next_id = 0
+        self._answered = 0
         self._closed = False
         self.exit_detail = ""
         root = os.geteuid() == 0
@@ -304,6 +305,7 @@ class Sandbox:
     def result(self, call_id: int) -> tuple[bool, Any]:
         """(True, value) or (False, "ExcType: message") for the call ``call_id``."""
         reply = self._recv()
+        self._answered += 1
         if reply.get("id") != call_id or not isinstance(reply.get("ok"), bool):
             raise SandboxError(f"out-of-order or malformed reply {str(reply)[:100]}")
         if reply["ok"]:
@@ -315,6 +317,11 @@ class Sandbox:
         if not isinstance(exc_text, str):
             raise SandboxError("malformed exception reply")
         return False, " ".join(exc_text.split())[:300]
+
+    def drain(self) -> None:
+        """Read and drop the answers still owed for earlier calls."""
+        while self._answered < self._next_id:
+            self.result(self._answered)
 
     def call(self, args: tuple[Any, ...]) -> tuple[bool, Any]:
         """One round trip (used while shrinking)."""
@@ -389,7 +396,9 @@ class Sandbox:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.kill()
         self.proc.wait()
-        if self.uid is not None and self.mode == "fallback":
+        if self.uid is not None:
+            # bwrap's pid namespace dies with it, but asynchronously; the fallback
+            # needs this to reach processes that left the process group.
             kill_uid(self.uid)
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
@@ -399,22 +408,32 @@ class Sandbox:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def processes_of(uid: int) -> list[int]:
-    """Pids whose real uid is ``uid`` (Linux /proc)."""
-    pids = []
+def _live_uids() -> Iterator[tuple[int, int]]:
+    """(pid, real uid) of every live process; zombies are dead and only wait to be reaped."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        fields: dict[str, str] = {}
         try:
             with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as fh:
                 for line in fh:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
+                    key, _, value = line.partition(":")
+                    fields[key] = value.strip()
         except OSError:
             continue
-    return pids
+        if fields.get("State", "Z")[:1] in ("Z", "X") or "Uid" not in fields:
+            continue
+        yield int(entry), int(fields["Uid"].split()[0])
+
+
+def processes_of(uid: int) -> list[int]:
+    """Live pids whose real uid is ``uid`` (Linux /proc)."""
+    return [pid for pid, owner in _live_uids() if owner == uid]
+
+
+def sandbox_processes() -> list[int]:
+    """Live pids under any uid this module hands to sandboxes (for tests and cleanup checks)."""
+    return [pid for pid, uid in _live_uids() if _UID_BASE <= uid < _UID_BASE + (1 << 24)]
 
 
 def kill_uid(uid: int, *, rounds: int = 50) -> None:

@@ -30,7 +30,7 @@ from pytest_specdecode.coding.typespec import TypeSpecError, args_strategy
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 _KEYS = {"name", "prompt", "entry_point", "reference", "args", "cases"}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
