@@ -575,6 +575,7 @@ def _openai_result(data: Any, send: float, end: float, *, chat: bool, path: str)
     choice = data["choices"][0]
     text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
     usage = data.get("usage") or {}
+    details = _spec_details(data)
     return ChatResult(
         text=str(text or ""),
         completion_tokens=int(usage.get("completion_tokens", 0)),
@@ -582,8 +583,21 @@ def _openai_result(data: Any, send: float, end: float, *, chat: bool, path: str)
         finish_reason=_finish_reason(choice.get("finish_reason")),
         send_time=send,
         end_time=end,
+        spec_verify_ct=_int_or_none(details.get("spec_verify_ct")),
+        spec_accept_length=_float_or_none(details.get("spec_accept_length")),
         usage=dict(usage),
     )
+
+
+def _spec_details(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``sglext.spec_tokens_details`` (sent with ``return_spec_tokens_details``), or {}."""
+    ext = data.get("sglext")
+    details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
+    return details if isinstance(details, dict) else {}
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _collect_openai_stream(

@@ -110,7 +110,7 @@ class ServiceManager:
         self._messages: list[str] = []
         self.restarts = 0
         local = settings.control == "local"
-        self.host = "127.0.0.1" if local else settings.hosts[0].name
+        self.host = settings.hosts[0].name if settings.hosts and not local else "127.0.0.1"
         if local and settings.uses_simulator and not settings.port_given:
             self.port = free_port()
         else:
@@ -175,12 +175,12 @@ class ServiceManager:
 
     def _bring_up(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
         verify = self._verifier(config)
-        if self.settings.restart in ("auto", "never"):
+        if self.settings.restart == "never":
+            return self._external(config, verify)
+        if self.settings.restart == "auto":
             live = self._probe(config, verify)
             if live is not None:
                 return live
-            if self.settings.restart == "never":
-                raise OtherConfigLive(self._describe_live(config))
         if self._live is not None:
             self._live.client.close()
             self._live = None
@@ -189,18 +189,30 @@ class ServiceManager:
         self.progress.update(config.label(), "restarting", 0.0)
         identity = controller.apply(self.launch_spec(config))
         self.restarts += 1
-        ready = wait_until_ready(
-            self.base_url,
-            controller=controller,
-            verify=verify,
-            timeout=self.settings.ready_timeout,
-            label=config.label(),
-            api_key=self.settings.api_key,
-            on_progress=lambda phase, elapsed, line: self.progress.update(
-                config.label(), phase, elapsed, line or ""
-            ),
-        )
-        self.progress.done()
+        return self._gate(config, verify, controller, identity, started)
+
+    def _gate(
+        self,
+        config: SpecConfig,
+        verify: Callable[[Any], Any],
+        controller: ServiceController | None,
+        identity: ProcessIdentity | None,
+        started: float,
+    ) -> ServiceHandle:
+        try:
+            ready = wait_until_ready(
+                self.base_url,
+                controller=controller,
+                verify=verify,
+                timeout=self.settings.ready_timeout,
+                label=config.label(),
+                api_key=self.settings.api_key,
+                on_progress=lambda phase, elapsed, line: self.progress.update(
+                    config.label(), phase, elapsed, line or ""
+                ),
+            )
+        finally:
+            self.progress.done()
         return ServiceHandle(
             config=config,
             base_url=self.base_url,
@@ -210,9 +222,21 @@ class ServiceManager:
             ready_seconds=self._clock() - started,
             phases=[(p.phase, p.at) for p in ready.phases],
             unverified=list(ready.unverified),
-            restarted=True,
+            restarted=controller is not None,
             simulated=bool(ready.server_info.get("simulator")),
         )
+
+    def _external(self, config: SpecConfig, verify: Callable[[Any], Any]) -> ServiceHandle:
+        """``--dflash-restart=never``: wait for the live server; another config skips."""
+        try:
+            return self._gate(config, verify, None, None, self._clock())
+        except ServiceNotReady as exc:
+            if exc.reason != "mismatch":
+                raise
+            raise OtherConfigLive(
+                f"the server at {self.base_url} does not run {config.label()} "
+                f"({'; '.join(exc.mismatches)}) and --dflash-restart=never forbids restarting it"
+            ) from None
 
     def _verifier(self, config: SpecConfig) -> Callable[[Any], Any]:
         def verify(server_info: Any) -> Any:
@@ -250,12 +274,6 @@ class ServiceManager:
             simulated=bool(info.get("simulator")),
         )
 
-    def _describe_live(self, config: SpecConfig) -> str:
-        return (
-            f"the server at {self.base_url} does not run {config.label()} and "
-            "--dflash-restart=never forbids restarting it"
-        )
-
     def launch_spec(self, config: SpecConfig) -> LaunchSpec:
         """The command line (or script) that brings the target to ``config``."""
         rendered = self.dialect.render(config)
@@ -284,6 +302,10 @@ def build_controller(settings: Settings, log_dir: Path) -> ServiceController:
         from pytest_specdecode.service.local import LocalController
 
         return LocalController(log_dir)
+    if settings.control == "external":
+        from pytest_specdecode.service.external import ExternalController
+
+        return ExternalController(where=", ".join(map(str, settings.hosts)) or "localhost")
     from pytest_specdecode.service import ssh
 
     host = settings.hosts[0]
@@ -295,18 +317,15 @@ def build_controller(settings: Settings, log_dir: Path) -> ServiceController:
         accept_unknown_host_keys=settings.ssh_accept_new_host_key,
     )
     factory = ssh.connection_factory(target)
+    where = ssh.describe(target)
     if settings.control == "systemd":
         from pytest_specdecode.service.systemd import SystemdController
 
         assert settings.unit is not None
-        return SystemdController(factory, settings.unit)
-    if settings.control == "script":
-        from pytest_specdecode.service.script import ScriptController
+        return SystemdController(factory, settings.unit, where=where, sudo=settings.sudo)
+    from pytest_specdecode.service.script import ScriptController
 
-        return ScriptController(factory)
-    from pytest_specdecode.service.external import ExternalController
-
-    return ExternalController()
+    return ScriptController(factory, where=where, logs_command=settings.logs_cmd)
 
 
 def _url_host(host: str) -> str:

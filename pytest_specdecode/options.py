@@ -110,6 +110,19 @@ def add_options(parser: pytest.Parser) -> None:
         "'/opt/reconfig_ddtree.sh {budget} {topk} {window}'. Default: none",
     )
     add(
+        "--dflash-logs-cmd",
+        default=None,
+        metavar="COMMAND",
+        help="Script control: a command run over SSH whose output is the server log shown "
+        "in errors, e.g. 'tail -n 200 /var/log/sglang.log'. Default: none",
+    )
+    add(
+        "--dflash-sudo",
+        action="store_true",
+        default=None,
+        help="systemd control: write the drop-in and run systemctl with 'sudo -n'. Default: False",
+    )
+    add(
         "--dflash-restart",
         choices=RESTART_MODES,
         default=None,
@@ -318,6 +331,8 @@ def add_options(parser: pytest.Parser) -> None:
     ini("dflash_launch", "Base launch command.", default="")
     ini("dflash_unit", "systemd unit on the host.", default="")
     ini("dflash_restart_cmd", "Reconfigure script template.", default="")
+    ini("dflash_logs_cmd", "Command printing the server log (script control).", default="")
+    ini("dflash_sudo", "Use sudo -n for systemctl and the drop-in (true/false).", default="")
     ini("dflash_restart", "Restart mode: " + ", ".join(RESTART_MODES) + ".", default="")
     ini("dflash_ready_timeout", "Seconds to wait for readiness.", default="")
     ini("dflash_ssh_user", "SSH user.", default="")

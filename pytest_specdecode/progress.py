@@ -59,7 +59,8 @@ class Progress:
         now = self._clock()
         changed_phase = line.split(",")[0] != self._last_line.split(",")[0]
         if self._isatty:
-            self._stream.write("\r\x1b[K" + line)
+            # Start below pytest's own progress line, then keep rewriting ours.
+            self._stream.write(("\r\x1b[K" if self._dirty else "\n") + line)
             self._dirty = True
         elif changed_phase or now - self._last_write >= self._interval:
             self._stream.write(line + "\n")
@@ -70,11 +71,11 @@ class Progress:
         self._last_write = now
 
     def done(self, message: str = "") -> None:
-        """End the live line (TTY) and optionally print a final message."""
+        """End the live line (TTY: it stays, as the last state) and optionally add a message."""
         if self._stream is None:
             return
         if self._dirty:
-            self._stream.write("\r\x1b[K")
+            self._stream.write("\n")
             self._dirty = False
         if message:
             self._stream.write(f"[dflash] {message}\n")

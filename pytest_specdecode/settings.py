@@ -67,6 +67,8 @@ class Settings:
     uses_simulator: bool = True
     unit: str | None = None
     restart_cmd: str | None = None
+    logs_cmd: str | None = None
+    sudo: bool = False
     restart: str = "auto"
     restore: bool = False
     ready_timeout: float = 1800.0
@@ -265,6 +267,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         uses_simulator=uses_simulator,
         unit=unit,
         restart_cmd=restart_cmd,
+        logs_cmd=r.get("logs_cmd", _text, "") or None,
+        sudo=_flag(r, "sudo"),
         restart="never" if control == "external" else restart,
         restore=_flag(r, "restore"),
         ready_timeout=r.get("ready_timeout", _number(float, minimum=0.001), 1800.0),

@@ -39,7 +39,8 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     ]
     if rows:
         lines += ["", "throughput: output tok/s and accept length per case and config"]
-        lines += render_sweep(rows, configs=[c["label"] for c in configs]).splitlines()
+        measured = [c["label"] for c in configs if c.get("throughput")]
+        lines += render_sweep(rows, configs=measured).splitlines()
         lines += ["", *_latency_table(configs)]
     for c in configs:
         failed = [r for r in c.get("coding", []) if not r["passed"]]

@@ -119,3 +119,37 @@ def test_server_running_other_flags_fails_verification(sim_ini: pytest.Pytester)
     result = run(sim_ini)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*speculative_*expected*"])
+
+
+LIVE_TESTS = """
+import pytest
+
+@pytest.mark.dflash(budget=8, window=2048)
+def test_same(dflash_service):
+    assert not dflash_service.restarted
+
+@pytest.mark.dflash(budget=4, window=2048)
+def test_other(dflash_service): pass
+"""
+
+
+def test_external_server_is_verified_and_other_configs_skip(
+    sim_ini: pytest.Pytester, live_sim: int
+) -> None:
+    sim_ini.makepyfile(test_m=LIVE_TESTS)
+    result = run(sim_ini, "-rs", "--dflash-restart", "never", "--dflash-port", str(live_sim))
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED *does not run DFLASH budget=4 window=2048*--dflash-restart=never*"]
+    )
+    assert server_logs(sim_ini) == []
+
+
+def test_auto_restart_reuses_a_live_server_already_verified(
+    sim_ini: pytest.Pytester, live_sim: int
+) -> None:
+    sim_ini.makepyfile(test_m=LIVE_TESTS)
+    result = run(sim_ini, "--dflash-port", str(live_sim), "-k", "same")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*live server already verified, no restart*"])
+    assert server_logs(sim_ini) == []
