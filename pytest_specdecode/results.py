@@ -80,14 +80,19 @@ class ConfigResults:
         return sum(pass_at_k(r.samples, r.correct, k) for r in usable) / len(usable)
 
     def accept_length(self) -> float | None:
-        """Accept length over all throughput cases (tokens / verify steps)."""
-        tokens = steps = 0.0
-        for record in self.throughput.values():
-            t = record.metrics.get("completion_tokens")
-            s = record.metrics.get("spec_verify_ct")
-            if t and s:
-                tokens += float(t)
-                steps += float(s)
+        """Tokens per verify step over the throughput cases (else the coding answers)."""
+        pairs = [
+            (r.metrics.get("completion_tokens"), r.metrics.get("spec_verify_ct"))
+            for r in self.throughput.values()
+        ]
+        if not any(t and s for t, s in pairs):
+            pairs = [
+                (r.completion_tokens, r.completion_tokens / r.accept_length)
+                for r in self.coding.values()
+                if r.completion_tokens and r.accept_length
+            ]
+        tokens = sum(float(t) for t, s in pairs if t and s)
+        steps = sum(float(s) for t, s in pairs if t and s)
         return tokens / steps if steps else None
 
 

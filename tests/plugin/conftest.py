@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,14 +20,25 @@ FAST_SIM = (
 )
 
 
+def write_sim_ini(pytester: pytest.Pytester, sim_args: str = "") -> None:
+    """An ini that launches the fast simulator (plus ``sim_args``) for the plugin."""
+    pytester.makeini(
+        f"[pytest]\ndflash_launch = {FAST_SIM} {sim_args}\ndflash_ready_timeout = 60\n"
+        "dflash_report = report.json\n"
+    )
+
+
 @pytest.fixture
 def sim_ini(pytester: pytest.Pytester) -> pytest.Pytester:
     """A pytester project whose ini launches the fast simulator."""
-    pytester.makeini(
-        f"[pytest]\ndflash_launch = {FAST_SIM}\ndflash_ready_timeout = 60\n"
-        "dflash_report = report.json\n"
-    )
+    write_sim_ini(pytester)
     return pytester
+
+
+@pytest.fixture
+def sim_project() -> Callable[[pytest.Pytester, str], None]:
+    """``sim_project(pytester, "--sim-quality 0.6")``: the fast simulator with more flags."""
+    return write_sim_ini
 
 
 @pytest.fixture

@@ -1,0 +1,74 @@
+"""Coding items, the pass-rate gate and its exit status, against the simulator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+CORE = "is_palindrome or fib or merge_sorted or word_count or gcd"
+
+WRONG_GCD = [
+    {
+        "match": "gcd(",
+        "response": (
+            "Sure:\n```python\ndef gcd(a, b):\n    return max(a, b) % (min(a, b) or 1)\n```\n"
+        ),
+    }
+]
+
+
+@pytest.fixture
+def coding_project(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> pytest.Pytester:
+    (pytester.path / "answers.json").write_text(json.dumps(WRONG_GCD))
+    sim_project(pytester, "--sim-answers answers.json")
+    pytester.makepyfile(
+        test_coding="""
+        import pytest
+
+        @pytest.mark.coding
+        def test_coding(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
+        """
+    )
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", CORE, *args)
+
+
+def test_problems_are_items_and_a_wrong_answer_shows_its_counterexample(
+    coding_project: pytest.Pytester,
+) -> None:
+    result = run(coding_project, "-v")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(["*test_coding.py::test_coding?gcd? FAILED*"])
+    result.stdout.fnmatch_lines(["*gcd under DFLASH*: failed: gcd(*) returned *, expected *"])
+    result.stdout.fnmatch_lines(["*DFLASH*4/5 = 80%*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = json.loads((coding_project.path / "report.json").read_text())
+    (config,) = report["configs"]
+    assert config["pass_rate"] == {"rate": 0.8, "passed": 4, "total": 5}
+    gcd = next(c for c in config["coding"] if c["problem"] == "gcd")
+    assert gcd["status"] == "failed"
+    assert gcd["completion_tokens"] > 0
+
+
+def test_exit_status_follows_the_pass_rate_gate(coding_project: pytest.Pytester) -> None:
+    above = run(coding_project, "--dflash-min-pass-rate", "0.8")
+    above.assert_outcomes(passed=4, failed=1)
+    assert above.ret == pytest.ExitCode.OK
+    below = run(coding_project, "--dflash-min-pass-rate", "90%")
+    assert below.ret == pytest.ExitCode.TESTS_FAILED
+    below.stdout.fnmatch_lines(["*pass rate: DFLASH*: 4/5 = 80% < 90%*"])
+
+
+def test_junit_xml_carries_the_properties(coding_project: pytest.Pytester) -> None:
+    run(coding_project, "--junitxml=out.xml", "-k", "gcd")
+    xml = (coding_project.path / "out.xml").read_text()
+    for name in ("dflash_config", "latency", "completion_tokens", "accept_length"):
+        assert f'name="{name}"' in xml
