@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import random
 import time
 import traceback
@@ -120,10 +121,9 @@ def _run_hypothesis(
     def run(args: Any) -> None:
         body(args)
 
-    test = _settings(examples, phases)(given(strategy)(run))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        test()
+        _settings(examples, phases)(given(strategy)(run))()
 
 
 def generate_inputs(strategy: ArgsStrategy, examples: int) -> list[tuple[Any, ...]]:
@@ -170,7 +170,10 @@ def _differential(problem: Problem, sandbox: Sandbox, examples: int) -> tuple[Ve
     generated = generate_inputs(problem.strategy, examples) if problem.strategy is not None else []
     inputs = fixed + generated
     expected = [_reference(reference, args) for args in inputs]
-    ids = [sandbox.submit(args) for args in inputs]
+    try:
+        ids = [sandbox.submit(args) for args in inputs]
+    except SandboxError as exc:  # defensive: submit only writes, but the pipe may be gone
+        raise _Stop(exc, show_call(problem.entry_point, inputs[0])) from None
     for index, (args, call_id) in enumerate(zip(inputs, ids, strict=True)):
         call = show_call(problem.entry_point, args)
         try:
@@ -270,6 +273,8 @@ def check_answer(
     def verdict(status: Status, reason: str, counterexample: str | None = None) -> Verdict:
         return Verdict(status == "passed", status, reason, counterexample, clock() - start, checked)
 
+    if problem.source not in ("builtin", "humaneval", "python") and os.path.exists(problem.source):
+        hide = [*hide, problem.source]  # the TOML file holds the reference
     sandbox = Sandbox(
         code, problem.entry_point, preamble=problem.preamble, limits=limits, mode=mode, hide=hide
     )

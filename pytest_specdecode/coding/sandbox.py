@@ -372,7 +372,10 @@ class Sandbox:
                 except BlockingIOError:
                     continue
                 if not chunk:
-                    raise SandboxError(self._exit_text())
+                    # While only sending, leave the news to the next read of an answer.
+                    if wait:
+                        raise SandboxError(self._exit_text())
+                    return
                 self._inbuf += chunk
 
     def _exit_text(self) -> str:

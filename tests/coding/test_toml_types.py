@@ -12,6 +12,7 @@ from pytest_specdecode.coding import (
     generate_inputs,
     load_problems_toml,
     parse_type,
+    sandbox_mode,
 )
 
 GOOD = '''
@@ -50,6 +51,11 @@ def test_load_and_check(tmp_path: Path) -> None:
     assert check_answer(add, "def add(a, b):\n    return a + b\n", examples=50).passed
     verdict = check_answer(total, "def total_of(xs):\n    return sum(xs[1:])\n", examples=50)
     assert verdict.reason.startswith("total_of([")
+    peek = f"def add(a, b):\n    return open({str(path)!r}).read()\n"
+    if sandbox_mode() == "bwrap":  # the TOML file holds the reference: hidden from answers
+        seen = check_answer(add, peek, examples=1).reason
+        assert seen.startswith("add(1, 2) r")
+        assert "return a + b" not in seen
     for (xs,) in generate_inputs(total.strategy, 30):  # type: ignore[arg-type]
         assert all(0 <= x <= 9 for x in xs)
 
