@@ -1,0 +1,419 @@
+"""PNG plots of a run report: throughput, accept length, pass rate, sweep heatmaps.
+
+matplotlib is the optional ``plot`` extra, imported only when plotting. The
+figures are built with matplotlib's object API on the Agg canvas, never
+through pyplot, so plotting needs no display and leaves no global state
+behind in the process that called it (a pytest session, say).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+SIM_NOTE = "simulated (not GPU)"
+
+_CASE_RE = re.compile(r"ctx(?P<context>\d+)-c(?P<concurrency>\d+)")
+_DPI = 110
+
+
+class PlotsUnavailable(RuntimeError):
+    """matplotlib is not installed; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One throughput case of one config, reduced to what the plots show."""
+
+    config: str
+    context: int
+    concurrency: int
+    tok_s: float | None
+    accept_length: float | None
+    completion_tokens: float | None
+    spec_verify_ct: float | None
+
+
+def is_simulated(report: dict[str, Any]) -> bool:
+    """Whether the report's figures come from the bundled simulator."""
+    configs = report.get("configs") or []
+    return bool(report.get("simulated")) or any(
+        (c.get("service") or {}).get("simulated") for c in configs
+    )
+
+
+def throughput_points(report: dict[str, Any]) -> list[Point]:
+    """Every throughput case with a known context and concurrency, in report order."""
+    points: list[Point] = []
+    for config in report.get("configs") or []:
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            context, concurrency = _case_shape(str(case.get("case", "")), metrics)
+            if context is None or concurrency is None:
+                continue
+            points.append(
+                Point(
+                    config=str(config["label"]),
+                    context=context,
+                    concurrency=concurrency,
+                    tok_s=_number(metrics.get("tok_s")),
+                    accept_length=_number(metrics.get("accept_length")),
+                    completion_tokens=_number(metrics.get("completion_tokens")),
+                    spec_verify_ct=_number(metrics.get("spec_verify_ct")),
+                )
+            )
+    return points
+
+
+def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
+    """The report's figures by file stem; a plot whose data is absent is left out."""
+    _require_matplotlib()
+    simulated = is_simulated(report)
+    configs = [str(c["label"]) for c in report.get("configs") or []]
+    colors = {label: f"C{i % 10}" for i, label in enumerate(configs)}
+    points = throughput_points(report)
+    figures: dict[str, Figure] = {}
+    if any(p.tok_s is not None for p in points):
+        figures["throughput_vs_concurrency"] = _throughput_figure(points, colors, simulated)
+    accept = _accept_by_context(points)
+    if accept:
+        figures["accept_length"] = _accept_figure(accept, colors, simulated)
+    rates = [
+        (str(c["label"]), c["pass_rate"])
+        for c in report.get("configs") or []
+        if c.get("pass_rate") and c["pass_rate"].get("total")
+    ]
+    if rates:
+        figures["pass_rate"] = _pass_rate_figure(rates, colors, simulated)
+    for sweep in sweeps(report):
+        figures[f"heatmap_tok_s_{_slug(sweep.algorithm)}"] = _heatmap_figure(
+            sweep, points, simulated
+        )
+    return figures
+
+
+def write_plots(report: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write the report's plots as PNG files into ``out_dir``; return their paths.
+
+    Raises :class:`PlotsUnavailable` when matplotlib is not installed.
+    """
+    figures = build_figures(report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for stem, figure in figures.items():
+        path = out_dir / f"{stem}.png"
+        figure.savefig(path, dpi=_DPI)
+        written.append(path)
+    return written
+
+
+# --- sweeps -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Configs of one algorithm that differ in exactly two keys."""
+
+    algorithm: str
+    row_key: str
+    col_key: str
+    cells: dict[str, tuple[Any, Any]]
+    """config label -> (row value, column value)"""
+
+
+def sweeps(report: dict[str, Any]) -> list[Sweep]:
+    """Two-key sweeps among the configs that measured throughput, one per algorithm.
+
+    A non-speculative baseline beside a sweep is a different algorithm, so it
+    does not count as a third varying key.
+    """
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for config in report.get("configs") or []:
+        if not config.get("throughput"):
+            continue
+        flat = _flat_config(config.get("config") or {})
+        algorithm = str(flat.pop("algorithm", "?"))
+        groups.setdefault(algorithm, []).append((str(config["label"]), flat))
+    found: list[Sweep] = []
+    for algorithm, members in groups.items():
+        if len(members) < 2:
+            continue
+        keys = list(dict.fromkeys(k for _, flat in members for k in flat))
+        varying = [k for k in keys if len({_hashable(f.get(k)) for _, f in members}) > 1]
+        if len(varying) != 2:
+            continue
+        row_key, col_key = varying
+        cells = {label: (flat.get(row_key), flat.get(col_key)) for label, flat in members}
+        found.append(Sweep(algorithm, row_key, col_key, cells))
+    return found
+
+
+def _flat_config(config: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: v for k, v in config.items() if k != "extra"}
+    for pair in config.get("extra") or []:
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            flat[str(pair[0])] = pair[1]
+    return flat
+
+
+def _hashable(value: Any) -> Any:
+    return repr(value) if isinstance(value, (list, dict)) else value
+
+
+def _order(value: Any) -> tuple[int, float, str]:
+    if value is None:
+        return (0, 0.0, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (1, float(value), "")
+    return (2, 0.0, str(value))
+
+
+# --- figures --------------------------------------------------------------
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _title(figure: Figure, text: str, simulated: bool) -> None:
+    if simulated:
+        figure.suptitle(
+            f"{text}\n{SIM_NOTE}: figures from the bundled simulator",
+            color="firebrick",
+            fontweight="bold",
+        )
+    else:
+        figure.suptitle(text, fontweight="bold")
+
+
+def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: bool) -> Figure:
+    contexts = sorted({p.context for p in points if p.tok_s is not None})
+    figure = _new_figure(max(5.5, 4.6 * len(contexts)), 4.8)
+    axes: Sequence[Axes] = figure.subplots(1, len(contexts), squeeze=False)[0]
+    handles: dict[str, Any] = {}
+    for ax, context in zip(axes, contexts, strict=True):
+        here = [p for p in points if p.context == context and p.tok_s is not None]
+        levels = sorted({p.concurrency for p in here})
+        for label in colors:
+            mine = sorted((p for p in here if p.config == label), key=lambda p: p.concurrency)
+            if not mine:
+                continue
+            (line,) = ax.plot(
+                [p.concurrency for p in mine],
+                [p.tok_s or 0.0 for p in mine],
+                marker="o",
+                color=colors[label],
+                label=label,
+            )
+            handles.setdefault(label, line)
+        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"context {context} tokens")
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel("output tok/s (aggregate)")
+        ax.grid(True, alpha=0.3)
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 3),
+        title="config",
+    )
+    _title(figure, "Output throughput vs concurrency (higher is better)", simulated)
+    return figure
+
+
+def _accept_by_context(points: list[Point]) -> dict[str, dict[int, float]]:
+    """Per config and context: sum(tokens) / sum(verify steps) over its cases."""
+    sums: dict[str, dict[int, list[float]]] = {}
+    for p in points:
+        entry = sums.setdefault(p.config, {}).setdefault(p.context, [0.0, 0.0, 0.0, 0.0])
+        if p.completion_tokens and p.spec_verify_ct:
+            entry[0] += p.completion_tokens
+            entry[1] += p.spec_verify_ct
+        elif p.accept_length is not None:
+            entry[2] += p.accept_length
+            entry[3] += 1
+    out: dict[str, dict[int, float]] = {}
+    for label, by_context in sums.items():
+        for context, (tokens, steps, total, count) in by_context.items():
+            if steps:
+                out.setdefault(label, {})[context] = tokens / steps
+            elif count:
+                out.setdefault(label, {})[context] = total / count
+    return out
+
+
+def _accept_figure(
+    accept: dict[str, dict[int, float]], colors: dict[str, str], simulated: bool
+) -> Figure:
+    labels = [label for label in colors if label in accept]
+    contexts = sorted({c for values in accept.values() for c in values})
+    figure = _new_figure(min(16.0, max(6.0, 0.5 * len(contexts) * len(labels) + 2) + 2.5), 4.8)
+    ax: Axes = figure.add_subplot()
+    width = 0.8 / len(labels)
+    for i, label in enumerate(labels):
+        xs = [j + (i - (len(labels) - 1) / 2) * width for j, c in enumerate(contexts)]
+        heights = [accept[label].get(c, math.nan) for c in contexts]
+        bars = ax.bar(xs, heights, width * 0.95, color=colors[label], label=label)
+        ax.bar_label(bars, labels=[_fmt(h, 2) for h in heights], padding=2, fontsize=8)
+    ax.axhline(1.0, color="grey", linestyle=":", label="no speculation (1 token/step)")
+    ax.set_xticks(range(len(contexts)), [f"{c}" for c in contexts])
+    ax.set_xlabel("context (prompt tokens)")
+    ax.set_ylabel("accept length (tokens per verify step)")
+    ax.set_ylim(0, max(1.0, *(v for d in accept.values() for v in d.values())) * 1.18)
+    ax.grid(True, axis="y", alpha=0.3)
+    figure.legend(loc="outside right upper", fontsize=8, title="config")
+    _title(figure, "Accept length per config and context (higher is better)", simulated)
+    return figure
+
+
+def _pass_rate_figure(
+    rates: list[tuple[str, dict[str, Any]]], colors: dict[str, str], simulated: bool
+) -> Figure:
+    figure = _new_figure(max(5.5, 1.5 * len(rates) + 2), 4.8)
+    ax: Axes = figure.add_subplot()
+    heights = [float(rate["rate"]) * 100 for _, rate in rates]
+    bars = ax.bar(
+        range(len(rates)),
+        heights,
+        0.6,
+        color=[colors[label] for label, _ in rates],
+    )
+    ax.bar_label(
+        bars,
+        labels=[
+            f"{r['passed']}/{r['total']} ({h:.0f}%)"
+            for (_, r), h in zip(rates, heights, strict=True)
+        ],
+        padding=2,
+    )
+    ax.set_xticks(range(len(rates)), [_wrap(label) for label, _ in rates], fontsize=8)
+    ax.set_ylim(0, 112)
+    ax.set_xlabel("config")
+    ax.set_ylabel("pass rate (% of problems, pass@1)")
+    ax.grid(True, axis="y", alpha=0.3)
+    _title(figure, "Coding pass rate per config (labels: passed/problems)", simulated)
+    return figure
+
+
+def _heatmap_figure(sweep: Sweep, points: list[Point], simulated: bool) -> Figure:
+    rows = sorted({r for r, _ in sweep.cells.values()}, key=_order)
+    cols = sorted({c for _, c in sweep.cells.values()}, key=_order)
+    mine = [p for p in points if p.config in sweep.cells and p.tok_s is not None]
+    contexts = sorted({p.context for p in mine})
+    figure = _new_figure(
+        max(5.5, (1.1 * len(cols) + 2.2) * len(contexts)), 1.0 + 0.8 * len(rows) + 1.8
+    )
+    axes: Sequence[Axes] = figure.subplots(1, len(contexts), squeeze=False)[0]
+    for ax, context in zip(axes, contexts, strict=True):
+        here = [p for p in mine if p.context == context]
+        top = max(p.concurrency for p in here)
+        grid = [[math.nan] * len(cols) for _ in rows]
+        for p in here:
+            if p.concurrency == top and p.tok_s is not None:
+                r, c = sweep.cells[p.config]
+                grid[rows.index(r)][cols.index(c)] = p.tok_s
+        image = ax.imshow(grid, cmap="viridis", aspect="auto")
+        finite = [v for line in grid for v in line if not math.isnan(v)]
+        low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
+        for i, line in enumerate(grid):
+            for j, value in enumerate(line):
+                dark = not math.isnan(value) and (value - low) < 0.5 * (high - low or 1)
+                ax.text(
+                    j,
+                    i,
+                    _fmt(value, 0),
+                    ha="center",
+                    va="center",
+                    color="white" if dark else "black",
+                    fontsize=9,
+                )
+        ax.set_xticks(range(len(cols)), [_value_text(c) for c in cols])
+        ax.set_yticks(range(len(rows)), [_value_text(r) for r in rows])
+        ax.set_xlabel(sweep.col_key)
+        ax.set_ylabel(sweep.row_key)
+        ax.set_title(f"context {context} tokens, concurrency {top}", fontsize=10)
+        figure.colorbar(image, ax=ax, label="output tok/s")
+    _title(
+        figure,
+        f"{sweep.algorithm} sweep: output tok/s by {sweep.row_key} x {sweep.col_key}\n"
+        "(at the highest concurrency measured per context; blank = not measured)",
+        simulated,
+    )
+    return figure
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotsUnavailable(
+            "plotting needs matplotlib, which is not installed: "
+            "pip install 'pytest-specdecode[plot]'"
+        ) from None
+
+
+def _case_shape(case: str, metrics: dict[str, Any]) -> tuple[int | None, int | None]:
+    context, concurrency = metrics.get("context"), metrics.get("concurrency")
+    match = _CASE_RE.search(case)
+    if not isinstance(context, int) and match:
+        context = int(match["context"])
+    if not isinstance(concurrency, int) and match:
+        concurrency = int(match["concurrency"])
+    return (
+        context if isinstance(context, int) else None,
+        concurrency if isinstance(concurrency, int) else None,
+    )
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else None
+
+
+def _fmt(value: float, digits: int) -> str:
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _wrap(label: str) -> str:
+    return "\n".join(textwrap.wrap(label, 16)) or label
+
+
+def _value_text(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "config"
+
+
+def figure_texts(figure: Figure) -> list[str]:
+    """The suptitle and every axes' title and axis labels, for checks and tests."""
+    texts: list[str] = []
+    suptitle = figure.get_suptitle()
+    if suptitle:
+        texts.append(suptitle)
+    for ax in figure.axes:
+        texts.extend(t for t in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) if t)
+    return texts
