@@ -123,7 +123,9 @@ def _hidden_paths() -> list[str]:
     if (root / "pyproject.toml").exists() or (root / ".git").exists():
         paths.add(str(root))
     candidates = [*site.getsitepackages(), site.getusersitepackages()]
-    candidates += [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+    base = {"base": sys.base_prefix, "platbase": sys.base_prefix}
+    for paths_of in (sysconfig.get_paths(), sysconfig.get_paths(vars=base)):
+        candidates += [paths_of["purelib"], paths_of["platlib"]]
     paths.update(os.path.realpath(p) for p in candidates if os.path.isdir(p))
     return sorted(p for p in paths if p != "/")
 
