@@ -1,0 +1,232 @@
+"""A GitHub-flavoured Markdown summary of a run report, for CI job summaries.
+
+GitHub Actions renders whatever a step appends to the file named by
+``GITHUB_STEP_SUMMARY`` as GFM on the run's page; tables make the gates,
+pass rates and throughput of every config readable there at a glance.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+TITLE = "pytest-specdecode run"
+SIM_NOTE = (
+    "**simulated (not GPU):** these figures come from the bundled simulator, not a GPU server."
+)
+MAX_FAILURES = 50
+"""Coding failures listed before the rest are counted; summaries should stay short."""
+
+_CASE_RE = re.compile(r"ctx(?P<context>\d+)-c(?P<concurrency>\d+)(?:-t(?P<tokens>\d+))?")
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The report as GFM: gates, per-config results, throughput, comparison, metadata."""
+    configs: list[dict[str, Any]] = list(report.get("configs") or [])
+    out: list[str] = [f"## {TITLE}", ""]
+    if _simulated(report, configs):
+        out += [f"> {SIM_NOTE}", ""]
+    out += _gates(report)
+    if configs:
+        out += ["### Configs", "", *_config_table(configs), ""]
+    else:
+        out += ["No config was measured.", ""]
+    throughput = _throughput_table(configs)
+    if throughput:
+        out += ["### Throughput: output tok/s (accept length)", "", *throughput, ""]
+    out += _coding_failures(configs)
+    compare = report.get("compare")
+    if compare:
+        out += [f"### Compared with {_esc(str(compare.get('baseline')))}", ""]
+        out += [*_text_table(str(compare.get("table", ""))), ""]
+    out.append(_footer(report))
+    return "\n".join(out) + "\n"
+
+
+def append_step_summary(report: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> bool:
+    """Append :func:`render_markdown` to ``$GITHUB_STEP_SUMMARY``; False when it is unset.
+
+    An unwritable summary file raises ``OSError``.
+    """
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return False
+    with Path(target).open("a", encoding="utf-8") as handle:
+        handle.write(render_markdown(report) + "\n")
+    return True
+
+
+# --- sections ----------------------------------------------------------------
+
+
+def _simulated(report: Mapping[str, Any], configs: list[dict[str, Any]]) -> bool:
+    return bool(report.get("simulated")) or any(
+        (c.get("service") or {}).get("simulated") for c in configs
+    )
+
+
+def _gates(report: Mapping[str, Any]) -> list[str]:
+    failed = [str(line) for line in (report.get("gates") or {}).get("failed") or []]
+    if not failed:
+        return ["### Gates", "", ":white_check_mark: all gates passed", ""]
+    noun = "gate" if len(failed) == 1 else "gates"
+    lines = ["### Gates", "", f":x: **{len(failed)} {noun} failed**", ""]
+    lines += [f"- {_esc(line)}" for line in failed]
+    return [*lines, ""]
+
+
+def _config_table(configs: list[dict[str, Any]]) -> list[str]:
+    ks = sorted({k for c in configs for k in c.get("pass_at_k") or {}}, key=_int_or_text)
+    lossless = any(c.get("lossless") for c in configs)
+    header = ["config", "ready", "pass rate", *(f"pass@{k}" for k in ks), "accept length"]
+    header += ["lossless"] if lossless else []
+    rows: list[list[str]] = []
+    for c in configs:
+        service = c.get("service") or {}
+        rate = c.get("pass_rate")
+        ready = service.get("ready_seconds")
+        row = [
+            _esc(str(c.get("label", "?"))),
+            "error" if c.get("errors") else _num(ready, 1, " s"),
+            f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})" if rate else "-",
+            *(_num((c.get("pass_at_k") or {}).get(k), 2) for k in ks),
+            _num(c.get("accept_length"), 2),
+        ]
+        if lossless:
+            row.append(_lossless(c.get("lossless") or {}))
+        rows.append(row)
+    right = set(range(1, len(header)))
+    return _table(header, rows, right)
+
+
+def _lossless(results: Mapping[str, Any]) -> str:
+    if not results:
+        return "-"
+    failed = sum(1 for r in results.values() if not r.get("passed"))
+    return f"**FAILED** ({failed}/{len(results)})" if failed else "pass"
+
+
+def _throughput_table(configs: list[dict[str, Any]]) -> list[str]:
+    measured = [c for c in configs if c.get("throughput")]
+    if not measured:
+        return []
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    order: dict[str, tuple[int, ...]] = {}
+    for c in measured:
+        for t in c["throughput"]:
+            case = str(t.get("case", "?"))
+            metrics = t.get("metrics") or {}
+            cells[(case, str(c["label"]))] = metrics
+            order.setdefault(case, _case_order(case, metrics, len(order)))
+    cases = sorted(order, key=lambda case: order[case])
+    labels = [str(c["label"]) for c in measured]
+    rows = []
+    for case in cases:
+        row = [_esc(case)]
+        for label in labels:
+            m = cells.get((case, label))
+            if m is None or not isinstance(m.get("tok_s"), (int, float)):
+                row.append("-")
+                continue
+            accept = m.get("accept_length")
+            shown = f"{m['tok_s']:.1f}"
+            row.append(f"{shown} ({accept:.2f})" if isinstance(accept, (int, float)) else shown)
+        rows.append(row)
+    return _table(
+        ["case", *(_esc(label) for label in labels)], rows, set(range(1, len(labels) + 1))
+    )
+
+
+def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
+    failures = [
+        (str(c.get("label", "?")), r)
+        for c in configs
+        for r in c.get("coding") or []
+        if not r.get("passed")
+    ]
+    if not failures:
+        return []
+    lines = ["### Coding failures", ""]
+    for label, r in failures[:MAX_FAILURES]:
+        reason = f": {r['reason']}" if r.get("reason") else ""
+        lines.append(
+            f"- {_esc(str(r.get('problem')))} under {_esc(label)}: "
+            f"{_esc(str(r.get('status')))}{_esc(str(reason))}"
+        )
+    if len(failures) > MAX_FAILURES:
+        lines.append(f"- ... and {len(failures) - MAX_FAILURES} more (see the JSON report)")
+    return [*lines, ""]
+
+
+def _text_table(text: str) -> list[str]:
+    """A fixed-width text table (header, dash row, rows) as GFM; fenced text if not one.
+
+    The comparison is stored as rendered text; the dash row gives the columns.
+    """
+    lines = text.splitlines()
+    if len(lines) < 2 or not re.fullmatch(r"-+( +-+)*", lines[1].strip()):
+        return ["```text", *lines, "```"] if lines else []
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
+
+    def split(line: str) -> list[str]:
+        # Every cell is padded to its column's width, so the dash row's spans cut exactly.
+        return [_esc(line[start:end].strip()) for start, end in spans]
+
+    return _table(split(lines[0]), [split(line) for line in lines[2:]], set(range(1, len(spans))))
+
+
+def _footer(report: Mapping[str, Any]) -> str:
+    facts = [
+        f"pytest-specdecode {report.get('plugin', '?')}",
+        f"pytest {report.get('pytest', '?')}",
+        f"Python {report.get('python', '?')}",
+        f"hosts {', '.join(str(h) for h in report.get('hosts') or []) or '?'}",
+        f"control {report.get('control', '?')}",
+        f"dialect {report.get('dialect', '?')}",
+    ]
+    if report.get("git_commit"):
+        facts.append(f"commit {str(report['git_commit'])[:12]}")
+    if report.get("started"):
+        facts.append(f"started {report['started']}")
+    return "<sub>" + " · ".join(_esc(f) for f in facts) + "</sub>"
+
+
+# --- helpers -------------------------------------------------------------------
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    align = ["---:" if i in right else ":---" for i in range(len(header))]
+    return [_row(header), _row(align), *(_row(r) for r in rows)]
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c or " " for c in cells) + " |"
+
+
+def _esc(text: str) -> str:
+    """Text safe inside a table cell or list item: no markup, no pipes, one line."""
+    return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _num(value: Any, digits: int, unit: str = "") -> str:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return f"{value:.{digits}f}{unit}" if ok else "-"
+
+
+def _int_or_text(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() else (1 << 30, key)
+
+
+def _case_order(case: str, metrics: Mapping[str, Any], position: int) -> tuple[int, ...]:
+    """Cases by context, concurrency and tokens when known, else in report order."""
+    values = [metrics.get(k) for k in ("context", "concurrency", "max_tokens")]
+    match = _CASE_RE.search(case)
+    if match and not all(isinstance(v, int) for v in values[:2]):
+        values = [int(match[k]) if match[k] else 0 for k in ("context", "concurrency", "tokens")]
+    if all(isinstance(v, int) for v in values[:2]):
+        return (0, *(v if isinstance(v, int) else 0 for v in values), position)
+    return (1, position)
