@@ -1,10 +1,10 @@
 """What the simulated model says: chat-like answers, scripted replies, filler.
 
 Coding prompts for the built-in problems get a little prose and a fenced
-python block with a solution written here (never the plugin's reference
-solutions). ``quality`` is the probability that an answer is correct; the
-wrong ones carry a plausible bug. Everything is seeded, so the same prompt
-and seed give the same answer in every process.
+python block with a solution written here and in the ``solutions`` modules
+(never the plugin's reference solutions). ``quality`` is the probability that
+an answer is correct; the wrong ones carry a plausible bug. Everything is
+seeded, so the same prompt and seed give the same answer in every process.
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_specdecode.sim import tokenizer
+from pytest_specdecode.sim import solutions, solutions_lists, tokenizer
+from pytest_specdecode.sim.solutions import Solver
 from pytest_specdecode.sim.tokenizer import Pieces
 
 # Content classes; the model gives each its own draft acceptance.
 PROSE, CODE, FILLER = 0, 1, 2
 
 FILLER_POOL_TOKENS = 8192
+# Solutions per problem and correctness; the variant drawn is below this.
+VARIANTS = 2
 
 
 @dataclass(frozen=True)
@@ -177,15 +179,37 @@ def _gcd(prompt: str, correct: bool, variant: int) -> str:
     )
 
 
-# Longest names first so that e.g. "fib" inside another word never wins.
-PROBLEMS: dict[str, Callable[[str, bool, int], str]] = {
+# The five classics are recognized by their bare name, as they always were.
+_CLASSICS: dict[str, Solver] = {
     "is_palindrome": _palindrome,
     "merge_sorted": _merge,
     "word_count": _word_count,
     "gcd": _gcd,
     "fib": _fib,
 }
-_PROBLEM_RE = {name: re.compile(rf"\b{name}\b") for name in PROBLEMS}
+PROBLEMS: dict[str, Solver] = {**_CLASSICS, **solutions.SOLVERS, **solutions_lists.SOLVERS}
+# The other names are ordinary words ("chunk", "flatten") that throughput
+# prompts cut from source text often contain, so those must be written as
+# code: `chunk` or chunk(...), not .chunk( or _chunk(. Each pattern starts
+# with the name itself (the boundary checks are lookbehinds after it) so the
+# regex engine can scan for the literal: prompts can be 100k characters long.
+_PROBLEM_RE = {
+    name: re.compile(
+        rf"{name}(?<!\w{name})\b"
+        if name in _CLASSICS
+        else rf"{name}(?<![\w.]{name})(?:(?<=`{name})\b|\()"
+    )
+    for name in PROBLEMS
+}
+
+
+def recognize(prompt: str) -> str | None:
+    """The built-in problem ``prompt`` asks for: the earliest mentioned, else None."""
+    found = [
+        (m.start(), -len(name), name) for name, p in _PROBLEM_RE.items() if (m := p.search(prompt))
+    ]
+    return min(found)[2] if found else None
+
 
 _INTROS = (
     "Here is a straightforward implementation of `{name}`:",
@@ -299,14 +323,14 @@ class AnswerBook:
             if entry.match in prompt:
                 return entry.response
         rng = random.Random(f"{self.seed}:{prompt}:{'greedy' if sample is None else sample}")
-        for name, pattern in _PROBLEM_RE.items():
-            if pattern.search(prompt):
-                correct = rng.random() < self.quality
-                code = PROBLEMS[name](prompt, correct, rng.randrange(2))
-                intro = rng.choice(_INTROS).format(name=name)
-                outro = rng.choice(_OUTROS)
-                return f"{intro}\n\n```python\n{code}```\n\n{outro}"
-        return filler_text(rng, rng.randint(120, 360))
+        name = recognize(prompt)
+        if name is None:
+            return filler_text(rng, rng.randint(120, 360))
+        correct = rng.random() < self.quality
+        code = PROBLEMS[name](prompt, correct, rng.randrange(VARIANTS))
+        intro = rng.choice(_INTROS).format(name=name)
+        outro = rng.choice(_OUTROS)
+        return f"{intro}\n\n```python\n{code}```\n\n{outro}"
 
     def answer(self, prompt: str, sample: int | None = None) -> Answer:
         """The reply as tokens; greedy replies are cached per prompt."""
