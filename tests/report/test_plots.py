@@ -1,0 +1,195 @@
+"""Plots from report dicts: which are drawn, what they show, the simulator note."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode import plots
+
+from .conftest import config_dict, config_entry, make_report, sweep_report
+
+matplotlib = pytest.importorskip("matplotlib")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict[str, Any]:
+    # Building figures costs about half a second each: once for the module.
+    return plots.build_figures(sweep_report())
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return plots.write_plots(sweep_report(), tmp_path_factory.mktemp("plots") / "out")
+
+
+def panels(figure: Any) -> list[Any]:
+    """Plot axes, without colorbars (which matplotlib also lists as axes)."""
+    return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
+
+
+def test_a_sweep_writes_four_distinct_pngs(written: list[Path]) -> None:
+    assert [p.name for p in written] == [
+        "throughput_vs_concurrency.png",
+        "accept_length.png",
+        "pass_rate.png",
+        "heatmap_tok_s_dflash.png",
+    ]
+    digests = set()
+    for path in written:
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert len(data) > 10_000, f"{path.name} is suspiciously small"
+        digests.add(hashlib.sha256(data).hexdigest())
+    assert len(digests) == 4
+    assert len({p.stat().st_size for p in written}) == 4
+
+
+def test_throughput_panels_per_context_with_a_line_per_config(figures: dict[str, Any]) -> None:
+    report = sweep_report()
+    axes = panels(figures["throughput_vs_concurrency"])
+    assert [ax.get_title() for ax in axes] == ["context 60 tokens", "context 1024 tokens"]
+    for ax, context in zip(axes, (60, 1024), strict=True):
+        assert ax.get_xlabel() == "concurrent requests"
+        assert "tok/s" in ax.get_ylabel()
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert list(lines) == [c["label"] for c in report["configs"]]
+        for config in report["configs"]:
+            expected = sorted(
+                (t["metrics"]["concurrency"], t["metrics"]["tok_s"])
+                for t in config["throughput"]
+                if t["metrics"]["context"] == context
+            )
+            line = lines[config["label"]]
+            assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == expected
+    legend = figures["throughput_vs_concurrency"].legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == [c["label"] for c in report["configs"]]
+
+
+def test_accept_length_bars_per_config_and_context(figures: dict[str, Any]) -> None:
+    report = sweep_report()
+    (ax,) = panels(figures["accept_length"])
+    assert ax.get_xlabel() == "context (prompt tokens)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["60", "1024"]
+    speculative = [c for c in report["configs"] if c["accept_length"] is not None]
+    assert len(ax.containers) == len(speculative), "the NONE baseline has no accept length"
+    for bars, config in zip(ax.containers, speculative, strict=True):
+        assert bars.get_label() == config["label"]
+        heights = [bar.get_height() for bar in bars]
+        # Every case of a config has the same accept length in the fixture.
+        assert heights == pytest.approx([config["accept_length"]] * 2)
+
+
+def test_pass_rate_bars_carry_passed_over_total(figures: dict[str, Any]) -> None:
+    report = sweep_report()
+    (ax,) = panels(figures["pass_rate"])
+    (bars,) = ax.containers
+    rates = [c["pass_rate"] for c in report["configs"]]
+    assert [b.get_height() for b in bars] == pytest.approx([r["rate"] * 100 for r in rates])
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == [f"{r['passed']}/{r['total']} ({r['rate']:.0%})" for r in rates]
+    assert "%" in ax.get_ylabel()
+
+
+def test_heatmap_shows_tok_s_at_the_highest_concurrency(figures: dict[str, Any]) -> None:
+    report = sweep_report()
+    figure = figures["heatmap_tok_s_dflash"]
+    assert "highest concurrency" in figure.get_suptitle()
+    axes = panels(figure)
+    assert [ax.get_title() for ax in axes] == [
+        "context 60 tokens, concurrency 32",
+        "context 1024 tokens, concurrency 32",
+    ]
+    for ax, context in zip(axes, (60, 1024), strict=True):
+        assert (ax.get_ylabel(), ax.get_xlabel()) == ("budget", "window")
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["4", "8", "16"]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1024", "2048"]
+        grid = ax.images[0].get_array()
+        for config in report["configs"][1:]:
+            row = [4, 8, 16].index(config["config"]["budget"])
+            col = [1024, 2048].index(config["config"]["window"])
+            (tok_s,) = (
+                t["metrics"]["tok_s"]
+                for t in config["throughput"]
+                if t["metrics"]["context"] == context and t["metrics"]["concurrency"] == 32
+            )
+            assert grid[row][col] == pytest.approx(tok_s)
+
+
+def test_every_figure_says_simulated_when_the_report_does(figures: dict[str, Any]) -> None:
+    for name, figure in figures.items():
+        assert plots.SIM_NOTE in figure.get_suptitle(), name
+
+
+def test_a_gpu_report_has_no_simulator_note() -> None:
+    report = make_report(
+        [config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=2)],
+        simulated=False,
+    )
+    report["configs"][0]["service"]["simulated"] = False
+    (figure,) = plots.build_figures(report).values()
+    assert plots.SIM_NOTE not in figure.get_suptitle()
+    assert figure.get_suptitle().startswith("Coding pass rate per config")
+
+
+def test_plots_without_data_are_skipped(tmp_path: Path) -> None:
+    coding_only = make_report(
+        [config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=3, failing=1)]
+    )
+    assert list(plots.build_figures(coding_only)) == ["pass_rate"]
+    assert plots.write_plots(make_report([]), tmp_path / "empty") == []
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_one_config_measuring_throughput_gets_no_heatmap() -> None:
+    report = make_report([config_entry(config_dict("DFLASH", 8, 2048))])
+    assert plots.sweeps(report) == []
+    assert "heatmap_tok_s_dflash" not in plots.build_figures(report)
+
+
+def test_sweeps_need_exactly_two_varying_keys_per_algorithm() -> None:
+    report = sweep_report()
+    (sweep,) = plots.sweeps(report)
+    assert (sweep.algorithm, sweep.row_key, sweep.col_key) == ("DFLASH", "budget", "window")
+    assert sweep.cells["DFLASH budget=16 window=1024"] == (16, 1024)
+    one_key = make_report([config_entry(config_dict("DFLASH", b, 2048)) for b in (4, 8)])
+    assert plots.sweeps(one_key) == []
+    three = copy.deepcopy(report)
+    three["configs"][1]["config"]["topk"] = 4
+    assert plots.sweeps(three) == []
+    # An extra flag is a key like any other.
+    extra = make_report([config_entry(config_dict("DFLASH", 8, 2048)) for _ in range(4)])
+    for entry, (b, mem) in zip(
+        extra["configs"], [(4, "0.7"), (4, "0.8"), (8, "0.7"), (8, "0.8")], strict=True
+    ):
+        entry["config"]["budget"] = b
+        entry["config"]["extra"] = [["mem-fraction-static", mem]]
+        entry["label"] = f"DFLASH budget={b} mem-fraction-static={mem}"
+    (sweep,) = plots.sweeps(extra)
+    assert (sweep.row_key, sweep.col_key) == ("budget", "mem-fraction-static")
+
+
+def test_case_shape_falls_back_to_the_case_id() -> None:
+    report = make_report([config_entry(config_dict("DFLASH", 8, 2048))])
+    for case in report["configs"][0]["throughput"]:
+        del case["metrics"]["context"], case["metrics"]["concurrency"]
+    shapes = {(p.context, p.concurrency) for p in plots.throughput_points(report)}
+    assert shapes == {(60, 1), (60, 8), (60, 32), (1024, 1), (1024, 8), (1024, 32)}
+
+
+def test_missing_matplotlib_is_one_line_saying_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(plots.PlotsUnavailable) as info:
+        plots.write_plots(sweep_report(), tmp_path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "pip install 'pytest-specdecode[plot]'" in message
