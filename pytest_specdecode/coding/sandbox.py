@@ -441,11 +441,16 @@ def sandbox_processes() -> list[int]:
     return [pid for pid, uid in _live_uids() if _UID_BASE <= uid < _UID_BASE + (1 << 24)]
 
 
-def kill_uid(uid: int, *, rounds: int = 50) -> None:
-    """SIGKILL every process of ``uid`` until none is left (forks may race the first rounds)."""
+def kill_uid(uid: int, *, grace: float = 5.0) -> None:
+    """SIGKILL every process of ``uid`` until none is left (forks may race the first rounds).
+
+    A killed process can take a while to leave the process table on a loaded
+    machine, so this keeps going for up to ``grace`` seconds, not a fixed count.
+    """
     if not os.path.isdir("/proc"):
         return
-    for _ in range(rounds):
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
         pids = processes_of(uid)
         if not pids:
             return
