@@ -406,14 +406,3 @@ def _value_text(value: Any) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "config"
-
-
-def figure_texts(figure: Figure) -> list[str]:
-    """The suptitle and every axes' title and axis labels, for checks and tests."""
-    texts: list[str] = []
-    suptitle = figure.get_suptitle()
-    if suptitle:
-        texts.append(suptitle)
-    for ax in figure.axes:
-        texts.extend(t for t in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) if t)
-    return texts
