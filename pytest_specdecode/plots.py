@@ -76,7 +76,7 @@ def throughput_points(report: dict[str, Any]) -> list[Point]:
 
 def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
     """The report's figures by file stem; a plot whose data is absent is left out."""
-    _require_matplotlib()
+    require_matplotlib()
     simulated = is_simulated(report)
     configs = [str(c["label"]) for c in report.get("configs") or []]
     colors = {label: f"C{i % 10}" for i, label in enumerate(configs)}
@@ -364,7 +364,8 @@ def _heatmap_figure(sweep: Sweep, points: list[Point], simulated: bool) -> Figur
 # --- helpers ---------------------------------------------------------------
 
 
-def _require_matplotlib() -> None:
+def require_matplotlib() -> None:
+    """Raise :class:`PlotsUnavailable` unless matplotlib imports; lets callers check early."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -193,3 +193,10 @@ def test_missing_matplotlib_is_one_line_saying_what_to_install(
     message = str(info.value)
     assert "\n" not in message
     assert "pip install 'pytest-specdecode[plot]'" in message
+
+
+def test_require_matplotlib_checks_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    plots.require_matplotlib()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(plots.PlotsUnavailable, match=r"pytest-specdecode\[plot\]"):
+        plots.require_matplotlib()
