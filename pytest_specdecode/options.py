@@ -93,8 +93,9 @@ def add_options(parser: pytest.Parser) -> None:
         "--dflash-launch",
         default=None,
         metavar="COMMAND",
-        help="Base launch command; the config's flags are appended. Default: the "
-        "bundled simulator, 'python -m pytest_specdecode.sim'",
+        help="Base launch command; the config's flags are appended. Locally, a leading "
+        "'python' is the interpreter running pytest. Default: the bundled simulator, "
+        "'python -m pytest_specdecode.sim'",
     )
     add(
         "--dflash-unit",
@@ -358,3 +359,4 @@ def add_options(parser: pytest.Parser) -> None:
     ini("dflash_output_tokens", "Throughput output tokens.", default="")
     ini("dflash_rounds", "Throughput rounds.", default="")
     ini("dflash_report", "JSON report path.", default="")
+    ini("dflash_plot", "Directory for PNG plots (needs the 'plot' extra).", default="")

@@ -94,7 +94,6 @@ def dflash_service(
         pytest.fail(failed, pytrace=False)
     if skipped is not None:
         pytest.skip(skipped)
-    session.record_service(handle)
     return handle
 
 

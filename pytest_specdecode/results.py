@@ -18,6 +18,7 @@ CONFIG = "dflash_config"
 CONFIG_DATA = "dflash_config_data"
 KIND = "dflash_kind"
 RECORD = "dflash_record"
+SERVICE = "dflash_service"
 
 
 @dataclass
@@ -109,6 +110,7 @@ class RunResults:
     def __init__(self) -> None:
         self.configs: dict[str, ConfigResults] = {}
         self.other_failures: list[str] = []
+        self.tests: list[dict[str, Any]] = []
 
     def for_config(self, label: str, config: Mapping[str, Any] | None = None) -> ConfigResults:
         results = self.configs.get(label)
@@ -118,29 +120,47 @@ class RunResults:
             results.config = dict(config)
         return results
 
-    def add(self, nodeid: str, when: str, outcome: str, props: Iterable[tuple[str, Any]]) -> None:
+    def add(
+        self,
+        nodeid: str,
+        when: str,
+        outcome: str,
+        props: Iterable[tuple[str, Any]],
+        duration: float = 0.0,
+    ) -> None:
         """Take one report's outcome and properties."""
         data = dict(props)
         label = data.get(CONFIG)
         kind = data.get(KIND)
         failed = outcome == "failed"
+        if when == "call" or (failed or outcome == "skipped"):
+            self.tests.append(
+                {
+                    "nodeid": nodeid,
+                    "when": when,
+                    "outcome": outcome,
+                    "duration": round(duration, 4),
+                    "config": label,
+                }
+            )
         if label is None or kind is None:
             if failed:
                 self.other_failures.append(nodeid)
             return
         results = self.for_config(str(label), data.get(CONFIG_DATA))
+        if isinstance(data.get(SERVICE), dict):
+            results.service = data[SERVICE]
         record = data.get(RECORD)
-        if kind == "service" and isinstance(record, dict):
-            results.service = record
-        elif kind == "coding" and isinstance(record, dict) and when == "call":
-            results.coding[record["problem"]] = CodingRecord(**record)
-        elif kind == "throughput" and isinstance(record, dict) and when == "call":
-            results.throughput[record["case"]] = ThroughputRecord(
-                record["case"], record["metrics"], record.get("key", "")
-            )
-        elif kind == "lossless" and isinstance(record, dict) and when == "call":
-            results.lossless[nodeid] = LosslessRecord(record["passed"], record["detail"])
-        if failed and kind not in ("coding",):
+        if isinstance(record, dict) and when == "call":
+            if kind == "coding":
+                results.coding[record["problem"]] = CodingRecord(**record)
+            elif kind == "throughput":
+                results.throughput[record["case"]] = ThroughputRecord(
+                    record["case"], record["metrics"], record.get("key", "")
+                )
+            elif kind == "lossless":
+                results.lossless[nodeid] = LosslessRecord(record["passed"], record["detail"])
+        if failed and kind != "coding":
             self.other_failures.append(nodeid)
         if failed and when != "call":
             results.errors.append(nodeid)
@@ -165,6 +185,7 @@ class RunResults:
                 for r in self.configs.values()
             ],
             "other_failures": self.other_failures,
+            "tests": self.tests,
         }
 
 

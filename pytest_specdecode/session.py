@@ -6,16 +6,17 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import pytest
 
-from pytest_specdecode import gates, report, results
+from pytest_specdecode import results
 from pytest_specdecode.bench import LosslessBaseline
 from pytest_specdecode.collection import ConfigResolver
 from pytest_specdecode.config import ConfigError, SpecConfig, config_to_dict
 from pytest_specdecode.lifecycle import ServiceHandle, ServiceManager
+from pytest_specdecode.outputs import RunOutputs
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.settings import Settings
 
@@ -30,17 +31,14 @@ class SpecDecodeSession:
         self.settings = settings
         # Everything that can reject the options comes first, before resources.
         self.resolver = ConfigResolver(settings)
-        self._baseline_rows = _load_baseline(settings)
-        self._fail_specs = _fail_specs(settings)
-        self._meta = report.metadata(settings, cwd=config.rootpath)
         self.results = results.RunResults()
+        self.outputs = RunOutputs(settings, self.results, config.rootpath)
         self.lossless_baseline = LosslessBaseline()
-        self.gate_lines: list[str] = []
-        self.compare: dict[str, Any] | None = None
         self._problems: list[Any] | None = None
-        self.progress = Progress.for_stderr(enabled=_is_controller(config))
+        self.controller = not hasattr(config, "workerinput")
+        self.progress = Progress.for_stderr(enabled=self.controller)
         self.services = ServiceManager(
-            settings, progress=self.progress, dialect=self.resolver.dialect
+            settings, progress=self.progress, dialect=self.resolver.dialect, root=config.rootpath
         )
 
     # --- collection -------------------------------------------------------
@@ -113,34 +111,38 @@ class SpecDecodeSession:
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
 
-    # --- reporting --------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if any(item_kind(item) == "coding" for item in session.items) and self.controller:
+            from pytest_specdecode.coding import sandbox_warning
 
-    def record_service(self, handle: ServiceHandle) -> None:
-        """Keep the verified server's facts for the summary and report."""
-        config = handle.config
-        results_ = self.results.for_config(config.label(), config_to_dict(config))
-        results_.service = handle.summary()
+            warning = sandbox_warning()
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if warning and reporter is not None:
+                reporter.write_line(f"dflash: WARNING: {warning}", yellow=True)
+
+    # --- running ----------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        yield
+        # The verified server's facts travel with the report (to the xdist controller too).
+        handle = getattr(item, "funcargs", {}).get("dflash_service")
+        if isinstance(handle, ServiceHandle):
+            item.user_properties.append((results.SERVICE, handle.summary()))
+
+    # --- reporting --------------------------------------------------------
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return self.services.header_lines()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.results.add(report.nodeid, report.when, report.outcome, report.user_properties)
+        self.results.add(
+            report.nodeid, report.when, report.outcome, report.user_properties, report.duration
+        )
         if report.when == "teardown":
             self._flush_messages()
-            self.write_report()
-
-    def report_data(self) -> dict[str, Any]:
-        """The JSON report: metadata, per-config results, comparison, gates."""
-        data = {**self._meta, **self.results.to_json()}
-        data["compare"] = self.compare
-        data["gates"] = {"failed": self.gate_lines}
-        return data
-
-    def write_report(self) -> None:
-        path = self._report_path()
-        if path is not None:
-            report.write_atomic(path, self.report_data())
+            if self.controller:
+                self.outputs.update()
 
     def _flush_messages(self) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -151,57 +153,22 @@ class SpecDecodeSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.services.shutdown()
         self._flush_messages()
-        regressions = self._compare()
-        self.gate_lines = gates.evaluate(self.settings, self.results, regressions)
-        session.exitstatus = gates.exit_status(
-            int(exitstatus), self.settings, self.results, self.gate_lines
-        )
-        self.write_report()
-
-    def _compare(self) -> list[str]:
-        if self._baseline_rows is None:
-            return []
-        from pytest_specdecode.throughput import compare
-
-        current = [
-            compare.CaseRow(
-                key=t.key or t.case,
-                fullname=t.key,
-                case=t.case,
-                config=r.label,
-                tok_s=t.metrics.get("tok_s"),
-                accept_length=t.metrics.get("accept_length"),
-                extra_info=t.metrics,
-            )
-            for r in self.results.configs.values()
-            for t in r.throughput.values()
-        ]
-        if not current:
-            return []
-        deltas = compare.pair(self._baseline_rows, current)
-        self.compare = {
-            "baseline": self.settings.compare,
-            "table": compare.render_compare(deltas, "saved", "now"),
-        }
-        return compare.regressions(deltas, self._fail_specs)
+        if self.controller:
+            session.exitstatus = self.outputs.finish(int(exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from pytest_specdecode import summary
 
-        lines = summary.render(self.report_data(), self.gate_lines)
+        lines = summary.render(self.outputs.data(), self.outputs.gate_lines)
         if lines:
             terminalreporter.section("dflash summary")
             for line in lines:
                 terminalreporter.write_line(line)
-        path = self._report_path()
-        if path is not None:
+        path = self.outputs.report_path
+        if path is not None and self.controller:
             terminalreporter.write_line(f"dflash report: {path}")
-
-    def _report_path(self) -> Path | None:
-        """Where the report goes; None when this run measured nothing of ours."""
-        if not (self.settings.report and self.results.configs and _is_controller(self.config)):
-            return None
-        return self.config.rootpath / self.settings.report
+        for note in self.outputs.notes:
+            terminalreporter.write_line(note)
 
     def pytest_unconfigure(self) -> None:
         self.services.shutdown()
@@ -231,32 +198,3 @@ def item_kind(item: pytest.Item) -> str:
 
 def _collection_error(metafunc: pytest.Metafunc, message: str) -> NoReturn:
     pytest.fail(f"{metafunc.definition.nodeid}: {message}", pytrace=False)
-
-
-def _load_baseline(settings: Settings) -> list[Any] | None:
-    """The saved pytest-benchmark run to compare with; a bad one is a usage error."""
-    if not settings.compare:
-        if settings.compare_fail:
-            raise ConfigError("--dflash-compare-fail needs --dflash-compare PATH|NNNN")
-        return None
-    from pytest_specdecode.throughput import compare
-
-    try:
-        return compare.load_run(compare.find_saved_run(settings.compare))
-    except compare.CompareError as exc:
-        raise ConfigError(f"--dflash-compare: {exc}") from None
-
-
-def _fail_specs(settings: Settings) -> list[Any]:
-    import argparse
-
-    from pytest_specdecode.throughput import compare
-
-    try:
-        return [compare.parse_fail_spec(text) for text in settings.compare_fail]
-    except argparse.ArgumentTypeError as exc:
-        raise ConfigError(f"--dflash-compare-fail: {exc}") from None
-
-
-def _is_controller(config: pytest.Config) -> bool:
-    return not hasattr(config, "workerinput")

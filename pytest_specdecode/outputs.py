@@ -1,0 +1,166 @@
+"""Everything a run leaves behind: JSON report, comparison, gates, plots, CI summary.
+
+:class:`RunOutputs` is driven by the session's hooks: :meth:`update` after each
+test (the report is rewritten atomically, so an interrupted run keeps what it
+measured), :meth:`finish` once at the end (comparison, gates, plots, the
+GitHub step summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_specdecode import gates, report
+from pytest_specdecode.config import ConfigError
+from pytest_specdecode.results import RunResults
+from pytest_specdecode.settings import Settings
+from pytest_specdecode.throughput import compare
+
+
+class RunOutputs:
+    """The run's report data and the files made from it."""
+
+    def __init__(self, settings: Settings, results: RunResults, root: Path) -> None:
+        self.settings = settings
+        self.results = results
+        self.root = root
+        # Bad --dflash-compare inputs are usage errors, found before any test runs.
+        self.baseline = _load_baseline(settings)
+        self.fail_specs = _fail_specs(settings)
+        if settings.plot:
+            _require_plots()
+        self.meta = report.metadata(settings, cwd=root)
+        self.compare: dict[str, Any] | None = None
+        self.gate_lines: list[str] = []
+        self.final: dict[str, Any] = {}
+        self.notes: list[str] = []
+
+    @property
+    def report_path(self) -> Path | None:
+        """Where the report goes; None when the run measured nothing of ours."""
+        if not (self.settings.report and self.results.configs):
+            return None
+        return self.root / self.settings.report
+
+    def data(self) -> dict[str, Any]:
+        """The JSON report: metadata, per-config results, comparison, gates, outcome."""
+        s = self.settings
+        return {
+            **self.meta,
+            **self.results.to_json(),
+            "compare": self.compare,
+            "gates": {
+                "failed": self.gate_lines,
+                "min_pass_rate": s.min_pass_rate,
+                "min_accept_length": s.min_accept_length,
+                "compare_fail": list(s.compare_fail),
+            },
+            **self.final,
+        }
+
+    def update(self) -> None:
+        """Rewrite the report (after each test)."""
+        path = self.report_path
+        if path is not None:
+            report.write_atomic(path, self.data())
+
+    def finish(self, exitstatus: int) -> int:
+        """Compare, apply the gates, write everything; return the run's exit status."""
+        regressions = self._compare()
+        self.gate_lines = gates.evaluate(self.settings, self.results, regressions)
+        status = gates.exit_status(exitstatus, self.settings, self.results, self.gate_lines)
+        self.final = {
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "exitstatus": status,
+            "interrupted": exitstatus == 2,
+        }
+        self.update()
+        if self.results.configs:
+            self._plots()
+            self._step_summary()
+        return status
+
+    def _compare(self) -> list[str]:
+        if self.baseline is None:
+            return []
+        current = [
+            compare.CaseRow(
+                key=t.key or t.case,
+                fullname=t.key,
+                case=t.case,
+                config=r.label,
+                tok_s=t.metrics.get("tok_s"),
+                accept_length=t.metrics.get("accept_length"),
+                extra_info=t.metrics,
+            )
+            for r in self.results.configs.values()
+            for t in r.throughput.values()
+        ]
+        if not current:
+            return []
+        deltas = compare.pair(self.baseline, current)
+        self.compare = {
+            "baseline": self.settings.compare,
+            "table": compare.render_compare(deltas, "saved", "now"),
+            "rows": [
+                {
+                    "case": d.case,
+                    "config": d.current.config if d.current else None,
+                    "tok_s_saved": d.value("tok_s", "base"),
+                    "tok_s_now": d.value("tok_s", "current"),
+                    "tok_s_change_pct": d.change_pct("tok_s"),
+                    "accept_length_saved": d.value("accept_length", "base"),
+                    "accept_length_now": d.value("accept_length", "current"),
+                }
+                for d in deltas
+            ],
+        }
+        return compare.regressions(deltas, self.fail_specs)
+
+    def _plots(self) -> None:
+        if not self.settings.plot:
+            return
+        from pytest_specdecode.plots import write_plots
+
+        written = write_plots(self.data(), self.root / self.settings.plot)
+        if written:
+            self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
+
+    def _step_summary(self) -> None:
+        from pytest_specdecode.markdown import append_step_summary
+
+        try:
+            if append_step_summary(self.data()):
+                self.notes.append("dflash: summary appended to GITHUB_STEP_SUMMARY")
+        except OSError as exc:
+            self.notes.append(f"dflash: could not write GITHUB_STEP_SUMMARY: {exc}")
+
+
+def _load_baseline(settings: Settings) -> list[compare.CaseRow] | None:
+    if not settings.compare:
+        if settings.compare_fail:
+            raise ConfigError("--dflash-compare-fail needs --dflash-compare PATH|NNNN")
+        return None
+    try:
+        return compare.load_run(compare.find_saved_run(settings.compare))
+    except compare.CompareError as exc:
+        raise ConfigError(f"--dflash-compare: {exc}") from None
+
+
+def _fail_specs(settings: Settings) -> list[compare.FailSpec]:
+    try:
+        return [compare.parse_fail_spec(text) for text in settings.compare_fail]
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"--dflash-compare-fail: {exc}") from None
+
+
+def _require_plots() -> None:
+    from pytest_specdecode.plots import PlotsUnavailable, require_matplotlib
+
+    try:
+        require_matplotlib()
+    except PlotsUnavailable as exc:
+        raise ConfigError(f"--dflash-plot: {exc}") from None
