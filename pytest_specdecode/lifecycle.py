@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,7 +94,9 @@ class ServiceManager:
         *,
         progress: Progress,
         dialect: dialects.Dialect | None = None,
-        controller_factory: Callable[[Settings, Path], ServiceController] | None = None,
+        root: Path | None = None,
+        controller_factory: Callable[[Settings, Path, Path | None], ServiceController]
+        | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -103,6 +106,9 @@ class ServiceManager:
             **template_args(settings),
         )
         self._controller_factory = controller_factory or build_controller
+        # A local server starts in the project's root, so relative paths in
+        # the launch command (e.g. --sim-answers answers.json) work from anywhere.
+        self.root = root
         self._controller: ServiceController | None = None
         self._clock = clock
         self._live: ServiceHandle | None = None
@@ -280,8 +286,12 @@ class ServiceManager:
         s = self.settings
         script = dialects.script_args(s.restart_cmd, config) if s.restart_cmd else None
         argv = shlex.split(s.launch)
-        if s.control == "local" and "--port" not in argv:
-            argv += ["--host", self.host, "--port", str(self.port)]
+        if s.control == "local":
+            # "python" means the interpreter running pytest (its venv), as users expect.
+            if argv and argv[0] in ("python", "python3"):
+                argv[0] = sys.executable
+            if "--port" not in argv:
+                argv += ["--host", self.host, "--port", str(self.port)]
         argv += list(rendered.argv)
         return LaunchSpec(
             argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()
@@ -289,19 +299,19 @@ class ServiceManager:
 
     def _get_controller(self, log_dir: Path) -> ServiceController:
         if self._controller is None:
-            self._controller = self._controller_factory(self.settings, log_dir)
+            self._controller = self._controller_factory(self.settings, log_dir, self.root)
         return self._controller
 
     def _client(self) -> SGLangClient:
         return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
 
 
-def build_controller(settings: Settings, log_dir: Path) -> ServiceController:
+def build_controller(settings: Settings, log_dir: Path, root: Path | None) -> ServiceController:
     """The controller the settings ask for."""
     if settings.control == "local":
         from pytest_specdecode.service.local import LocalController
 
-        return LocalController(log_dir)
+        return LocalController(log_dir, cwd=root)
     if settings.control == "external":
         from pytest_specdecode.service.external import ExternalController
 

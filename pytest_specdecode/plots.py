@@ -266,7 +266,7 @@ def _accept_figure(
 ) -> Figure:
     labels = [label for label in colors if label in accept]
     contexts = sorted({c for values in accept.values() for c in values})
-    figure = _new_figure(min(16.0, max(6.0, 0.5 * len(contexts) * len(labels) + 2) + 2.5), 4.8)
+    figure = _new_figure(min(16.0, max(7.0, 0.5 * len(contexts) * len(labels) + 2)), 5.4)
     ax: Axes = figure.add_subplot()
     width = 0.8 / len(labels)
     for i, label in enumerate(labels):
@@ -280,7 +280,10 @@ def _accept_figure(
     ax.set_ylabel("accept length (tokens per verify step)")
     ax.set_ylim(0, max(1.0, *(v for d in accept.values() for v in d.values())) * 1.18)
     ax.grid(True, axis="y", alpha=0.3)
-    figure.legend(loc="outside right upper", fontsize=8, title="config")
+    # Below the axes, like the throughput plot: beside them it runs into the title.
+    figure.legend(
+        loc="outside lower center", ncols=min(len(labels) + 1, 2), fontsize=8, title="config"
+    )
     _title(figure, "Accept length per config and context (higher is better)", simulated)
     return figure
 

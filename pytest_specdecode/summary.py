@@ -24,12 +24,13 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
         lines.append(f"NOTE: {SIM_NOTICE}")
     lines.extend(_config_table(configs))
+    short = short_labels(configs)
     rows = [
         CaseRow(
             key=t["case"],
             fullname=t["case"],
             case=t["case"],
-            config=c["label"],
+            config=short[c["label"]],
             tok_s=t["metrics"].get("tok_s"),
             accept_length=t["metrics"].get("accept_length"),
             extra_info=t["metrics"],
@@ -39,7 +40,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     ]
     if rows:
         lines += ["", "throughput: output tok/s and accept length per case and config"]
-        measured = [c["label"] for c in configs if c.get("throughput")]
+        measured = [short[c["label"]] for c in configs if c.get("throughput")]
         lines += render_sweep(rows, configs=measured).splitlines()
         lines += ["", *_latency_table(configs)]
     for c in configs:
@@ -54,6 +55,21 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     if gate_lines:
         lines += ["", "dflash gates FAILED:"] + [f"  {line}" for line in gate_lines]
     return lines
+
+
+def short_labels(configs: list[dict[str, Any]]) -> dict[str, str]:
+    """Config labels reduced to the keys that differ between the measured configs.
+
+    A budget sweep's columns read ``budget=4``, ``budget=8``... instead of the
+    whole label repeated; a single config keeps its full label.
+    """
+    measured = [c for c in configs if c.get("throughput")]
+    keys = ("algorithm", "budget", "topk", "window", "draft_model")
+    varying = [k for k in keys if len({str(c["config"].get(k)) for c in measured}) > 1]
+    extras = {str(c["config"].get("extra")) for c in measured}
+    if len(measured) < 2 or len(extras) > 1 or not varying:
+        return {c["label"]: c["label"] for c in configs}
+    return {c["label"]: " ".join(f"{k}={c['config'].get(k)}" for k in varying) for c in configs}
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:

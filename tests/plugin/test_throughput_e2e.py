@@ -86,7 +86,7 @@ def test_sweep_prints_one_table_with_every_config(project: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(
         [
             "throughput: output tok/s and accept length per case and config",
-            "case*tok/s DFLASH budget=4*accept DFLASH budget=4*tok/s DFLASH budget=16*",
+            "case*tok/s budget=4*accept budget=4*tok/s budget=8*tok/s budget=16*",
         ]
     )
     report = json.loads((project.path / "report.json").read_text())
