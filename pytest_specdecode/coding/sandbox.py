@@ -450,14 +450,15 @@ def kill_uid(uid: int, *, grace: float = 5.0) -> None:
     if not os.path.isdir("/proc"):
         return
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    quiet = 0
+    # A fork in flight is not in /proc yet: only several empty scans in a row count.
+    while quiet < 3 and time.monotonic() < deadline:
         pids = processes_of(uid)
-        if not pids:
-            return
+        quiet = 0 if pids else quiet + 1
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+        time.sleep(0.02)
 
 
 __all__ = [
