@@ -10,6 +10,7 @@ the next config is still tried.
 
 from __future__ import annotations
 
+import json
 import shlex
 import socket
 import sys
@@ -24,7 +25,8 @@ import requests
 from pytest_specdecode import dialects
 from pytest_specdecode.client import SGLangClient, SGLangError
 from pytest_specdecode.collection import template_args
-from pytest_specdecode.config import SpecConfig
+from pytest_specdecode.config import SpecConfig, config_to_dict
+from pytest_specdecode.lease import HostLease, LeaseTimeout, SwitchFailed
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.readiness import ServiceNotReady, wait_until_ready
 from pytest_specdecode.service.base import (
@@ -33,7 +35,8 @@ from pytest_specdecode.service.base import (
     ServiceController,
     ServiceError,
 )
-from pytest_specdecode.settings import Settings
+from pytest_specdecode.service.local import stop_group_id
+from pytest_specdecode.settings import Host, Settings
 
 
 class ServiceUnavailable(Exception):
@@ -58,6 +61,7 @@ class ServiceHandle:
     unverified: list[str] = field(default_factory=list)
     restarted: bool = True
     simulated: bool = False
+    log_dir: Path = Path()
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts for the report."""
@@ -95,9 +99,12 @@ class ServiceManager:
         progress: Progress,
         dialect: dialects.Dialect | None = None,
         root: Path | None = None,
-        controller_factory: Callable[[Settings, Path, Path | None], ServiceController]
+        controller_factory: Callable[[Settings, Path, Path | None, Host | None], ServiceController]
         | None = None,
         clock: Callable[[], float] = time.monotonic,
+        target: Host | None = None,
+        port: int | None = None,
+        lease: HostLease | None = None,
     ) -> None:
         self.settings = settings
         self.progress = progress
@@ -116,12 +123,19 @@ class ServiceManager:
         self._messages: list[str] = []
         self.restarts = 0
         local = settings.control == "local"
-        self.host = settings.hosts[0].name if settings.hosts and not local else "127.0.0.1"
-        if local and settings.uses_simulator and not settings.port_given:
+        # Under pytest-xdist each worker is bound to one host and shares its
+        # server with the other workers bound there, through ``lease``.
+        self.target = target or (settings.hosts[0] if settings.hosts else None)
+        self.host = self.target.name if self.target and not local else "127.0.0.1"
+        if port is not None:
+            self.port = port
+        elif local and settings.uses_simulator and not settings.port_given:
             self.port = free_port()
         else:
             self.port = settings.port
         self.base_url = f"http://{_url_host(self.host)}:{self.port}"
+        self.lease = lease
+        self._switched: ServiceHandle | None = None
 
     # --- what tests see ---------------------------------------------------
 
@@ -138,26 +152,70 @@ class ServiceManager:
             )
         return lines
 
-    def acquire(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
+    def acquire(self, config: SpecConfig, log_dir: Path, rank: int = 0) -> ServiceHandle:
         """Return a handle on a server verified to run ``config``.
 
         Raises :class:`ServiceUnavailable` (gate failed, now or earlier for this
         config) or :class:`OtherConfigLive` (external mode, other config).
+        ``rank`` orders configs for the xdist lease (collection order).
         """
-        if self._live is not None and self._live.config == config:
+        if self.lease is None and self._live is not None and self._live.config == config:
             return self._live
         if config in self._failed:
             raise ServiceUnavailable(self._failed[config])
         try:
-            handle = self._bring_up(config, log_dir)
-        except (ServiceNotReady, ServiceError) as exc:
+            if self.lease is not None:
+                handle = self._acquire_leased(self.lease, config, log_dir, rank)
+            else:
+                handle = self._bring_up(config, log_dir)
+        except (ServiceNotReady, ServiceError, SwitchFailed, LeaseTimeout) as exc:
             message = str(exc)
             self._failed[config] = message
             self._messages.append(f"{config.label()}: not ready: {message.splitlines()[0]}")
             raise ServiceUnavailable(message) from None
+        if handle is not self._live:
+            self._messages.append(_ready_message(handle))
+        handle.log_dir = log_dir
         self._live = handle
-        self._messages.append(_ready_message(handle))
         return handle
+
+    def announce(self, need: int | None, keep: SpecConfig | None) -> None:
+        """Under the lease: the lowest config rank this worker still needs."""
+        if self.lease is not None:
+            self.lease.announce(need, None if keep is None else _lease_key(keep))
+
+    def _acquire_leased(
+        self, lease: HostLease, config: SpecConfig, log_dir: Path, rank: int
+    ) -> ServiceHandle:
+        self._switched = None
+        _, switched = lease.hold(
+            _lease_key(config),
+            rank,
+            lambda old: self._switch(config, log_dir, old),
+            timeout=self.settings.ready_timeout + 300,
+        )
+        if switched and self._switched is not None:
+            return self._switched
+        if self._live is not None and self._live.config == config:
+            return self._live
+        handle = self._probe(config, self._verifier(config))
+        if handle is None:
+            raise ServiceUnavailable(
+                f"the server at {self.base_url} should run {config.label()} (another worker "
+                "brought it up) but does not answer /health_generate or verify"
+            )
+        return handle
+
+    def _switch(
+        self, config: SpecConfig, log_dir: Path, old: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Restart for ``config`` under the lease; stops a local server another worker started."""
+        if old and old.get("pgid") and self.settings.control == "local":
+            stop_group_id(int(old["pgid"]))
+        handle = self._restart(config, log_dir, self._verifier(config))
+        self._switched = handle
+        identity = handle.identity if self.settings.control == "local" else None
+        return {"base_url": handle.base_url, "pgid": identity.pid if identity else None}
 
     def drain_messages(self) -> list[str]:
         messages, self._messages = self._messages, []
@@ -168,6 +226,13 @@ class ServiceManager:
         if self._live is not None:
             self._live.client.close()
             self._live = None
+        if self.lease is not None:
+            self.lease.leave()
+            if self.settings.control == "local":
+                # Other workers may still use the server this one started: the
+                # xdist controller stops it once every worker is done.
+                self._controller = None
+                return
         controller, self._controller = self._controller, None
         if controller is None:
             return
@@ -187,6 +252,11 @@ class ServiceManager:
             live = self._probe(config, verify)
             if live is not None:
                 return live
+        return self._restart(config, log_dir, verify)
+
+    def _restart(
+        self, config: SpecConfig, log_dir: Path, verify: Callable[[Any], Any]
+    ) -> ServiceHandle:
         if self._live is not None:
             self._live.client.close()
             self._live = None
@@ -299,14 +369,18 @@ class ServiceManager:
 
     def _get_controller(self, log_dir: Path) -> ServiceController:
         if self._controller is None:
-            self._controller = self._controller_factory(self.settings, log_dir, self.root)
+            self._controller = self._controller_factory(
+                self.settings, log_dir, self.root, self.target
+            )
         return self._controller
 
     def _client(self) -> SGLangClient:
         return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
 
 
-def build_controller(settings: Settings, log_dir: Path, root: Path | None) -> ServiceController:
+def build_controller(
+    settings: Settings, log_dir: Path, root: Path | None, host: Host | None
+) -> ServiceController:
     """The controller the settings ask for."""
     if settings.control == "local":
         from pytest_specdecode.service.local import LocalController
@@ -318,7 +392,7 @@ def build_controller(settings: Settings, log_dir: Path, root: Path | None) -> Se
         return ExternalController(where=", ".join(map(str, settings.hosts)) or "localhost")
     from pytest_specdecode.service import ssh
 
-    host = settings.hosts[0]
+    host = host or settings.hosts[0]
     target = ssh.SSHTarget(
         host=host.name,
         user=settings.ssh_user,
@@ -336,6 +410,10 @@ def build_controller(settings: Settings, log_dir: Path, root: Path | None) -> Se
     from pytest_specdecode.service.script import ScriptController
 
     return ScriptController(factory, where=where, logs_command=settings.logs_cmd)
+
+
+def _lease_key(config: SpecConfig) -> str:
+    return json.dumps(config_to_dict(config), sort_keys=True)
 
 
 def _url_host(host: str) -> str:

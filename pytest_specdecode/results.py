@@ -148,8 +148,12 @@ class RunResults:
                 self.other_failures.append(nodeid)
             return
         results = self.for_config(str(label), data.get(CONFIG_DATA))
-        if isinstance(data.get(SERVICE), dict):
-            results.service = data[SERVICE]
+        service = data.get(SERVICE)
+        # Under xdist every worker reports the server; keep the restart's record.
+        if isinstance(service, dict) and (
+            not results.service or service.get("restarted") or not results.service.get("restarted")
+        ):
+            results.service = service
         record = data.get(RECORD)
         if isinstance(record, dict) and when == "call":
             if kind == "coding":

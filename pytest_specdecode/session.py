@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_specdecode import results
+from pytest_specdecode import distributed, results
 from pytest_specdecode.bench import LosslessBaseline
 from pytest_specdecode.collection import ConfigResolver
 from pytest_specdecode.config import ConfigError, SpecConfig, config_to_dict
@@ -36,10 +36,23 @@ class SpecDecodeSession:
         self.lossless_baseline = LosslessBaseline()
         self._problems: list[Any] | None = None
         self.controller = not hasattr(config, "workerinput")
+        distributed.check_options(config, settings)
+        self.ranks: dict[SpecConfig, int] = {}
         self.progress = Progress.for_stderr(enabled=self.controller)
+        lease, target, port = distributed.worker_lease(config, settings) or (None, None, None)
         self.services = ServiceManager(
-            settings, progress=self.progress, dialect=self.resolver.dialect, root=config.rootpath
+            settings,
+            progress=self.progress,
+            dialect=self.resolver.dialect,
+            root=config.rootpath,
+            target=target,
+            port=port,
+            lease=lease,
         )
+        if distributed.is_xdist_controller(config):
+            config.pluginmanager.register(
+                distributed.XdistController(self.services.port), "specdecode-xdist"
+            )
 
     # --- collection -------------------------------------------------------
 
@@ -72,8 +85,17 @@ class SpecDecodeSession:
             found, in_id = self.resolver.configs(dict(marker.kwargs) if marker else None)
         except ConfigError as exc:
             _collection_error(metafunc, f"bad dflash config: {exc}")
-        ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
-        metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
+        # With several hosts, each config's tests form one xdist group: one host each.
+        grouped = len(self.settings.hosts) > 1
+        params = [
+            pytest.param(
+                c,
+                id=c.test_id() if in_id else pytest.HIDDEN_PARAM,
+                marks=[pytest.mark.xdist_group(c.test_id())] if grouped else [],
+            )
+            for c in found
+        ]
+        metafunc.parametrize(PARAM, params, indirect=True, scope="session")
 
     def problems(self, metafunc: pytest.Metafunc) -> list[Any]:
         if self._problems is None:
@@ -100,6 +122,7 @@ class SpecDecodeSession:
             rank = order.setdefault(config, len(order)) + (
                 0 if config.algorithm == "NONE" else 1 << 20
             )
+            self.ranks[config] = rank
             keyed.append((rank, position, item))
             item.user_properties.extend(
                 [
@@ -122,13 +145,23 @@ class SpecDecodeSession:
 
     # --- running ----------------------------------------------------------
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        # Under the xdist lease: say which config this worker needs now or next.
+        ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
+        self.services.announce(min(ranks, default=None), keep=item_config(item))
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         yield
-        # The verified server's facts travel with the report (to the xdist controller too).
         handle = getattr(item, "funcargs", {}).get("dflash_service")
-        if isinstance(handle, ServiceHandle):
-            item.user_properties.append((results.SERVICE, handle.summary()))
+        if not isinstance(handle, ServiceHandle):
+            return
+        if self.services.lease is not None:
+            # The fixture is cached per worker; the lease is taken per test.
+            self.services.acquire(handle.config, handle.log_dir, self.ranks[handle.config])
+        # The verified server's facts travel with the report (to the xdist controller too).
+        item.user_properties.append((results.SERVICE, handle.summary()))
 
     # --- reporting --------------------------------------------------------
 
@@ -175,7 +208,7 @@ class SpecDecodeSession:
         self.progress.close()
 
 
-def item_config(item: pytest.Item) -> SpecConfig | None:
+def item_config(item: pytest.Item | None) -> SpecConfig | None:
     """The config a collected item runs under, if it uses the service."""
     callspec = getattr(item, "callspec", None)
     if callspec is None:

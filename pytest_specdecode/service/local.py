@@ -193,6 +193,22 @@ def group_running(pgid: int) -> bool:
     return False
 
 
+def stop_group_id(
+    pgid: int,
+    grace: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Stop a process group this process did not start (another xdist worker's server)."""
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = clock() + grace
+    while group_running(pgid):
+        if clock() > deadline:
+            _signal_group(pgid, signal.SIGKILL)
+            break
+        sleep(0.05)
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)

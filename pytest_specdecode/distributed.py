@@ -1,0 +1,101 @@
+"""pytest-xdist support: workers share each host's server through a lease.
+
+Registered only when pytest-xdist runs the session with workers. The
+controller process makes a lease directory and, for the local simulator, one
+port, and hands both to every worker (``pytest_configure_node``); each worker
+binds to one host (worker N to host N modulo the number of hosts) and takes
+its server through :class:`pytest_specdecode.lease.HostLease`. At the end the
+controller stops the local servers the workers left running.
+
+With several hosts, whole configs must go to one worker each, so the plugin
+marks every config's tests with one ``xdist_group`` and needs ``--dist
+loadgroup``. Throughput cases skip under xdist (pytest-benchmark switches
+itself off there): they need the server to themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.lease import HostLease
+from pytest_specdecode.service.local import stop_group_id
+from pytest_specdecode.settings import Host, Settings, SettingsError
+
+LEASE_DIR = "dflash_lease_dir"
+PORT = "dflash_port"
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process hands tests to xdist workers (``-n N`` with N >= 1)."""
+    return bool(
+        config.pluginmanager.hasplugin("xdist")
+        and not hasattr(config, "workerinput")
+        and getattr(config.option, "numprocesses", None)
+        and getattr(config.option, "dist", "no") != "no"
+    )
+
+
+def check_options(config: pytest.Config, settings: Settings) -> None:
+    """Option combinations that cannot work with workers; :class:`SettingsError` says why."""
+    if not is_xdist_controller(config):
+        return
+    if len(settings.hosts) > 1 and config.option.dist != "loadgroup":
+        raise SettingsError(
+            f"{len(settings.hosts)} hosts with -n need --dist loadgroup, so that each "
+            "config's tests run on one host (the plugin groups them per config)"
+        )
+    if settings.restore:
+        raise SettingsError(
+            "--dflash-restore does not work with -n: run the restore in a run without workers"
+        )
+
+
+class XdistController:
+    """Controller-side hooks: share the lease directory and port, clean up at the end."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.lease_dir = Path(tempfile.mkdtemp(prefix="dflash-lease-"))
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[LEASE_DIR] = str(self.lease_dir)
+        node.workerinput[PORT] = self.port
+
+    def pytest_sessionfinish(self) -> None:
+        stop_local_servers(self.lease_dir)
+
+    def pytest_unconfigure(self) -> None:
+        stop_local_servers(self.lease_dir)
+        shutil.rmtree(self.lease_dir, ignore_errors=True)
+
+
+def stop_local_servers(lease_dir: Path) -> None:
+    """Stop every local server a worker left running (recorded in the lease files)."""
+    for path in (lease_dir / "leases").glob("*.json"):
+        try:
+            server = json.loads(path.read_text(encoding="utf-8")).get("server") or {}
+        except (OSError, ValueError):
+            continue
+        if server.get("pgid"):
+            stop_group_id(int(server["pgid"]))
+
+
+def worker_lease(
+    config: pytest.Config, settings: Settings
+) -> tuple[HostLease, Host | None, int] | None:
+    """On an xdist worker: its lease, the host it is bound to, and the server port."""
+    info: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if not info or LEASE_DIR not in info:
+        return None
+    worker = str(info["workerid"])
+    index = int("".join(ch for ch in worker if ch.isdigit()) or 0)
+    host = settings.hosts[index % len(settings.hosts)] if settings.hosts else None
+    port = int(info[PORT])
+    key = f"{host.name if host and settings.control != 'local' else 'localhost'}-{port}"
+    return HostLease(Path(info[LEASE_DIR]) / "leases", key, worker), host, port
