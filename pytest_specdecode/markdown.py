@@ -92,7 +92,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
         row = [
             _esc(str(c.get("label", "?"))),
             "error" if c.get("errors") else _num(ready, 1, " s"),
-            f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})" if rate else "-",
+            _pass_rate(rate, c.get("coding") or []),
             *(_num((c.get("pass_at_k") or {}).get(k), 2) for k in ks),
             _num(c.get("accept_length"), 2),
         ]
@@ -101,6 +101,20 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
         rows.append(row)
     right = set(range(1, len(header)))
     return _table(header, rows, right)
+
+
+def _pass_rate(rate: Mapping[str, Any] | None, coding: Sequence[Mapping[str, Any]]) -> str:
+    """The pass-rate cell. The rate is the mean pass@1; with several samples per problem
+    the count that equals it is of samples, not of problems right in every sample."""
+    if not rate:
+        return "-"
+    samples = {r.get("samples", 1) for r in coding}
+    if samples <= {1}:
+        return f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})"
+    if len(samples) == 1:
+        right = sum(int(r.get("correct", 0)) for r in coding)
+        return f"{right}/{samples.pop() * len(coding)} samples ({rate['rate']:.0%})"
+    return f"{rate['rate']:.0%} (mean pass@1)"
 
 
 def _lossless(results: Mapping[str, Any]) -> str:
