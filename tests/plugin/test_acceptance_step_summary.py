@@ -1,0 +1,124 @@
+"""Acceptance: a plugin run under GitHub Actions appends a Markdown summary whose
+tables render (parsed with markdown-it-py, as GFM tables)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from html.parser import HTMLParser
+
+import pytest
+
+markdown_it = pytest.importorskip("markdown_it", reason="dev dependency markdown-it-py")
+
+WRONG_GCD = [
+    {
+        "match": "`gcd(",
+        "response": "```python\ndef gcd(a, b):\n    return max(a, b) % (min(a, b) or 1)\n```\n",
+    }
+]
+
+TESTS = """
+import pytest
+
+@pytest.mark.coding
+def test_coding(dflash_problem, dflash_coding):
+    dflash_coding.check(dflash_problem)
+
+@pytest.mark.throughput
+def test_throughput(dflash_case, dflash_throughput, benchmark):
+    dflash_throughput.run(dflash_case, benchmark)
+"""
+
+
+class Tables(HTMLParser):
+    """Every ``<table>`` of an HTML document as rows of cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def render(text: str) -> tuple[str, list[list[list[str]]]]:
+    """GitHub-flavoured rendering (CommonMark plus tables): the HTML and its tables."""
+    html = str(markdown_it.MarkdownIt("commonmark").enable("table").render(text))
+    parser = Tables()
+    parser.feed(html)
+    return html, parser.tables
+
+
+def test_step_summary_is_appended_and_its_tables_render(
+    pytester: pytest.Pytester,
+    sim_project: Callable[[pytest.Pytester, str], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (pytester.path / "answers.json").write_text(json.dumps(WRONG_GCD))
+    sim_project(pytester, "--sim-answers answers.json")
+    pytester.makepyfile(test_ci=TESTS)
+    summary = pytester.path / "step-summary.md"
+    summary.write_text("## an earlier step\n\nits own text\n\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "gcd or fib or throughput",
+        "--dflash-sweep=budget=4,8",
+        "--dflash-contexts=60",
+        "--dflash-concurrency=1",
+        "--dflash-output-tokens=32",
+        "--dflash-rounds=1",
+        "--dflash-min-pass-rate=0.9",
+    )
+
+    result.assert_outcomes(passed=4, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["dflash: summary appended to GITHUB_STEP_SUMMARY"])
+    text = summary.read_text()
+    assert text.startswith("## an earlier step\n\nits own text\n\n## pytest-specdecode run\n")
+    html, tables = render(text)
+    assert html.count("<table>") == 2
+
+    configs, throughput = tables
+    header = configs[0]
+    assert header[:3] == ["config", "ready", "pass rate"]
+    assert "accept length" in header
+    rows = {row[0]: dict(zip(header, row, strict=True)) for row in configs[1:]}
+    labels = ["DFLASH budget=4", "DFLASH budget=8"]
+    assert sorted(rows) == labels
+    for label in labels:
+        assert rows[label]["pass rate"] == "1/2 (50%)"
+        assert rows[label]["ready"].endswith(" s")
+        assert float(rows[label]["accept length"]) > 1.0
+
+    assert throughput[0] == ["case", *labels]
+    ((case, *cells),) = throughput[1:]
+    assert case == "ctx60-c1-t32"
+    for cell in cells:
+        tok_s, accept = cell.split()
+        assert float(tok_s) > 0
+        assert float(accept.strip("()")) > 1.0
+
+    # The failed gates and the coding failures render as list items, not raw text.
+    assert "<li>pass rate: DFLASH budget=4: 1/2 = 50% &lt; 90%</li>" in html
+    assert "gcd under DFLASH budget=8: failed: gcd(" in html
+    assert "simulated (not GPU)" in html
