@@ -39,14 +39,23 @@ class SwitchFailed(Exception):
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` exists (workers share one machine)."""
+    """Whether a process with ``pid`` runs (workers share one machine).
+
+    A killed worker stays a zombie until xdist reaps it, and signal 0 still
+    reaches zombies: on Linux, /proc tells them apart.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return True  # no /proc (macOS): trust the signal
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 class HostLease:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_specdecode.lease import HostLease, LeaseTimeout, SwitchFailed
+from pytest_specdecode.lease import HostLease, LeaseTimeout, SwitchFailed, pid_alive
 
 ALIVE: set[int] = set()
 
@@ -102,3 +106,17 @@ def test_a_failed_switch_is_not_retried_by_others(tmp_path: Path) -> None:
         b.hold("A", 0, switcher([], "A"), timeout=1)
     a.announce(None, keep=None)  # gw0 has no more tests
     assert b.hold("B", 1, switcher([], "B"), timeout=1)[1] is True
+
+
+def test_a_zombie_is_not_alive() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    # Not reaped yet: the child is a zombie once it exits.
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat", "rb") as fh:
+            if b") Z" in fh.read():
+                break
+        time.sleep(0.01)
+    assert not pid_alive(child.pid)
+    assert pid_alive(os.getpid())
+    child.wait()

@@ -1,0 +1,85 @@
+"""pytest -n N against one simulator: one restart per config, the gate aggregates."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CODING = """
+import pytest
+
+@pytest.mark.coding
+@pytest.mark.dflash(budget=[4, 8], window=2048)
+def test_coding(dflash_problem, dflash_coding):
+    dflash_coding.check(dflash_problem)
+"""
+CORE = "is_palindrome or fib or merge_sorted or word_count or gcd or reverse_words"
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", CORE, *args)
+
+
+def outcome(pytester: pytest.Pytester) -> dict[str, object]:
+    report = json.loads((pytester.path / "report.json").read_text())
+    return {c["label"]: c["pass_rate"] for c in report["configs"]}
+
+
+def test_workers_share_one_server_per_config_and_the_gate_aggregates(
+    sim_ini: pytest.Pytester, server_logs: Callable[[], list[Path]]
+) -> None:
+    # A seeded share of wrong answers: the same ones with and without workers.
+    ini = (sim_ini.path / "tox.ini").read_text()
+    ini = ini.replace("--sim-time-scale 0.05", "--sim-time-scale 0.05 --sim-quality 0.5")
+    (sim_ini.path / "tox.ini").write_text(ini)
+    sim_ini.makepyfile(test_c=CODING)
+    gate = ("--dflash-min-pass-rate", "0.99")
+    parallel = run(sim_ini, "-n", "4", *gate)
+    logs = server_logs()
+    assert len(logs) == 2, [str(p) for p in logs]
+    assert sorted(p.read_text().count("The server is fired up") for p in logs) == [1, 1]
+    rates = outcome(sim_ini)
+    assert all(rate["total"] == 6 for rate in rates.values())
+    assert any(rate["passed"] < 6 for rate in rates.values()), "the seed gives wrong answers"
+    serial = run(sim_ini, *gate)
+    assert outcome(sim_ini) == rates
+    assert parallel.ret == serial.ret == pytest.ExitCode.TESTS_FAILED
+    gate_lines = [line for line in serial.stdout.lines if line.startswith("  pass rate:")]
+    assert gate_lines
+    assert gate_lines == [line for line in parallel.stdout.lines if line.startswith("  pass rate:")]
+
+
+def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> None:
+    sim_ini.makepyfile(
+        test_k="""
+        import os, signal, time
+        import pytest
+
+        @pytest.mark.dflash(budget=4)
+        def test_dies_holding_the_server(dflash_service):
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        @pytest.mark.dflash(budget=4)
+        @pytest.mark.parametrize("n", range(3))
+        def test_same_config(dflash_service, n):
+            time.sleep(0.3)
+
+        @pytest.mark.dflash(budget=8)
+        @pytest.mark.parametrize("n", range(4))
+        def test_next_config(dflash_service, n):
+            assert dflash_service.server_info["speculative_num_draft_tokens"] == 8
+        """
+    )
+    started = time.monotonic()
+    result = sim_ini.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--max-worker-restart", "1"
+    )
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(passed=7, failed=1)
+    result.stdout.fnmatch_lines(["*test_dies_holding_the_server*crashed*"])
+    assert elapsed < 60
