@@ -100,7 +100,7 @@ class CodingRunner:
             except SGLangError as exc:
                 failure = f"{label}: asking {problem.name!r} failed: {exc}"
                 break
-            verdicts.append(check_reply(problem, reply))
+            verdicts.append(check_reply(problem, reply, timeout=self.settings.answer_timeout))
             latency += result.e2e_latency
             tokens += result.completion_tokens or 0
             steps += result.spec_verify_ct or 0

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import config as cfg
-from pytest_specdecode.dialects import Dialect, get_dialect
+from pytest_specdecode.dialects import Dialect, get_dialect, script_problems
 from pytest_specdecode.settings import Settings
 from pytest_specdecode.throughput.workload import ThroughputCase, make_cases
 
@@ -51,9 +51,23 @@ class ConfigResolver:
         found: list[cfg.SpecConfig] = []
         for config, _ in resolved:
             config = cfg.canonical(config)
-            cfg.validate(config, self.dialect)
+            self._validate(config)
             found.append(self._interned.setdefault(config, config))
         return found, any(r.in_id for r in resolved)
+
+    def _validate(self, config: cfg.SpecConfig) -> None:
+        s = self.settings
+        if s.control == "script" and s.restart_cmd:
+            # The user's script starts the server: only its placeholders must fit
+            # (it knows the drafter path; the dialect still verifies /server_info).
+            found = cfg.problems(config) or script_problems(s.restart_cmd, config)
+        elif s.control == "external":
+            found = cfg.problems(config)
+        else:
+            cfg.validate(config, self.dialect)
+            return
+        if found:
+            raise cfg.ConfigError(found[0])
 
     def cases(self, marker: pytest.Mark | None) -> list[ThroughputCase]:
         """Throughput cases: the ``throughput`` marker's values over the settings'."""

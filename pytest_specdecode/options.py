@@ -246,6 +246,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="Sampling temperature of coding answers. Default: 0.0",
     )
     add(
+        "--dflash-answer-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="Wall-time limit for checking one answer in the sandbox. Default: 10",
+    )
+    add(
         "--dflash-max-tokens",
         type=_positive_int,
         default=None,

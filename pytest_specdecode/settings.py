@@ -89,6 +89,7 @@ class Settings:
     dataset: str = "builtin"
     samples: int = 1
     temperature: float = 0.0
+    answer_timeout: float = 10.0
     max_tokens: int = 1024
     api: str = "chat"
     contexts: tuple[int, ...] = (60, 1024, 4096)
@@ -245,7 +246,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         control = _auto_control(hosts, unit, restart_cmd, restart)
     _check_control(control, hosts, unit, restart_cmd)
     launch = r.get("launch", _text, "")
-    uses_simulator = not launch or "pytest_specdecode.sim" in launch
+    # Remote modes run whatever the host has: never assume the bundled simulator there.
+    uses_simulator = control == "local" and (not launch or "pytest_specdecode.sim" in launch)
     port_found = r.raw("port")
     port = r.get("port", _number(int, minimum=1), DEFAULT_PORT)
     dialect = r.get("dialect", _choice(DIALECTS), "sglang")
@@ -258,6 +260,13 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
     draft_model = r.get("draft_model", _text, "") or None
     if draft_model is None and uses_simulator:
         draft_model = SIMULATOR_DRAFT_MODEL
+    samples = r.get("samples", _number(int, minimum=1), 1)
+    temperature = r.get("temperature", _number(float, minimum=0), 0.0)
+    if samples > 1 and temperature == 0:
+        raise SettingsError(
+            f"--dflash-samples {samples} needs --dflash-temperature > 0: at temperature 0 "
+            "every sample is the same greedy answer"
+        )
     return Settings(
         hosts=hosts,
         port=port,
@@ -288,8 +297,9 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         min_pass_rate=r.get("min_pass_rate", _fraction, None),
         problem_files=tuple(config.getoption("dflash_problems") or ()),
         dataset=r.get("dataset", _text, "builtin"),
-        samples=r.get("samples", _number(int, minimum=1), 1),
-        temperature=r.get("temperature", _number(float, minimum=0), 0.0),
+        samples=samples,
+        temperature=temperature,
+        answer_timeout=r.get("answer_timeout", _number(float, minimum=0.1), 10.0),
         max_tokens=r.get("max_tokens", _number(int, minimum=1), 1024),
         api=r.get("api", _choice(API_STYLES), "chat"),
         contexts=r.get("contexts", _int_list, (60, 1024, 4096)),

@@ -85,8 +85,8 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
                 c["label"],
                 f"{service['ready_seconds']:.1f}s" if "ready_seconds" in service else "-",
                 _restarted(service.get("restarted")),
-                f"{rate['passed']}/{rate['total']} = {rate['rate']:.0%}" if rate else "-",
-                " ".join(f"@{k} {v:.2f}" for k, v in passk.items()) if len(passk) > 1 else "-",
+                _rate_cell(rate, c.get("coding", [])),
+                " ".join(f"@{k} {v:.2f}" for k, v in passk.items()) if _sampled(c) else "-",
                 f"{accept:.2f}" if accept else "-",
             ]
         )
@@ -125,6 +125,23 @@ def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
                 ]
             )
     return _table(header, body)
+
+
+def _sampled(config: dict[str, Any]) -> bool:
+    return any(r.get("samples", 1) > 1 for r in config.get("coding", []))
+
+
+def _rate_cell(rate: dict[str, Any] | None, coding: list[dict[str, Any]]) -> str:
+    """``4/5 = 80%`` (problems), or with several samples ``13/20 samples = 65%``."""
+    if not rate:
+        return "-"
+    if not any(r.get("samples", 1) > 1 for r in coding):
+        return f"{rate['passed']}/{rate['total']} = {rate['rate']:.0%}"
+    sizes = {r["samples"] for r in coding}
+    if len(sizes) == 1:
+        right = sum(r["correct"] for r in coding)
+        return f"{right}/{len(coding) * sizes.pop()} samples = {rate['rate']:.0%}"
+    return f"{rate['rate']:.0%} (mean pass@1)"
 
 
 def _restarted(value: Any) -> str:

@@ -187,13 +187,6 @@ def test_unknown_host_key_is_refused_with_one_line(
     assert not (pytester.path / ".ssh" / "known_hosts").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.py: uses_simulator is True whenever --dflash-launch is unset, also in "
-    "script (and systemd) control, so the config gets draft_model 'sim/dflash-drafter', "
-    "the remote server's real drafter path fails verification, and the header claims the "
-    "bundled simulator",
-)
 def test_script_mode_does_not_assume_the_bundled_simulator(
     pytester: pytest.Pytester, sshd: SSHD, remote: Remote
 ) -> None:
