@@ -7,10 +7,13 @@ binds to one host (worker N to host N modulo the number of hosts) and takes
 its server through :class:`pytest_specdecode.lease.HostLease`. At the end the
 controller stops the local servers the workers left running.
 
-With several hosts, whole configs must go to one worker each, so the plugin
-marks every config's tests with one ``xdist_group`` and needs ``--dist
-loadgroup``. Throughput cases skip under xdist (pytest-benchmark switches
-itself off there): they need the server to themselves.
+With several hosts, whole configs go to one worker each: workers write which
+config each collected test runs under to the lease directory, and the
+controller schedules with :class:`ConfigGroupScheduling`, which groups tests by
+that config (xdist's own ``--dist loadgroup`` marks do not group on pytest 9.2,
+whose node ids ignore the suffix it adds). Throughput cases skip under xdist
+(pytest-benchmark switches itself off there): they need the server to
+themselves.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from pytest_specdecode.lease import HostLease
 from pytest_specdecode.service.local import stop_group_id
@@ -45,23 +49,56 @@ def check_options(config: pytest.Config, settings: Settings) -> None:
     """Option combinations that cannot work with workers; :class:`SettingsError` says why."""
     if not is_xdist_controller(config):
         return
-    if len(settings.hosts) > 1 and config.option.dist != "loadgroup":
-        raise SettingsError(
-            f"{len(settings.hosts)} hosts with -n need --dist loadgroup, so that each "
-            "config's tests run on one host (the plugin groups them per config)"
-        )
     if settings.restore:
         raise SettingsError(
             "--dflash-restore does not work with -n: run the restore in a run without workers"
         )
 
 
+GROUPS = "groups.json"
+
+
+def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
+    """On a worker: which config group each collected test id belongs to."""
+    info: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if not info or LEASE_DIR not in info:
+        return
+    path = Path(info[LEASE_DIR]) / GROUPS
+    tmp = path.with_name(f"{GROUPS}.{info['workerid']}")
+    tmp.write_text(json.dumps(groups), encoding="utf-8")
+    tmp.replace(path)  # every worker writes the same content; atomically
+
+
+class ConfigGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    """xdist scheduling that keeps each config's tests on one worker (so one host)."""
+
+    def __init__(self, config: pytest.Config, log: Any, lease_dir: Path) -> None:
+        super().__init__(config, log)
+        self._path = lease_dir / GROUPS
+        self._groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:
+            try:
+                self._groups = json.loads(self._path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self._groups = {}
+        groups: dict[str, str] = self._groups or {}
+        return groups.get(nodeid, nodeid)
+
+
 class XdistController:
     """Controller-side hooks: share the lease directory and port, clean up at the end."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, group_configs: bool) -> None:
         self.port = port
+        self.group_configs = group_configs
         self.lease_dir = Path(tempfile.mkdtemp(prefix="dflash-lease-"))
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if not self.group_configs:
+            return None
+        return ConfigGroupScheduling(config, log, self.lease_dir)
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[LEASE_DIR] = str(self.lease_dir)

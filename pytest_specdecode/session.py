@@ -50,9 +50,10 @@ class SpecDecodeSession:
             lease=lease,
         )
         if distributed.is_xdist_controller(config):
-            config.pluginmanager.register(
-                distributed.XdistController(self.services.port), "specdecode-xdist"
+            controller = distributed.XdistController(
+                self.services.port, group_configs=len(settings.hosts) > 1
             )
+            config.pluginmanager.register(controller, "specdecode-xdist")
 
     # --- collection -------------------------------------------------------
 
@@ -85,17 +86,8 @@ class SpecDecodeSession:
             found, in_id = self.resolver.configs(dict(marker.kwargs) if marker else None)
         except ConfigError as exc:
             _collection_error(metafunc, f"bad dflash config: {exc}")
-        # With several hosts, each config's tests form one xdist group: one host each.
-        grouped = len(self.settings.hosts) > 1
-        params = [
-            pytest.param(
-                c,
-                id=c.test_id() if in_id else pytest.HIDDEN_PARAM,
-                marks=[pytest.mark.xdist_group(c.test_id())] if grouped else [],
-            )
-            for c in found
-        ]
-        metafunc.parametrize(PARAM, params, indirect=True, scope="session")
+        ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
+        metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
 
     def problems(self, metafunc: pytest.Metafunc) -> list[Any]:
         if self._problems is None:
@@ -134,7 +126,12 @@ class SpecDecodeSession:
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if len(self.settings.hosts) > 1:
+            # For the controller's scheduler: each config's tests go to one worker.
+            groups = {i.nodeid: c.test_id() for i in session.items if (c := item_config(i))}
+            distributed.write_groups(self.config, groups)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             from pytest_specdecode.coding import sandbox_warning
 

@@ -110,7 +110,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
     known_hosts = base / "known_hosts"
     port = free_port()
     host_pub = host_key.with_suffix(".pub").read_text().split()
-    known_hosts.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    # Four loopback addresses: the multi-host tests use them as four hosts.
+    addresses = [f"127.0.0.{n}" for n in range(1, 5)]
+    known_hosts.write_text(
+        "".join(f"[{a}]:{port} {host_pub[0]} {host_pub[1]}\n" for a in addresses)
+    )
     empty_known_hosts = base / "known_hosts.empty"
     empty_known_hosts.write_text("")
     ssh_config = base / "ssh_config"
@@ -120,7 +124,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
         "\n".join(
             [
                 f"Port {port}",
-                "ListenAddress 127.0.0.1",
+                *(f"ListenAddress {a}" for a in addresses),
                 f"HostKey {host_key}",
                 f"AuthorizedKeysFile {authorized}",
                 f"PidFile {base / 'sshd.pid'}",

@@ -39,7 +39,7 @@ def hostile_answers(outside: Path, token: str) -> dict[str, tuple[str, str]]:
     return {
         "is_palindrome": (
             "def is_palindrome(s):\n    while True:\n        pass\n",
-            "timeout: is_palindrome(*) did not return within the 10 s limit",
+            "timeout: is_palindrome(*) did not return within the 3 s limit",
         ),
         "merge_sorted": (
             "import os, time\n"
@@ -49,7 +49,7 @@ def hostile_answers(outside: Path, token: str) -> dict[str, tuple[str, str]]:
             "            os.fork()\n"
             "        except OSError:\n"
             "            time.sleep(0.05)\n",
-            "timeout: merge_sorted(*) did not return within the 10 s limit",
+            "timeout: merge_sorted(*) did not return within the 3 s limit",
         ),
         "fib": (
             "import sys\n_ = sys.exit(0)\ndef fib(n):\n    return n\n",
@@ -180,7 +180,7 @@ def test_hostile_answers_fail_with_their_reason_and_leave_no_trace(
     monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
 
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "-k", " or ".join(answers)
+        "-p", "no:cacheprovider", "-n", "2", "--dflash-answer-timeout=3", "-k", " or ".join(answers)
     )
 
     result.assert_outcomes(failed=len(answers))
