@@ -19,7 +19,7 @@ def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) 
     lines: list[str] = []
     threshold = settings.min_pass_rate
     if threshold is not None:
-        for r in results.configs.values():
+        for r in results.ordered():
             found = r.pass_rate()
             if found is None:
                 continue
@@ -29,7 +29,7 @@ def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) 
                 lines.append(f"pass rate: {r.label}: {shown} = {rate:.0%} < {threshold:.0%}")
     minimum = settings.min_accept_length
     if minimum is not None:
-        for r in results.configs.values():
+        for r in results.ordered():
             accept = r.accept_length()
             if accept is not None and accept < minimum:
                 lines.append(f"accept length: {r.label}: {accept:.2f} < {minimum:g}")
@@ -50,8 +50,8 @@ def exit_status(
         return exitstatus
     if gate_lines:
         return TESTS_FAILED
-    if settings.min_pass_rate is not None and any(r.coding for r in results.configs.values()):
-        errored = any(r.errors for r in results.configs.values())
+    if settings.min_pass_rate is not None and any(r.coding for r in results.ordered()):
+        errored = any(r.errors for r in results.ordered())
         return TESTS_FAILED if results.other_failures or errored else OK
     return exitstatus
 

@@ -96,7 +96,7 @@ class RunOutputs:
                 accept_length=t.metrics.get("accept_length"),
                 extra_info=t.metrics,
             )
-            for r in self.results.configs.values()
+            for r in self.results.ordered()
             for t in r.throughput.values()
         ]
         if not current:

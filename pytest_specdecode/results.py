@@ -112,6 +112,17 @@ class RunResults:
         self.other_failures: list[str] = []
         self.tests: list[dict[str, Any]] = []
 
+    def ordered(self) -> list[ConfigResults]:
+        """Configs in a stable order (baseline first, then by value), whatever the
+        order their reports arrived in (xdist workers finish in any order)."""
+
+        def key(r: ConfigResults) -> tuple[Any, ...]:
+            c = r.config
+            numbers = [-1 if c.get(k) is None else c[k] for k in ("budget", "topk", "window")]
+            return (c.get("algorithm") != "NONE", str(c.get("algorithm")), *numbers, r.label)
+
+        return sorted(self.configs.values(), key=key)
+
     def for_config(self, label: str, config: Mapping[str, Any] | None = None) -> ConfigResults:
         results = self.configs.get(label)
         if results is None:
@@ -186,7 +197,7 @@ class RunResults:
                     "lossless": {k: asdict(v) for k, v in r.lossless.items()},
                     "errors": r.errors,
                 }
-                for r in self.configs.values()
+                for r in self.ordered()
             ],
             "other_failures": self.other_failures,
             "tests": self.tests,

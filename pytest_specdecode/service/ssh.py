@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,9 @@ def open_connection(target: SSHTarget) -> Any:
         conn.open()
     except BaseException as exc:
         conn.close()
+        # fabric closes only a connected transport; a half-open one (refused host
+        # key, failed auth) keeps its reader thread until paramiko closes it.
+        conn.client.close()
         if isinstance(exc, (paramiko.SSHException, OSError, EOFError)):
             raise SSHError(_connect_error(target, conn, exc)) from exc
         raise
@@ -126,15 +130,24 @@ def run(conn: Any, command: str, *, timeout: float | None, where: str) -> Any:
 
     Raises :class:`SSHError` when the command times out or the transport fails.
     """
+    timed_out = SSHError(
+        f"command {command!r} on {where} did not finish within {timeout} s; "
+        "run it by hand there to see why it hangs"
+    )
+    started = time.monotonic()
     try:
-        return conn.run(command, hide=True, warn=True, in_stream=False, pty=False, timeout=timeout)
+        result = conn.run(
+            command, hide=True, warn=True, in_stream=False, pty=False, timeout=timeout
+        )
     except CommandTimedOut as exc:
-        raise SSHError(
-            f"command {command!r} on {where} did not finish within {timeout} s; "
-            "run it by hand there to see why it hangs"
-        ) from exc
+        raise timed_out from exc
     except (paramiko.SSHException, OSError, EOFError) as exc:
         raise SSHError(f"SSH command {command!r} on {where} failed: {exc}") from exc
+    # invoke decides "timed out" by whether its timer thread has finished; on a
+    # loaded machine the killed command can return first and look like a failure.
+    if timeout is not None and result.exited != 0 and time.monotonic() - started >= timeout:
+        raise timed_out
+    return result
 
 
 def _known_hosts_files(target: SSHTarget, ssh_config: dict[str, Any]) -> list[str]:
