@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from html.parser import HTMLParser
 
 import pytest
 
 markdown_it = pytest.importorskip("markdown_it", reason="dev dependency markdown-it-py")
+
+from ..report.markdown_tables import render  # noqa: E402
 
 WRONG_GCD = [
     {
@@ -29,40 +30,6 @@ def test_coding(dflash_problem, dflash_coding):
 def test_throughput(dflash_case, dflash_throughput, benchmark):
     dflash_throughput.run(dflash_case, benchmark)
 """
-
-
-class Tables(HTMLParser):
-    """Every ``<table>`` of an HTML document as rows of cell texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: list[list[list[str]]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr":
-            self.tables[-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            self.tables[-1][-1].append("".join(self._cell).strip())
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def render(text: str) -> tuple[str, list[list[list[str]]]]:
-    """GitHub-flavoured rendering (CommonMark plus tables): the HTML and its tables."""
-    html = str(markdown_it.MarkdownIt("commonmark").enable("table").render(text))
-    parser = Tables()
-    parser.feed(html)
-    return html, parser.tables
 
 
 def test_step_summary_is_appended_and_its_tables_render(
