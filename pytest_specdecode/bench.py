@@ -9,11 +9,13 @@ see it, under pytest-xdist too.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from pytest_specdecode.lifecycle import ServiceHandle
+from pytest_specdecode.progress import Progress
 from pytest_specdecode.results import RECORD
 from pytest_specdecode.settings import Settings
 from pytest_specdecode.throughput import lossless
@@ -34,10 +36,17 @@ LOSSLESS_TOKENS = 128
 class ThroughputRunner:
     """Runs one throughput case; rounds go through pytest-benchmark."""
 
-    def __init__(self, settings: Settings, service: ServiceHandle, node: pytest.Item) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        service: ServiceHandle,
+        node: pytest.Item,
+        progress: Progress | None = None,
+    ) -> None:
         self.settings = settings
         self.service = service
         self.node = node
+        self.progress = progress
 
     def run(self, case: ThroughputCase, benchmark: Any | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
@@ -47,12 +56,30 @@ class ThroughputRunner:
                 "pytest-benchmark is disabled (it switches itself off under pytest-xdist and "
                 "with --benchmark-disable): run throughput cases without -n"
             )
+        started = time.monotonic()
+        failure: str | None = None
+
+        def show(step: str) -> None:
+            if self.progress is not None:
+                elapsed = time.monotonic() - started
+                self.progress.update(label, f"throughput {case.id} {step}", elapsed)
+
         try:
             metrics = run_case(
-                self.service.client, case, self.settings.rounds, benchmark, config=label
+                self.service.client,
+                case,
+                self.settings.rounds,
+                benchmark,
+                config=label,
+                on_round=show,
             )
         except ThroughputError as exc:
-            pytest.fail(f"{label}: {exc}", pytrace=False)
+            failure = f"{label}: {exc}"
+        finally:
+            if self.progress is not None:
+                self.progress.done()
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
         info = metrics.to_extra_info()
         if benchmark is not None:
             benchmark.extra_info["case"] = case.id

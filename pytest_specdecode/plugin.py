@@ -108,7 +108,8 @@ def dflash_throughput(request: pytest.FixtureRequest, dflash_service: ServiceHan
     """Runs a throughput case (``.run(case, benchmark)``) against the verified server."""
     from pytest_specdecode.bench import ThroughputRunner
 
-    return ThroughputRunner(_session(request).settings, dflash_service, request.node)
+    session = _session(request)
+    return ThroughputRunner(session.settings, dflash_service, request.node, session.progress)
 
 
 @pytest.fixture

@@ -184,6 +184,7 @@ def run_case(
     warmup: bool = True,
     config: str | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    on_round: Callable[[str], None] | None = None,
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -192,7 +193,9 @@ def run_case(
     rounds. With ``benchmark`` the rounds go through ``benchmark.pedantic``
     (so pytest-benchmark records, saves and compares them) and the metrics
     are stored in ``benchmark.extra_info`` (with ``config``, the config's
-    label, when given: compare and sweep tables use it); without it (pytest-benchmark is
+    label, when given: compare and sweep tables use it); ``on_round`` hears each
+    round's label ("warm-up round", "round 2/3") as it starts, for progress
+    displays; without it (pytest-benchmark is
     off under xdist) the rounds are timed here. A failed request raises
     :class:`ThroughputError` with the server's error text.
     """
@@ -202,6 +205,8 @@ def run_case(
     client.flush_cache()
 
     def one_round(batch: list[Prompt], label: str) -> RoundResult:
+        if on_round is not None:
+            on_round(label)
         result = run_round(
             client.clone, batch, case.max_tokens, ignore_eos=case.ignore_eos, clock=clock
         )
@@ -213,7 +218,7 @@ def run_case(
     counted: list[RoundResult] = []
 
     def target(batch: list[Prompt]) -> RoundResult:
-        result = one_round(batch, f"round {len(counted) + 1}")
+        result = one_round(batch, f"round {len(counted) + 1}/{rounds}")
         counted.append(result)
         return result
 
