@@ -78,9 +78,10 @@ class CodingRunner:
             # A completion continues the prompt: for HumanEval the function header.
             text = prompt + result.text if problem.completion_prompt else result.text
             return text, result
+        user = s.prompt_template.replace("{prompt}", problem.prompt)
         messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": problem.prompt},
+            {"role": "system", "content": s.system_prompt or SYSTEM_PROMPT},
+            {"role": "user", "content": user},
         ]
         result = client.chat(
             messages, max_tokens=s.max_tokens, temperature=s.temperature, extra=SPEC_DETAILS

@@ -361,6 +361,16 @@ def add_options(parser: pytest.Parser) -> None:
     ini("dflash_draft_model", "Drafter model path.", default="")
     ini("dflash_config", "Default config, e.g. 'budget=8,window=2048'.", default="")
     ini("dflash_min_pass_rate", "Coding pass-rate gate.", default="")
+    ini(
+        "dflash_system_prompt",
+        "System prompt of coding questions (chat). Default: ask for one fenced Python function.",
+        default="",
+    )
+    ini(
+        "dflash_prompt_template",
+        "User prompt of coding questions; {prompt} is the problem's text. Default: '{prompt}'.",
+        default="",
+    )
     ini("dflash_contexts", "Throughput prompt lengths.", default="")
     ini("dflash_concurrency", "Throughput concurrencies.", default="")
     ini("dflash_output_tokens", "Throughput output tokens.", default="")

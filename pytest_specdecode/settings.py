@@ -90,6 +90,8 @@ class Settings:
     samples: int = 1
     temperature: float = 0.0
     answer_timeout: float = 10.0
+    system_prompt: str | None = None
+    prompt_template: str = "{prompt}"
     max_tokens: int = 1024
     api: str = "chat"
     contexts: tuple[int, ...] = (60, 1024, 4096)
@@ -267,6 +269,12 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
             f"--dflash-samples {samples} needs --dflash-temperature > 0: at temperature 0 "
             "every sample is the same greedy answer"
         )
+    prompt_template = r.get("prompt_template", _text, "") or "{prompt}"
+    if "{prompt}" not in prompt_template:
+        raise SettingsError(
+            f"dflash_prompt_template {prompt_template!r} has no {{prompt}} placeholder for the "
+            "problem's text; add it"
+        )
     return Settings(
         hosts=hosts,
         port=port,
@@ -299,6 +307,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         dataset=r.get("dataset", _text, "builtin"),
         samples=samples,
         temperature=temperature,
+        system_prompt=r.get("system_prompt", _text, "") or None,
+        prompt_template=prompt_template,
         answer_timeout=r.get("answer_timeout", _number(float, minimum=0.1), 10.0),
         max_tokens=r.get("max_tokens", _number(int, minimum=1), 1024),
         api=r.get("api", _choice(API_STYLES), "chat"),

@@ -72,3 +72,36 @@ def test_junit_xml_carries_the_properties(coding_project: pytest.Pytester) -> No
     xml = (coding_project.path / "out.xml").read_text()
     for name in ("dflash_config", "latency", "completion_tokens", "accept_length"):
         assert f'name="{name}"' in xml
+
+
+def test_prompt_templates_reach_the_model(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> None:
+    # The scripted (wrong) answer only matches when the template was applied.
+    scripted = [
+        {"match": "Careful now: Write a Python function `gcd", "response": WRONG_GCD[0]["response"]}
+    ]
+    (pytester.path / "answers.json").write_text(json.dumps(scripted))
+    sim_project(pytester, "--sim-answers answers.json")
+    ini = (pytester.path / "tox.ini").read_text()
+    (pytester.path / "tox.ini").write_text(
+        ini + "\ndflash_prompt_template = Careful now: {prompt}\n"
+        "dflash_system_prompt = You write Python.\n"
+    )
+    pytester.makepyfile(
+        test_coding="""
+        def test_coding(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "gcd or fib")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*gcd under DFLASH*: failed: gcd(*"])
+
+
+def test_prompt_template_needs_its_placeholder(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ndflash_prompt_template = Solve it\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*dflash_prompt_template 'Solve it' has no {prompt}*"])
