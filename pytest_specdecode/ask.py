@@ -11,6 +11,8 @@ verdict's one-line reason.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_specdecode.client import ChatResult, SGLangError
@@ -39,7 +41,8 @@ def load_problems(settings: Settings, config: pytest.Config) -> list[Problem]:
     """Every problem of this run; ``ValueError`` (one line) on a bad source or duplicate."""
     problems = load_humaneval() if settings.dataset == "humaneval" else builtin_problems()
     for path in settings.problem_files:
-        problems += load_problems_toml(path)
+        # Absolute: the sandbox hides the file from the candidate by its path.
+        problems += load_problems_toml(os.path.abspath(path))
     for extra in config.hook.pytest_dflash_problems(config=config):
         problems += list(extra or ())
     seen: set[str] = set()

@@ -274,7 +274,7 @@ def check_answer(
         return Verdict(status == "passed", status, reason, counterexample, clock() - start, checked)
 
     if problem.source not in ("builtin", "humaneval", "python") and os.path.exists(problem.source):
-        hide = [*hide, problem.source]  # the TOML file holds the reference
+        hide = [*hide, os.path.abspath(problem.source)]  # the TOML file holds the reference
     sandbox = Sandbox(
         code, problem.entry_point, preamble=problem.preamble, limits=limits, mode=mode, hide=hide
     )

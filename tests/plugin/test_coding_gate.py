@@ -105,3 +105,32 @@ def test_prompt_template_needs_its_placeholder(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*dflash_prompt_template 'Solve it' has no {prompt}*"])
+
+
+def test_problems_from_a_toml_file_given_by_a_relative_path(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> None:
+    (pytester.path / "probs.toml").write_text(
+        "[[problem]]\n"
+        'name = "add_one"\n'
+        'prompt = "Write a Python function `add_one(x: int) -> int` returning x + 1."\n'
+        'entry_point = "add_one"\n'
+        'reference = "def add_one(x):\\n    return x + 1\\n"\n'
+        'args = ["int"]\n'
+    )
+    answer = "```python\ndef add_one(x):\n    return x + 1\n```"
+    (pytester.path / "answers.json").write_text(
+        json.dumps([{"match": "add_one(", "response": answer}])
+    )
+    sim_project(pytester, "--sim-answers answers.json")
+    pytester.makepyfile(
+        test_coding="""
+        def test_coding(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", "-k", "add_one", "--dflash-problems", "probs.toml"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_coding?add_one? PASSED*"])
