@@ -121,7 +121,6 @@ class ServiceManager:
         self._live: ServiceHandle | None = None
         self._failed: dict[SpecConfig, str] = {}
         self._messages: list[str] = []
-        self.restarts = 0
         local = settings.control == "local"
         # Under pytest-xdist each worker is bound to one host and shares its
         # server with the other workers bound there, through ``lease``.
@@ -264,7 +263,6 @@ class ServiceManager:
         started = self._clock()
         self.progress.update(config.label(), "restarting", 0.0)
         identity = controller.apply(self.launch_spec(config))
-        self.restarts += 1
         return self._gate(config, verify, controller, identity, started)
 
     def _gate(

@@ -8,7 +8,6 @@ code aggregates a plain run and a distributed one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -78,6 +77,9 @@ class ConfigResults:
         usable = [r for r in self.coding.values() if r.samples >= k]
         if not usable:
             return None
+        # Imported here: the coding package loads hypothesis, not needed otherwise.
+        from pytest_specdecode.coding.passk import pass_at_k
+
         return sum(pass_at_k(r.samples, r.correct, k) for r in usable) / len(usable)
 
     def accept_length(self) -> float | None:
@@ -95,13 +97,6 @@ class ConfigResults:
         tokens = sum(float(t) for t, s in pairs if t and s)
         steps = sum(float(s) for t, s in pairs if t and s)
         return tokens / steps if steps else None
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k: 1 - C(n-c, k) / C(n, k), computed as a stable product."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
 class RunResults:
