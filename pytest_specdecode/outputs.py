@@ -32,11 +32,22 @@ class RunOutputs:
         self.fail_specs = _fail_specs(settings)
         if settings.plot:
             _require_plots()
-        self.meta = report.metadata(settings, cwd=root)
+        self._meta: dict[str, Any] | None = None
+        self._started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.compare: dict[str, Any] | None = None
         self.gate_lines: list[str] = []
         self.final: dict[str, Any] = {}
         self.notes: list[str] = []
+
+    def meta(self) -> dict[str, Any]:
+        """Run metadata, gathered on first use: a run without our tests never pays
+        for it (it asks git for the commit)."""
+        if self._meta is None:
+            self._meta = {
+                **report.metadata(self.settings, cwd=self.root),
+                "started": self._started,
+            }
+        return self._meta
 
     @property
     def report_path(self) -> Path | None:
@@ -49,7 +60,7 @@ class RunOutputs:
         """The JSON report: metadata, per-config results, comparison, gates, outcome."""
         s = self.settings
         return {
-            **self.meta,
+            **self.meta(),
             **self.results.to_json(),
             "compare": self.compare,
             "gates": {
