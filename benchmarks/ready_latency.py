@@ -24,9 +24,9 @@ import threading
 import time
 from typing import IO
 
-from pytest_specdecode.config import SpecConfig
-from pytest_specdecode.dialects import get_dialect
-from pytest_specdecode.readiness import wait_until_ready
+from pytest_specdecode.config.dialects import get_dialect
+from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.service.readiness import wait_until_ready
 
 FIRED_UP = "The server is fired up and ready to roll!"
 REQUIREMENT_S = 1.0

@@ -20,6 +20,8 @@ from typing import Any
 
 import requests
 
+from pytest_specdecode.errors import SpecDecodeError
+
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
 """Connect and read timeouts in seconds; the read timeout applies per socket read."""
 
@@ -37,7 +39,7 @@ class StreamChunk:
     event: dict[str, Any]
 
 
-class SGLangError(Exception):
+class SGLangError(SpecDecodeError):
     """Any failure talking to the server; the message is one line for users."""
 
 

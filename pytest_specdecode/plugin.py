@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_specdecode import hookspecs, options
+from pytest_specdecode import hookspecs
 from pytest_specdecode.client import SGLangClient
-from pytest_specdecode.config import ConfigError, SpecConfig
-from pytest_specdecode.lifecycle import OtherConfigLive, ServiceHandle, ServiceUnavailable
-from pytest_specdecode.settings import SettingsError, resolve
+from pytest_specdecode.config import options
+from pytest_specdecode.config.settings import SettingsError, resolve
+from pytest_specdecode.config.spec import ConfigError, SpecConfig
+from pytest_specdecode.service.manager import OtherConfigLive, ServiceHandle, ServiceUnavailable
 
 if TYPE_CHECKING:
     from pytest_specdecode.session import SpecDecodeSession
@@ -106,7 +107,7 @@ def dflash_client(dflash_service: ServiceHandle) -> SGLangClient:
 @pytest.fixture
 def dflash_throughput(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
     """Runs a throughput case (``.run(case, benchmark)``) against the verified server."""
-    from pytest_specdecode.bench import ThroughputRunner
+    from pytest_specdecode.throughput.runner import ThroughputRunner
 
     session = _session(request)
     return ThroughputRunner(session.settings, dflash_service, request.node, session.progress)
@@ -115,7 +116,7 @@ def dflash_throughput(request: pytest.FixtureRequest, dflash_service: ServiceHan
 @pytest.fixture
 def dflash_lossless(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
     """Records the non-speculative baseline or compares greedy outputs with it."""
-    from pytest_specdecode.bench import LosslessChecker
+    from pytest_specdecode.throughput.runner import LosslessChecker
 
     return LosslessChecker(_session(request).lossless_baseline, dflash_service, request.node)
 
@@ -123,6 +124,6 @@ def dflash_lossless(request: pytest.FixtureRequest, dflash_service: ServiceHandl
 @pytest.fixture
 def dflash_coding(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
     """Asks the model a coding problem and checks the answer in the sandbox."""
-    from pytest_specdecode.ask import CodingRunner
+    from pytest_specdecode.coding.runner import CodingRunner
 
     return CodingRunner(_session(request).settings, dflash_service, request.node)

@@ -11,14 +11,17 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_specdecode import distributed, results
-from pytest_specdecode.bench import LosslessBaseline
-from pytest_specdecode.collection import ConfigResolver
-from pytest_specdecode.config import ConfigError, SpecConfig, config_to_dict
-from pytest_specdecode.lifecycle import ServiceHandle, ServiceManager
-from pytest_specdecode.outputs import RunOutputs
+from pytest_specdecode import records
+from pytest_specdecode.config.collection import ConfigResolver
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.settings import Settings
+from pytest_specdecode.report import results
+from pytest_specdecode.report.outputs import RunOutputs
+from pytest_specdecode.service import xdist as distributed
+from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
+from pytest_specdecode.throughput.runner import LosslessBaseline
+from pytest_specdecode.throughput.workload import marker_cases
 
 PARAM = "dflash_config"
 
@@ -73,7 +76,8 @@ class SpecDecodeSession:
             )
         if "dflash_case" in metafunc.fixturenames:
             try:
-                cases = self.resolver.cases(metafunc.definition.get_closest_marker("throughput"))
+                marker = metafunc.definition.get_closest_marker("throughput")
+                cases = marker_cases(dict(marker.kwargs) if marker else {}, self.settings)
             except ConfigError as exc:
                 _collection_error(metafunc, str(exc))
             metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
@@ -91,7 +95,7 @@ class SpecDecodeSession:
 
     def problems(self, metafunc: pytest.Metafunc) -> list[Any]:
         if self._problems is None:
-            from pytest_specdecode.ask import load_problems
+            from pytest_specdecode.coding.runner import load_problems
 
             try:
                 self._problems = load_problems(self.settings, self.config)
@@ -118,9 +122,9 @@ class SpecDecodeSession:
             keyed.append((rank, position, item))
             item.user_properties.extend(
                 [
-                    (results.CONFIG, config.label()),
-                    (results.CONFIG_DATA, config_to_dict(config)),
-                    (results.KIND, item_kind(item)),
+                    (records.CONFIG, config.label()),
+                    (records.CONFIG_DATA, config_to_dict(config)),
+                    (records.KIND, item_kind(item)),
                 ]
             )
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
@@ -158,7 +162,7 @@ class SpecDecodeSession:
             # The fixture is cached per worker; the lease is taken per test.
             self.services.acquire(handle.config, handle.log_dir, self.ranks[handle.config])
         # The verified server's facts travel with the report (to the xdist controller too).
-        item.user_properties.append((results.SERVICE, handle.summary()))
+        item.user_properties.append((records.SERVICE, handle.summary()))
 
     # --- reporting --------------------------------------------------------
 
@@ -187,7 +191,7 @@ class SpecDecodeSession:
             session.exitstatus = self.outputs.finish(int(exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from pytest_specdecode import summary
+        from pytest_specdecode.report import summary
 
         lines = summary.render(self.outputs.data(), self.outputs.gate_lines)
         if lines:

@@ -29,10 +29,10 @@ from typing import Any, Literal
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 
-from pytest_specdecode.coding.compare import difference, normalize, same, show, show_call
 from pytest_specdecode.coding.extract import extract_code
 from pytest_specdecode.coding.problem import ArgsStrategy, Problem
 from pytest_specdecode.coding.sandbox import Limits, Sandbox, SandboxError, SandboxTimeout
+from pytest_specdecode.coding.values import difference, normalize, same, show, show_call
 
 Status = Literal["passed", "failed", "timeout", "no-code", "error"]
 

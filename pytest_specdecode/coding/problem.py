@@ -31,6 +31,8 @@ from typing import Any
 
 from hypothesis.strategies import SearchStrategy
 
+from pytest_specdecode.errors import SpecDecodeError
+
 ArgsStrategy = SearchStrategy[tuple[Any, ...]]
 
 
@@ -71,7 +73,7 @@ class Problem:
         return _compile_reference(self.preamble + "\n" + self.reference, self.entry_point)
 
 
-class BadReference(ValueError):
+class BadReference(SpecDecodeError, ValueError):
     """The reference source does not define its entry point."""
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode.coding import worker
+from pytest_specdecode.errors import SpecDecodeError
 
 # Stdlib modules imported before the uid drop in fallback mode, where the
 # interpreter may live somewhere the sandbox uid cannot read (e.g. /root/.pyenv).
@@ -101,7 +102,7 @@ class Limits:
         }
 
 
-class SandboxError(Exception):
+class SandboxError(SpecDecodeError):
     """The worker broke the protocol, died, or could not start."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from pytest_specdecode.coding.problem import Problem
 from pytest_specdecode.coding.typespec import TypeSpecError, args_strategy
+from pytest_specdecode.errors import SpecDecodeError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,7 +37,7 @@ _KEYS = {"name", "prompt", "entry_point", "reference", "args", "cases"}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-class ProblemFileError(ValueError):
+class ProblemFileError(SpecDecodeError, ValueError):
     """A problems file cannot be used; the message is one line naming file and problem."""
 
 

@@ -28,13 +28,15 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from pytest_specdecode.errors import SpecDecodeError
+
 DEFAULT_MAX_SIZE = 20
 _TOKEN = re.compile(r"\s*(-?\d+(?:\.\d*)?(?:e-?\d+)?|[A-Za-z_]+|[\[\](),])")
 _SCALARS = {"int", "float", "bool", "str", "ascii"}
 _HASHABLE = {"int", "float", "bool", "str", "ascii", "tuple"}
 
 
-class TypeSpecError(ValueError):
+class TypeSpecError(SpecDecodeError, ValueError):
     """A type declaration does not follow the grammar."""
 
 

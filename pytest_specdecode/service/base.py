@@ -13,18 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from pytest_specdecode.errors import SpecDecodeError
 
-class ServiceError(RuntimeError):
+
+class ServiceError(SpecDecodeError, RuntimeError):
     """A service could not be brought to a config.
 
     The first line of the message is the one-line summary meant for users;
     further lines, if any, hold a log tail.
     """
-
-    @property
-    def summary(self) -> str:
-        """The message's first line."""
-        return str(self).split("\n", 1)[0]
 
 
 class ServiceStartError(ServiceError):

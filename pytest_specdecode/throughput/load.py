@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_specdecode.client import GenerateResult, SGLangClient
+from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
 from pytest_specdecode.throughput.workload import Prompt, PromptBuilder, ThroughputCase
 
 
-class ThroughputError(Exception):
+class ThroughputError(SpecDecodeError):
     """Requests of a round failed; the message is one line with the server's text."""
 
 

@@ -11,9 +11,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import sysconfig
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_specdecode.config.spec import ConfigError
+
+if TYPE_CHECKING:
+    from pytest_specdecode.config.settings import Settings
 
 DEFAULT_CONTEXTS = (60, 1024, 4096)
 DEFAULT_CONCURRENCY = (1, 8, 32)
@@ -68,6 +74,37 @@ def make_cases(
         ThroughputCase(ctx, conc, max_tokens, ignore_eos)
         for ctx, conc in itertools.product(tuple(contexts), tuple(concurrency))
     ]
+
+
+CASE_KEYS = ("contexts", "concurrency", "output_tokens")
+
+
+def marker_cases(kwargs: Mapping[str, Any], settings: Settings) -> list[ThroughputCase]:
+    """Throughput cases: a ``throughput`` marker's values over the settings'."""
+    unknown = sorted(set(kwargs) - set(CASE_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"@pytest.mark.throughput got unknown keys {unknown}; use {', '.join(CASE_KEYS)}"
+        )
+    s = settings
+    contexts = _ints(kwargs.get("contexts", s.contexts), "contexts")
+    concurrency = _ints(kwargs.get("concurrency", s.concurrency), "concurrency")
+    tokens = _ints(kwargs.get("output_tokens", s.output_tokens), "output_tokens")
+    if len(tokens) != 1:
+        raise ConfigError("output_tokens takes one integer")
+    return make_cases(contexts, concurrency, tokens[0])
+
+
+def _ints(value: Any, name: str) -> tuple[int, ...]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    out: list[int] = []
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
+            raise ConfigError(f"{name}={value!r}: expected integers >= 1")
+        out.append(item)
+    if not out:
+        raise ConfigError(f"{name}=[]: give at least one value")
+    return tuple(out)
 
 
 def parse_case_id(text: str) -> ThroughputCase:

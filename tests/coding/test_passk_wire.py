@@ -5,7 +5,7 @@ import math
 import pytest
 
 from pytest_specdecode.coding import aggregate, pass_at_k
-from pytest_specdecode.coding.compare import same
+from pytest_specdecode.coding.values import same
 from pytest_specdecode.coding.worker import Opaque, decode, encode
 
 

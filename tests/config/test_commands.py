@@ -8,14 +8,14 @@ import subprocess
 
 import pytest
 
-from pytest_specdecode.config import ConfigError, SpecConfig
-from pytest_specdecode.dialects import (
+from pytest_specdecode.config.dialects import (
     get_dialect,
     render_command,
     script_args,
     script_problems,
     shell_command,
 )
+from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
 DDTREE = SpecConfig("DDTREE", budget=32, topk=4, window=None, draft_model="/m/d b")
 HOSTILE = ["a b", "it's", 'say "hi"', "x; rm -rf /tmp/nothing", "$(id)", "`id`", "*", ""]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdecode.config import (
+from pytest_specdecode.config.spec import (
     ConfigError,
     ResolvedConfig,
     SpecConfig,

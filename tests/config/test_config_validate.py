@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.config import (
+from pytest_specdecode.config.dialects import Dialect, get_dialect
+from pytest_specdecode.config.spec import (
     ConfigError,
     SpecConfig,
     apply_overrides,
@@ -17,7 +18,6 @@ from pytest_specdecode.config import (
     parse_config_option,
     validate,
 )
-from pytest_specdecode.dialects import Dialect, get_dialect
 
 SGLANG = get_dialect("sglang")
 DRAFT = "/models/drafter"

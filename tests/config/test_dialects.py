@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.config import ConfigError, SpecConfig
-from pytest_specdecode.dialects import (
+from pytest_specdecode.config.dialects import (
     Rendered,
     dialect_names,
     get_dialect,
 )
+from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
 DRAFT = "/models/Qwen3-8B-DFlash-b16"
 DFLASH = SpecConfig(budget=8, window=2048, draft_model=DRAFT)

@@ -110,7 +110,7 @@ def pass_rate_cell_agrees(cell: str, rate: float) -> bool:
 
 
 def test_summary_pass_rate_cell_agrees_with_itself_with_samples() -> None:
-    from pytest_specdecode import summary
+    from pytest_specdecode.report import summary
 
     # The shape of a --dflash-samples 4 run's report (see the test above).
     coding = [

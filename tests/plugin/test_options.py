@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdecode.settings import Host, SettingsError, parse_host, resolve
+from pytest_specdecode.config.settings import Host, SettingsError, parse_host, resolve
 
 
 @pytest.mark.parametrize(

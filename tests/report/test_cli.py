@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import cli, report, summary
-from pytest_specdecode.markdown import render_markdown
+from pytest_specdecode.report import cli, summary
+from pytest_specdecode.report import json_report as report
+from pytest_specdecode.report.markdown import render_markdown
 
 from .conftest import config_dict, config_entry, make_report, sweep_report
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.markdown import SIM_NOTE, append_step_summary, render_markdown
-from pytest_specdecode.throughput.compare import CaseRow, pair, render_compare
+from pytest_specdecode.report.markdown import SIM_NOTE, append_step_summary, render_markdown
+from pytest_specdecode.throughput.comparison import CaseRow, pair, render_compare
 
 from .conftest import config_dict, config_entry, make_report, sweep_report
 

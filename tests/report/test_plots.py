@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import plots
+from pytest_specdecode.report import plots
 
 from .conftest import config_dict, config_entry, make_report, sweep_report
 

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_specdecode.config import SpecConfig
-from pytest_specdecode.dialects import get_dialect
+from pytest_specdecode.config.dialects import get_dialect
+from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.local import group_running
 
 from ..conftest import SSHD, free_port

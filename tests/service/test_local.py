@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.readiness import (
+from pytest_specdecode.service.base import LaunchSpec, ServiceStartError
+from pytest_specdecode.service.local import LocalController, describe_exit
+from pytest_specdecode.service.readiness import (
     LOADING,
     VERIFIED,
     WARMING_UP,
     ServiceNotReady,
     wait_until_ready,
 )
-from pytest_specdecode.service.base import LaunchSpec, ServiceStartError
-from pytest_specdecode.service.local import LocalController, describe_exit
 
 from .conftest import dialect_verify, free_port, pid_gone, sim_argv
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import requests
 
-from pytest_specdecode.readiness import (
+from pytest_specdecode.service.base import LaunchSpec, ProcessIdentity
+from pytest_specdecode.service.readiness import (
     LOADING,
     STALE,
     UNRESPONSIVE,
@@ -18,7 +19,6 @@ from pytest_specdecode.readiness import (
     ServiceNotReady,
     wait_until_ready,
 )
-from pytest_specdecode.service.base import LaunchSpec, ProcessIdentity
 
 URL = "http://127.0.0.1:30000"
 GOOD_INFO = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.readiness import VERIFIED, wait_until_ready
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import LaunchSpec, ScriptFailed
+from pytest_specdecode.service.readiness import VERIFIED, wait_until_ready
 from pytest_specdecode.service.script import ScriptController
 
 from .conftest import SSHD, dialect_verify, free_port, pid_gone, sim_argv

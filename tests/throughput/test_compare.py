@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.throughput.compare import (
+from pytest_specdecode.throughput.comparison import (
     CompareError,
     FailSpec,
     find_saved_run,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.lease import HostLease, LeaseTimeout, SwitchFailed, pid_alive
+from pytest_specdecode.service.lease import HostLease, LeaseTimeout, SwitchFailed, pid_alive
 
 ALIVE: set[int] = set()
 

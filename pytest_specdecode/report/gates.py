@@ -8,8 +8,8 @@ config does, while every other test must still pass.
 
 from __future__ import annotations
 
-from pytest_specdecode.results import ConfigResults, RunResults
-from pytest_specdecode.settings import Settings
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report.results import ConfigResults, RunResults
 
 OK, TESTS_FAILED = 0, 1
 

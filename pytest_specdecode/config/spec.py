@@ -2,7 +2,7 @@
 
 A frozen, hashable value. Parsing (markers, ``--dflash-config``,
 ``--dflash-sweep``), precedence, sweeps and validation live here; rendering a
-config into a command line is the job of :mod:`pytest_specdecode.dialects`.
+config into a command line is the job of :mod:`pytest_specdecode.config.dialects`.
 
 Keys are ``algorithm``, ``budget``, ``topk``, ``window`` and ``draft_model``.
 Any other key is an *extra flag* passed to the server: ``foo_bar=1`` (marker)
@@ -24,8 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pytest_specdecode.errors import SpecDecodeError
+
 if TYPE_CHECKING:
-    from pytest_specdecode.dialects import Dialect
+    from pytest_specdecode.config.dialects import Dialect
 
 ALGORITHMS = ("DFLASH", "DDTREE", "EAGLE", "NONE")
 KEYS = ("algorithm", "budget", "topk", "window", "draft_model")
@@ -62,7 +64,7 @@ _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*")
 _INT_RE = re.compile(r"[+-]?\d+")
 
 
-class ConfigError(ValueError):
+class ConfigError(SpecDecodeError, ValueError):
     """A config value is invalid; the message is one line meant for users."""
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_specdecode.errors import SpecDecodeError
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -26,7 +28,7 @@ _CASE_RE = re.compile(r"ctx(?P<context>\d+)-c(?P<concurrency>\d+)")
 _DPI = 110
 
 
-class PlotsUnavailable(RuntimeError):
+class PlotsUnavailable(SpecDecodeError, RuntimeError):
     """matplotlib is not installed; the message says how to get it."""
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import __version__
-from pytest_specdecode.settings import Settings
+from pytest_specdecode.config.settings import Settings
 
 REPORT_FORMAT = 1
 

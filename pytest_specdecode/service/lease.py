@@ -29,12 +29,14 @@ from typing import Any
 
 from filelock import FileLock
 
+from pytest_specdecode.errors import SpecDecodeError
 
-class LeaseTimeout(Exception):
+
+class LeaseTimeout(SpecDecodeError):
     """Waiting for a config to become live took longer than the deadline."""
 
 
-class SwitchFailed(Exception):
+class SwitchFailed(SpecDecodeError):
     """Another worker tried to bring this config up and failed; carries its message."""
 
 

@@ -2,7 +2,7 @@
 
 Every option lives in one ``specdecode`` group and is named ``--dflash-*``.
 Values are resolved (with ini, environment and defaults) by
-:mod:`pytest_specdecode.settings`; this module only declares them.
+:mod:`pytest_specdecode.config.settings`; this module only declares them.
 """
 
 from __future__ import annotations

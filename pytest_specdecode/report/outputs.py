@@ -13,11 +13,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import gates, report
-from pytest_specdecode.config import ConfigError
-from pytest_specdecode.results import RunResults
-from pytest_specdecode.settings import Settings
-from pytest_specdecode.throughput import compare
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.config.spec import ConfigError
+from pytest_specdecode.report import gates
+from pytest_specdecode.report import json_report as report
+from pytest_specdecode.report.results import RunResults
+from pytest_specdecode.throughput import comparison as compare
 
 
 class RunOutputs:
@@ -134,14 +135,14 @@ class RunOutputs:
     def _plots(self) -> None:
         if not self.settings.plot:
             return
-        from pytest_specdecode.plots import write_plots
+        from pytest_specdecode.report.plots import write_plots
 
         written = write_plots(self.data(), self.root / self.settings.plot)
         if written:
             self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
 
     def _step_summary(self) -> None:
-        from pytest_specdecode.markdown import append_step_summary
+        from pytest_specdecode.report.markdown import append_step_summary
 
         try:
             if append_step_summary(self.data()):
@@ -169,7 +170,7 @@ def _fail_specs(settings: Settings) -> list[compare.FailSpec]:
 
 
 def _require_plots() -> None:
-    from pytest_specdecode.plots import PlotsUnavailable, require_matplotlib
+    from pytest_specdecode.report.plots import PlotsUnavailable, require_matplotlib
 
     try:
         require_matplotlib()

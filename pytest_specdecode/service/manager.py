@@ -22,28 +22,29 @@ from typing import Any
 
 import requests
 
-from pytest_specdecode import dialects
 from pytest_specdecode.client import SGLangClient, SGLangError
-from pytest_specdecode.collection import template_args
-from pytest_specdecode.config import SpecConfig, config_to_dict
-from pytest_specdecode.lease import HostLease, LeaseTimeout, SwitchFailed
+from pytest_specdecode.config import dialects
+from pytest_specdecode.config.collection import template_args
+from pytest_specdecode.config.settings import Host, Settings
+from pytest_specdecode.config.spec import SpecConfig, config_to_dict
+from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.readiness import ServiceNotReady, wait_until_ready
 from pytest_specdecode.service.base import (
     LaunchSpec,
     ProcessIdentity,
     ServiceController,
     ServiceError,
 )
+from pytest_specdecode.service.lease import HostLease, LeaseTimeout, SwitchFailed
 from pytest_specdecode.service.local import stop_group_id
-from pytest_specdecode.settings import Host, Settings
+from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
 
 
-class ServiceUnavailable(Exception):
+class ServiceUnavailable(SpecDecodeError):
     """The server could not be brought to a config; one-line summary first."""
 
 
-class OtherConfigLive(Exception):
+class OtherConfigLive(SpecDecodeError):
     """External mode: the live server runs another config than the test needs."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_specdecode.throughput.compare import CaseRow, render_sweep
+from pytest_specdecode.throughput.comparison import CaseRow, render_sweep
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
 

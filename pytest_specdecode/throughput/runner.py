@@ -3,7 +3,7 @@
 ``dflash_throughput`` and ``dflash_lossless`` fixtures hand these objects to
 tests; each runs the measurement against the verified server and attaches
 what it measured to the test's ``user_properties`` (see
-:mod:`pytest_specdecode.results`), so the summary, the report and the gates
+:mod:`pytest_specdecode.report.results`), so the summary, the report and the gates
 see it, under pytest-xdist too.
 """
 
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.lifecycle import ServiceHandle
+from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.results import RECORD
-from pytest_specdecode.settings import Settings
+from pytest_specdecode.records import RECORD
+from pytest_specdecode.service.manager import ServiceHandle
 from pytest_specdecode.throughput import lossless
-from pytest_specdecode.throughput.compare import pairing_key
+from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import ThroughputError, run_case
 from pytest_specdecode.throughput.workload import ThroughputCase
 

@@ -12,12 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# user_properties keys, shared by the tests that write them and this module.
-CONFIG = "dflash_config"
-CONFIG_DATA = "dflash_config_data"
-KIND = "dflash_kind"
-RECORD = "dflash_record"
-SERVICE = "dflash_service"
+from pytest_specdecode.records import CONFIG, CONFIG_DATA, KIND, RECORD, SERVICE
 
 
 @dataclass

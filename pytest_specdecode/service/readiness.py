@@ -88,16 +88,10 @@ class ServiceNotReady(ServiceError):
         mismatches: Sequence[str] = (),
         phases: Sequence[PhaseEntry] = (),
     ) -> None:
-        text = summary
-        if log_tail.strip():
-            text += f"\n--- last {len(log_tail.splitlines())} log lines ---\n{log_tail}"
-        super().__init__(text)
-        self.reason = reason
+        super().__init__(summary, reason=reason, phase=phase, log_tail=log_tail, config=label)
         self.url = url
         self.label = label
-        self.phase = phase
         self.elapsed = elapsed
-        self.log_tail = log_tail
         self.mismatches = list(mismatches)
         self.phases = list(phases)
 

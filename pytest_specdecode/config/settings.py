@@ -2,7 +2,7 @@
 
 Precedence (highest first): command line > environment (``DFLASH_*``) >
 ini (``[tool.pytest.ini_options]`` / pytest.ini) > built-in default. Markers
-sit above all of these but only for config keys; see :mod:`pytest_specdecode.config`.
+sit above all of these but only for config keys; see :mod:`pytest_specdecode.config.spec`.
 A bad value raises :class:`SettingsError` naming where it came from, which
 the plugin turns into ``pytest.UsageError`` (exit 4, one line).
 """
@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pytest_specdecode.options import API_STYLES, CONTROL_MODES, DIALECTS, RESTART_MODES
+from pytest_specdecode.config.options import API_STYLES, CONTROL_MODES, DIALECTS, RESTART_MODES
+from pytest_specdecode.errors import SpecDecodeError
 
 T = TypeVar("T")
 
@@ -35,7 +36,7 @@ ENV_NAMES = {
 }
 
 
-class SettingsError(ValueError):
+class SettingsError(SpecDecodeError, ValueError):
     """One-line description of a bad setting and where it came from."""
 
 

@@ -4,7 +4,7 @@ Registered only when pytest-xdist runs the session with workers. The
 controller process makes a lease directory and, for the local simulator, one
 port, and hands both to every worker (``pytest_configure_node``); each worker
 binds to one host (worker N to host N modulo the number of hosts) and takes
-its server through :class:`pytest_specdecode.lease.HostLease`. At the end the
+its server through :class:`pytest_specdecode.service.lease.HostLease`. At the end the
 controller stops the local servers the workers left running.
 
 With several hosts, whole configs go to one worker each: workers write which
@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from pytest_specdecode.lease import HostLease
+from pytest_specdecode.config.settings import Host, Settings, SettingsError
+from pytest_specdecode.service.lease import HostLease
 from pytest_specdecode.service.local import stop_group_id
-from pytest_specdecode.settings import Host, Settings, SettingsError
 
 LEASE_DIR = "dflash_lease_dir"
 PORT = "dflash_port"

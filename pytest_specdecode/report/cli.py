@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from pytest_specdecode import __version__
+from pytest_specdecode.errors import SpecDecodeError
 
 PROG = "pytest-specdecode"
 
 
-class UsageError(Exception):
+class UsageError(SpecDecodeError):
     """Bad command line; the message is one line."""
 
 
@@ -77,12 +78,12 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
         return 1
 
 
-class _Failure(Exception):
+class _Failure(SpecDecodeError):
     """The command could not do its work; the message is one line."""
 
 
 def _report(path: Path, plot_dir: Path | None, markdown: bool, out: TextIO, err: TextIO) -> int:
-    from pytest_specdecode import report as report_file
+    from pytest_specdecode.report import json_report as report_file
 
     try:
         data = report_file.load(path)
@@ -107,17 +108,17 @@ def _report(path: Path, plot_dir: Path | None, markdown: bool, out: TextIO, err:
 
 def _render(data: dict[str, Any], markdown: bool) -> str:
     if markdown:
-        from pytest_specdecode.markdown import render_markdown
+        from pytest_specdecode.report.markdown import render_markdown
 
         return render_markdown(data).rstrip("\n")
-    from pytest_specdecode import summary
+    from pytest_specdecode.report import summary
 
     gates = (data.get("gates") or {}).get("failed") or []
     return "\n".join(summary.render(data, gates))
 
 
 def _plots(data: dict[str, Any], plot_dir: Path, path: Path) -> list[Path]:
-    from pytest_specdecode import plots
+    from pytest_specdecode.report import plots
 
     try:
         written = plots.write_plots(data, plot_dir)

@@ -24,9 +24,9 @@ from pytest_specdecode.coding import (
     load_humaneval,
     load_problems_toml,
 )
-from pytest_specdecode.lifecycle import ServiceHandle
-from pytest_specdecode.results import RECORD
-from pytest_specdecode.settings import Settings
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.records import RECORD
+from pytest_specdecode.service.manager import ServiceHandle
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Answer with one complete, self-contained "

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode.errors import SpecDecodeError
+
 METRICS = ("tok_s", "accept_length")
 """Metrics a fail spec may name; higher is better for both."""
 
 
-class CompareError(Exception):
+class CompareError(SpecDecodeError):
     """A saved run could not be found or read; one line for users."""
 
 

@@ -1,6 +1,6 @@
 """Dialects: how one server build spells a config, and how to check it runs it.
 
-A :class:`Dialect` renders a :class:`~pytest_specdecode.config.SpecConfig`
+A :class:`Dialect` renders a :class:`~pytest_specdecode.config.spec.SpecConfig`
 into flags appended to the base launch command plus environment variables,
 and verifies a running server's ``/server_info`` against the config: by its
 flat fields where the dialect knows them, otherwise by finding the rendered
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_specdecode.config import ConfigError, SpecConfig
+from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
 PLACEHOLDERS = ("budget", "topk", "window", "algorithm", "draft_model")
 SCRIPT_PLACEHOLDERS = (*PLACEHOLDERS, "extra")

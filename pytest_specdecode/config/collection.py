@@ -1,4 +1,4 @@
-"""What each collected test runs under: its configs and its throughput cases.
+"""What each collected test runs under: its configs.
 
 Settings are parsed once here (``--dflash-config``, ``--dflash-sweep``, the
 ini default); per test, the ``dflash`` marker is merged on top and every
@@ -10,16 +10,10 @@ session-scoped fixture sees the same parameter for every test of a config.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-import pytest
-
-from pytest_specdecode import config as cfg
-from pytest_specdecode.dialects import Dialect, get_dialect, script_problems
-from pytest_specdecode.settings import Settings
-from pytest_specdecode.throughput.workload import ThroughputCase, make_cases
-
-_CASE_KEYS = ("contexts", "concurrency", "output_tokens")
+from pytest_specdecode.config import spec as cfg
+from pytest_specdecode.config.dialects import Dialect, get_dialect, script_problems
+from pytest_specdecode.config.settings import Settings
 
 
 def template_args(settings: Settings) -> dict[str, str | None]:
@@ -30,7 +24,7 @@ def template_args(settings: Settings) -> dict[str, str | None]:
 
 
 class ConfigResolver:
-    """Turns markers + settings into validated, interned configs and cases."""
+    """Turns markers + settings into validated, interned configs."""
 
     def __init__(self, settings: Settings, dialect: Dialect | None = None) -> None:
         self.settings = settings
@@ -68,31 +62,3 @@ class ConfigResolver:
             return
         if found:
             raise cfg.ConfigError(found[0])
-
-    def cases(self, marker: pytest.Mark | None) -> list[ThroughputCase]:
-        """Throughput cases: the ``throughput`` marker's values over the settings'."""
-        kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
-        unknown = sorted(set(kwargs) - set(_CASE_KEYS))
-        if unknown:
-            raise cfg.ConfigError(
-                f"@pytest.mark.throughput got unknown keys {unknown}; use {', '.join(_CASE_KEYS)}"
-            )
-        s = self.settings
-        contexts = _ints(kwargs.get("contexts", s.contexts), "contexts")
-        concurrency = _ints(kwargs.get("concurrency", s.concurrency), "concurrency")
-        tokens = _ints(kwargs.get("output_tokens", s.output_tokens), "output_tokens")
-        if len(tokens) != 1:
-            raise cfg.ConfigError("output_tokens takes one integer")
-        return make_cases(contexts, concurrency, tokens[0])
-
-
-def _ints(value: Any, name: str) -> tuple[int, ...]:
-    values = value if isinstance(value, (list, tuple)) else [value]
-    out: list[int] = []
-    for item in values:
-        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
-            raise cfg.ConfigError(f"{name}={value!r}: expected integers >= 1")
-        out.append(item)
-    if not out:
-        raise cfg.ConfigError(f"{name}=[]: give at least one value")
-    return tuple(out)

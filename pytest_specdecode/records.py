@@ -1,0 +1,13 @@
+"""The keys under which tests record their facts in ``user_properties``.
+
+Written by the suites' runners and the session, read by :mod:`pytest_specdecode.report`;
+pytest-xdist carries them from workers to the controller and JUnit XML writes them out.
+"""
+
+from __future__ import annotations
+
+CONFIG = "dflash_config"
+CONFIG_DATA = "dflash_config_data"
+KIND = "dflash_kind"
+RECORD = "dflash_record"
+SERVICE = "dflash_service"

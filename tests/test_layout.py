@@ -1,0 +1,99 @@
+"""The package's parts and the direction of their imports.
+
+Each part may import only parts of a lower layer, so there is no import
+cycle between subpackages; the simulator imports nothing from the plugin
+(as SGLang would not); ``plugin.py`` stays thin.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import pytest_specdecode
+
+PACKAGE = Path(pytest_specdecode.__file__).parent
+
+LAYERS: dict[str, int] = {
+    "__init__": 0,
+    "errors": 0,
+    "records": 1,
+    "progress": 1,
+    "client": 1,
+    "config": 2,
+    "service": 3,
+    "coding": 4,
+    "throughput": 4,
+    "report": 5,
+    "hookspecs": 6,
+    "session": 6,
+    "plugin": 7,
+    "suite": 6,
+}
+
+
+def part_of(module: str) -> str:
+    """``pytest_specdecode.service.manager`` -> ``service``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """Every ``pytest_specdecode`` module a file imports, at any depth, with its line."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "pytest_specdecode":
+                found += [
+                    (node.lineno, f"pytest_specdecode.{a.name}")
+                    for a in node.names
+                    if (PACKAGE / f"{a.name}.py").exists() or (PACKAGE / a.name).is_dir()
+                ]
+            elif node.module.startswith("pytest_specdecode."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [
+                (node.lineno, a.name) for a in node.names if a.name.startswith("pytest_specdecode")
+            ]
+    return found
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_part_has_a_layer() -> None:
+    parts = {
+        part_of(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)) for p in modules()
+    }
+    assert parts - {"sim"} <= set(LAYERS), parts - set(LAYERS)
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path: Path) -> None:
+    here = part_of(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+    wrong = []
+    for line, target in imports(path):
+        there = part_of(target)
+        if here == "sim":
+            if there != "sim":
+                wrong.append(f"line {line}: the simulator imports {target}")
+        elif there == "sim" and here not in ("session", "plugin"):
+            wrong.append(f"line {line}: {target} (the plugin only runs the simulator)")
+        elif there != here and there != "__init__" and LAYERS.get(there, 99) >= LAYERS[here]:
+            wrong.append(f"line {line}: {here} imports {target} ({there} is not below it)")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_plugin_is_thin() -> None:
+    tree = ast.parse((PACKAGE / "plugin.py").read_text())
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    long = {
+        f.name: (f.end_lineno or f.lineno) - f.lineno + 1
+        for f in functions
+        if (f.end_lineno or f.lineno) - f.lineno + 1 > 30
+    }
+    assert not long, f"plugin.py functions over 30 lines (move the work out): {long}"
+    assert not [n for n in tree.body if isinstance(n, ast.ClassDef)], "plugin.py defines classes"
