@@ -17,9 +17,10 @@ from pytest_specdecode.config.settings import Settings
 
 
 def template_args(settings: Settings) -> dict[str, str | None]:
-    """The ini templates, for the template dialect only (others refuse them)."""
+    """:func:`get_dialect` arguments: the ini templates for the template dialect (others
+    refuse them), the SGLang version whose option table built-ins check flags against."""
     if settings.dialect != "template":
-        return {}
+        return {"sglang_version": settings.sglang_version}
     return {"args_template": settings.args_template, "env_template": settings.env_template}
 
 

@@ -361,6 +361,8 @@ class ServiceManager:
                 argv[0] = sys.executable
             if "--port" not in argv:
                 argv += ["--host", self.host, "--port", str(self.port)]
+            if s.uses_simulator:  # play the SGLang build the dialect targets
+                argv += dialects.simulator_flags(self.dialect)
         argv += list(rendered.argv)
         return LaunchSpec(
             argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()
