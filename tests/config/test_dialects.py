@@ -453,7 +453,7 @@ def test_legacy_and_ddtree_check_their_known_differences() -> None:
 
 
 def test_unknown_sglang_version_is_refused() -> None:
-    with pytest.raises(ConfigError, match="no option table for SGLang '0.4.0'; known: 0.5.23"):
+    with pytest.raises(ConfigError, match=r"no option table for SGLang '0\.4\.0'; known: 0\.5\.23"):
         get_dialect("sglang", sglang_version="0.4.0")
 
 
