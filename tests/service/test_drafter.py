@@ -75,9 +75,13 @@ def test_the_last_line_is_the_current_one() -> None:
     [
         (SpecConfig(budget=16, window=2048, draft_model="d"), GOOD, "block_size=8 but"),
         (SpecConfig(budget=8, draft_model="d"), GOOD, "asks full attention"),
-        (SpecConfig("DDTREE", budget=16, window=2048, draft_model="d"), f"{GOOD}\n{TREE}", "tree_budget=12"),
+        (
+            SpecConfig("DDTREE", budget=16, window=2048, draft_model="d"),
+            f"{GOOD}\n{TREE}",
+            "tree_budget=12",
+        ),
     ],
-)  # fmt: skip
+)
 def test_other_contradictions(config: SpecConfig, line: str, reason: str) -> None:
     with pytest.raises(drafter.DrafterMismatch, match=reason):
         prove(config, line)
