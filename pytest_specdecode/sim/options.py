@@ -134,18 +134,28 @@ def build(sim: argparse.Namespace) -> str:
     return str(sim.sim_build or ("legacy" if sim.sim_legacy_flags else "release"))
 
 
+_PARSERS: dict[tuple[str, str], SGLangParser] = {}
+
+
+def sglang_parser(table: facts.OptionTable) -> SGLangParser:
+    """The parser of ``table`` (built once per build: argparse parsers are reusable)."""
+    key = (table.version, table.build)
+    if key not in _PARSERS:
+        parser = SGLangParser(
+            prog=table.prog,
+            description=f"SGLang-compatible server simulator playing {table.name} "
+            "(not a GPU: its figures are simulated).",
+            extra_help=sim_parser().format_help(),
+        )
+        add_options(parser, table)
+        _PARSERS[key] = parser
+    return _PARSERS[key]
+
+
 def parse(argv: Sequence[str], version: str = facts.NEWEST) -> Parsed:
     """Parse ``argv``; exits 2 with argparse's message on anything SGLang would refuse."""
-    extra = sim_parser()
-    sim, rest = extra.parse_known_args(list(argv))
+    sim, rest = sim_parser().parse_known_args(list(argv))
     table = facts.load(version, build(sim))
-    parser = SGLangParser(
-        prog=table.prog,
-        description=f"SGLang-compatible server simulator playing {table.name} "
-        "(not a GPU: its figures are simulated).",
-        extra_help=extra.format_help(),
-    )
-    add_options(parser, table)
-    ns = parser.parse_args(rest)
+    ns = sglang_parser(table).parse_args(rest)
     given = tuple(o.dest for o in table.options if getattr(ns, o.dest, o.default) != o.default)
     return Parsed(ns, sim, table, tuple(dict.fromkeys(given)))
