@@ -37,7 +37,8 @@ from pytest_specdecode.sim import options
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("corpus", ROOT / "tests/sim/corpus.py")
-assert _spec is not None and _spec.loader is not None
+assert _spec is not None
+assert _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(corpus)
 
@@ -141,7 +142,8 @@ EXTRA_DIALECT_FLAGS = {
 def test_every_rendered_config_parses_in_sglang(sglang_dir: Path, tmp_path: Path) -> None:
     suite = _collected_configs(["--pyargs", "pytest_specdecode.suite"], tmp_path)
     example = _collected_configs([], ROOT / "conftest_examples")
-    assert suite and example
+    assert suite
+    assert example
     cases: list[list[str]] = []
     names: list[str] = []
     for name in ("sglang", "sglang-legacy", "ddtree"):

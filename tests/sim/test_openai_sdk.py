@@ -63,7 +63,9 @@ def test_streaming_usage_and_sglext_in_their_own_chunks(client: openai.OpenAI) -
     content = [c for c in chunks if c.choices]
     # continuous_usage_stats: the running count on every content chunk.
     counts = [c.usage.completion_tokens for c in content if c.usage is not None]
-    assert len(counts) == len(content) and counts == sorted(counts) and counts[-1] == 24
+    assert len(counts) == len(content)
+    assert counts == sorted(counts)
+    assert counts[-1] == 24
     sglext = chunks[-2]
     assert sglext.choices == []
     details = (sglext.model_extra or {})["sglext"]["spec_tokens_details"]
@@ -74,7 +76,8 @@ def test_streaming_usage_and_sglext_in_their_own_chunks(client: openai.OpenAI) -
     }  # fmt: skip
     assert sum(details["spec_correct_drafts_histogram"]) == details["spec_verify_ct"]
     assert details["spec_num_proposed_drafts"] == details["spec_verify_ct"] * 7  # block 8 - 1
-    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == 24
 
 

@@ -70,7 +70,8 @@ def test_every_spelling_with_a_valid_value_is_accepted() -> None:
     for option, flag in ((o, f) for o in TABLE.options for f in o.flags):
         status, error, parsed = sim_parse(good_argv(option, flag))
         assert (status, error) == (0, ""), flag
-        if not flag.startswith("--no-") and (option.default is None or option.default is False):
+        unset = option.default is None or option.default is False
+        if not flag.startswith("--no-") and unset:
             assert option.dest in parsed.given, flag
 
 
