@@ -78,7 +78,8 @@ def test_every_spelling_with_a_valid_value_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("argv", "error"),
     [
-        (["--speculative-ddtree-budget", "12"], "unrecognized arguments: --speculative-ddtree-budget 12"),
+        (["--speculative-ddtree-budget", "12"],
+         "unrecognized arguments: --speculative-ddtree-budget 12"),
         (["--speculative-dflash-draft-window-size", "1"], "unrecognized arguments"),
         (["--cuda-graph-max-bs", "32"], "ambiguous option: --cuda-graph-max-bs could match "
          "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"),
