@@ -25,7 +25,7 @@ from __future__ import annotations
 import shlex
 import string
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,8 +281,10 @@ class SGLangDialect(Dialect):
         window_fields: tuple[str, ...] = ("speculative_draft_window_size",),
         ddtree: bool = False,
         table: facts.OptionTable | None = None,
+        simulator: bool = False,
     ) -> None:
         self.name = name
+        self.simulator = simulator
         self.window_flag = window_flag
         self.window_fields = window_fields
         self.ddtree = ddtree
@@ -296,7 +298,10 @@ class SGLangDialect(Dialect):
             ]
         found = _needs_draft_model(config, self.name)
         if not found and self.table is not None:
-            found = flag_problems(self.table, self.render(config).argv, dialect=self.name)
+            argv = self.render(config).argv
+            if self.simulator:  # the bundled simulator also takes its own --sim-* flags
+                argv = _without_sim_flags(argv)
+            found = flag_problems(self.table, argv, dialect=self.name)
         return found
 
     def _eagle(self, config: SpecConfig) -> list[_Expect]:
@@ -357,6 +362,19 @@ class SGLangDialect(Dialect):
 
     def verify(self, config: SpecConfig, server_info: Mapping[str, Any]) -> Verification:
         return _check(self._expects(config), server_info)
+
+
+def _without_sim_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    skip_value = False
+    for word in argv:
+        if skip_value and not _is_flag(word):
+            skip_value = False
+            continue
+        skip_value = word.startswith("--sim-") and "=" not in word
+        if not word.startswith("--sim-"):
+            out.append(word)
+    return tuple(out)
 
 
 # -- user template ------------------------------------------------------------
@@ -499,15 +517,18 @@ def _argv_expects(argv: Sequence[str]) -> list[_Expect]:
 
 # -- lookup and commands ------------------------------------------------------
 
-_BUILTIN = {
-    "sglang": lambda v: SGLangDialect("sglang", table=facts.load(v)),
-    "sglang-legacy": lambda v: SGLangDialect(
+_BUILTIN: dict[str, Callable[[str, bool], SGLangDialect]] = {
+    "sglang": lambda v, sim: SGLangDialect("sglang", table=facts.load(v), simulator=sim),
+    "sglang-legacy": lambda v, sim: SGLangDialect(
         "sglang-legacy",
         window_flag="--speculative-dflash-draft-window-size",
         window_fields=("speculative_dflash_draft_window_size", "speculative_draft_window_size"),
         table=facts.load(v, "legacy"),
+        simulator=sim,
     ),
-    "ddtree": lambda v: SGLangDialect("ddtree", ddtree=True, table=facts.load(v, "ddtree")),
+    "ddtree": lambda v, sim: SGLangDialect(
+        "ddtree", ddtree=True, table=facts.load(v, "ddtree"), simulator=sim
+    ),
 }
 # What the bundled simulator must play for each dialect (its --sim-build).
 SIMULATOR_BUILDS = {"sglang-legacy": "legacy", "ddtree": "ddtree"}
@@ -535,12 +556,14 @@ def get_dialect(
     args_template: str | None = None,
     env_template: str | None = None,
     sglang_version: str | None = None,
+    simulator: bool = False,
 ) -> Dialect:
     """The dialect called ``name``; ``template`` needs ``args_template`` (ini dflash_args).
 
     Templates given with a built-in dialect are refused rather than ignored.
     ``sglang_version`` picks the option table built-ins check flags against
-    (default: the newest known).
+    (default: the newest known); ``simulator`` lets ``--sim-*`` extra flags through
+    (the bundled simulator is the target).
     """
     if name == "template":
         if not args_template:
@@ -562,7 +585,7 @@ def get_dialect(
             f"no option table for SGLang {version!r}; known: {', '.join(facts.VERSIONS)} "
             "(add one with python -m pytest_specdecode.facts.regenerate VERSION)"
         )
-    return _BUILTIN[name](version)
+    return _BUILTIN[name](version, simulator)
 
 
 def render_command(

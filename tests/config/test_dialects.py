@@ -501,3 +501,11 @@ def test_eagle_step_rules_are_config_problems(config: SpecConfig, reason: str) -
     from pytest_specdecode.config.spec import problems
 
     assert reason in " | ".join(problems(config))
+
+
+def test_sim_flags_pass_only_when_the_simulator_is_the_target() -> None:
+    config = SpecConfig(budget=8, window=2048, draft_model=DRAFT, extra=(("sim-fault", "lossy"),))
+    assert get_dialect("sglang", simulator=True).problems(config) == []
+    assert (
+        "flag --sim-fault: SGLang has no such option" in get_dialect("sglang").problems(config)[0]
+    )
