@@ -89,7 +89,11 @@ class SpecDecodeSession:
         try:
             found, in_id = self.resolver.configs(dict(marker.kwargs) if marker else None)
         except ConfigError as exc:
-            _collection_error(metafunc, f"bad dflash config: {exc}")
+            problem: str | None = f"bad dflash config: {exc}"
+        else:
+            problem = None
+        if problem is not None:  # outside the except: no "during handling" chain shown
+            _collection_error(metafunc, problem)
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
 

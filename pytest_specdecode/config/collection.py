@@ -10,16 +10,18 @@ session-scoped fixture sees the same parameter for every test of a config.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pytest_specdecode.config import spec as cfg
 from pytest_specdecode.config.dialects import Dialect, get_dialect, script_problems
 from pytest_specdecode.config.settings import Settings
 
 
-def template_args(settings: Settings) -> dict[str, str | None]:
-    """The ini templates, for the template dialect only (others refuse them)."""
+def template_args(settings: Settings) -> dict[str, Any]:
+    """:func:`get_dialect` arguments: the ini templates for the template dialect (others
+    refuse them), the SGLang version whose option table built-ins check flags against."""
     if settings.dialect != "template":
-        return {}
+        return {"sglang_version": settings.sglang_version, "simulator": settings.uses_simulator}
     return {"args_template": settings.args_template, "env_template": settings.env_template}
 
 

@@ -11,6 +11,13 @@ Built-ins: ``sglang`` (0.5.23 spellings), ``sglang-legacy`` (older builds,
 ``--speculative-dflash-draft-window-size``), ``ddtree`` (DDTree PR builds:
 ``--speculative-ddtree-budget``, topk through ``SGLANG_DDTREE_MAX_TOPK``) and
 ``template`` (the user's ini ``dflash_args`` / ``dflash_env``).
+
+Each built-in knows the option table of the SGLang it targets
+(:mod:`pytest_specdecode.facts`, chosen by ``--dflash-sglang-version``):
+rendered flags that SGLang would refuse are a config problem, reported at
+collection (:mod:`pytest_specdecode.config.flagcheck`). ``sglang-legacy`` and
+``ddtree`` target builds without a published wheel: they check the release
+table plus their known differences. Templates are not checked.
 """
 
 from __future__ import annotations
@@ -18,13 +25,15 @@ from __future__ import annotations
 import shlex
 import string
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specdecode import facts
+from pytest_specdecode.config.flagcheck import field_value, flag_problems
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
-PLACEHOLDERS = ("budget", "topk", "window", "algorithm", "draft_model")
+PLACEHOLDERS = ("budget", "topk", "window", "algorithm", "draft_model", "steps")
 SCRIPT_PLACEHOLDERS = (*PLACEHOLDERS, "extra")
 DDTREE_TOPK_ENV = "SGLANG_DDTREE_MAX_TOPK"
 
@@ -218,17 +227,29 @@ def _emit(expects: Sequence[_Expect]) -> Rendered:
     return Rendered(tuple(argv), env)
 
 
-def _extra_expects(config: SpecConfig, *, fields: bool) -> list[_Expect]:
+def _extra_expects(
+    config: SpecConfig, *, fields: bool, table: facts.OptionTable | None = None
+) -> list[_Expect]:
     out = []
     for name, value in config.extra:
         accept: tuple[object, ...] = (True,) if value == "" else (value,)
-        dest = (name.replace("-", "_"),) if fields else ()
+        dest: tuple[str, ...] = (name.replace("-", "_"),) if fields else ()
+        stored = field_value(table, _words(name, value)) if table is not None else None
+        if stored is not None and table is not None:
+            # The field SGLang stores it in (aliases, --no- forms, 32k -> 32000).
+            field_name, parsed = stored
+            dest = (field_name,) if field_name in table.fields else ()
+            accept = (parsed,)
         out.append(_Expect(name, dest, accept, flag=f"--{name}", value=value))
     return out
 
 
+def _words(name: str, value: str) -> list[str]:
+    return [f"--{name}", value] if value else [f"--{name}"]
+
+
 def _extra_words(config: SpecConfig) -> list[str]:
-    return [w for n, v in config.extra for w in ([f"--{n}", v] if v else [f"--{n}"])]
+    return [w for n, v in config.extra for w in _words(n, v)]
 
 
 def _needs_draft_model(config: SpecConfig, name: str) -> list[str]:
@@ -259,11 +280,15 @@ class SGLangDialect(Dialect):
         window_flag: str = "--speculative-draft-window-size",
         window_fields: tuple[str, ...] = ("speculative_draft_window_size",),
         ddtree: bool = False,
+        table: facts.OptionTable | None = None,
+        simulator: bool = False,
     ) -> None:
         self.name = name
+        self.simulator = simulator
         self.window_flag = window_flag
         self.window_fields = window_fields
         self.ddtree = ddtree
+        self.table = table
 
     def problems(self, config: SpecConfig) -> list[str]:
         if config.algorithm == "DDTREE" and not self.ddtree:
@@ -271,18 +296,48 @@ class SGLangDialect(Dialect):
                 f"algorithm=DDTREE is not in released SGLang (dialect {self.name!r}); "
                 "use --dflash-dialect ddtree for a DDTree build, or a template"
             ]
-        return _needs_draft_model(config, self.name)
+        found = _needs_draft_model(config, self.name)
+        if not found and self.table is not None:
+            argv = self.render(config).argv
+            if self.simulator:  # the bundled simulator also takes its own --sim-* flags
+                argv = _without_sim_flags(argv)
+            found = flag_problems(self.table, argv, dialect=self.name)
+        return found
+
+    def _eagle(self, config: SpecConfig) -> list[_Expect]:
+        """EAGLE's knobs, with the steps SGLang's rules need.
+
+        SGLang asserts when topk or draft tokens come without
+        ``--speculative-num-steps``, fails on steps without topk, and sets the
+        draft tokens to steps + 1 when topk is 1: so steps default to
+        budget - 1 (3, SGLang's own choice, without a budget) and topk to 1.
+        """
+        steps, topk, budget = config.steps, config.topk, config.budget
+        if steps is None and (budget is not None or topk is not None):
+            steps = budget - 1 if budget is not None and budget > 1 else 3
+        if steps is not None and topk is None:
+            topk = 1
+        out = []
+        if steps is not None:
+            out.append(_flag("steps", "speculative_num_steps", steps))
+        if topk is not None:
+            out.append(_flag("topk", "speculative_eagle_topk", topk))
+        if budget is not None:
+            out.append(_flag("budget", "speculative_num_draft_tokens", budget))
+        return out
 
     def _expects(self, config: SpecConfig) -> list[_Expect]:
         algo = config.algorithm
-        extras = _extra_expects(config, fields=True)
+        extras = _extra_expects(config, fields=True, table=self.table)
         if algo == "NONE":
             # No speculative flags at all; the server reports null.
             return [_Expect("algorithm", ("speculative_algorithm",), (None, "NONE")), *extras]
         out = [_flag("algorithm", "speculative_algorithm", algo)]
         if config.draft_model is not None:
             out.append(_flag("draft_model", "speculative_draft_model_path", config.draft_model))
-        if algo == "DDTREE":
+        if algo == "EAGLE":
+            out.extend(self._eagle(config))
+        elif algo == "DDTREE":
             if config.budget is not None:
                 out.append(_flag("budget", "speculative_ddtree_budget", config.budget))
             if config.topk is not None:
@@ -307,6 +362,19 @@ class SGLangDialect(Dialect):
 
     def verify(self, config: SpecConfig, server_info: Mapping[str, Any]) -> Verification:
         return _check(self._expects(config), server_info)
+
+
+def _without_sim_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    skip_value = False
+    for word in argv:
+        if skip_value and not _is_flag(word):
+            skip_value = False
+            continue
+        skip_value = word.startswith("--sim-") and "=" not in word
+        if not word.startswith("--sim-"):
+            out.append(word)
+    return tuple(out)
 
 
 # -- user template ------------------------------------------------------------
@@ -449,15 +517,32 @@ def _argv_expects(argv: Sequence[str]) -> list[_Expect]:
 
 # -- lookup and commands ------------------------------------------------------
 
-_BUILTIN = {
-    "sglang": lambda: SGLangDialect("sglang"),
-    "sglang-legacy": lambda: SGLangDialect(
+_BUILTIN: dict[str, Callable[[str, bool], SGLangDialect]] = {
+    "sglang": lambda v, sim: SGLangDialect("sglang", table=facts.load(v), simulator=sim),
+    "sglang-legacy": lambda v, sim: SGLangDialect(
         "sglang-legacy",
         window_flag="--speculative-dflash-draft-window-size",
         window_fields=("speculative_dflash_draft_window_size", "speculative_draft_window_size"),
+        table=facts.load(v, "legacy"),
+        simulator=sim,
     ),
-    "ddtree": lambda: SGLangDialect("ddtree", ddtree=True),
+    "ddtree": lambda v, sim: SGLangDialect(
+        "ddtree", ddtree=True, table=facts.load(v, "ddtree"), simulator=sim
+    ),
 }
+# What the bundled simulator must play for each dialect (its --sim-build).
+SIMULATOR_BUILDS = {"sglang-legacy": "legacy", "ddtree": "ddtree"}
+
+
+def sglang_versions() -> tuple[str, ...]:
+    """SGLang versions whose option tables are known (``--dflash-sglang-version``)."""
+    return facts.VERSIONS
+
+
+def simulator_flags(dialect: Dialect) -> list[str]:
+    """Flags that make the bundled simulator play the build ``dialect`` targets."""
+    build = SIMULATOR_BUILDS.get(dialect.name)
+    return ["--sim-build", build] if build else []
 
 
 def dialect_names() -> tuple[str, ...]:
@@ -466,11 +551,19 @@ def dialect_names() -> tuple[str, ...]:
 
 
 def get_dialect(
-    name: str, *, args_template: str | None = None, env_template: str | None = None
+    name: str,
+    *,
+    args_template: str | None = None,
+    env_template: str | None = None,
+    sglang_version: str | None = None,
+    simulator: bool = False,
 ) -> Dialect:
     """The dialect called ``name``; ``template`` needs ``args_template`` (ini dflash_args).
 
     Templates given with a built-in dialect are refused rather than ignored.
+    ``sglang_version`` picks the option table built-ins check flags against
+    (default: the newest known); ``simulator`` lets ``--sim-*`` extra flags through
+    (the bundled simulator is the target).
     """
     if name == "template":
         if not args_template:
@@ -486,7 +579,13 @@ def get_dialect(
             f"dflash_args/dflash_env are set but dialect {name!r} ignores them; "
             "use --dflash-dialect template or remove them"
         )
-    return _BUILTIN[name]()
+    version = sglang_version or facts.NEWEST
+    if version not in facts.VERSIONS:
+        raise ConfigError(
+            f"no option table for SGLang {version!r}; known: {', '.join(facts.VERSIONS)} "
+            "(add one with python -m pytest_specdecode.facts.regenerate VERSION)"
+        )
+    return _BUILTIN[name](version, simulator)
 
 
 def render_command(

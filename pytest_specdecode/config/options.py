@@ -11,10 +11,13 @@ import argparse
 
 import pytest
 
+from pytest_specdecode import facts
+
 RESTART_MODES = ("auto", "always", "never")
 CONTROL_MODES = ("auto", "local", "systemd", "script", "external")
 DIALECTS = ("sglang", "sglang-legacy", "ddtree", "template")
 API_STYLES = ("chat", "completions")
+SGLANG_VERSIONS = facts.VERSIONS
 
 
 def _positive_float(text: str) -> float:
@@ -112,10 +115,13 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--dflash-logs-cmd",
+        "--dflash-log-cmd",
+        dest="dflash_logs_cmd",
         default=None,
         metavar="COMMAND",
-        help="Script control: a command run over SSH whose output is the server log shown "
-        "in errors, e.g. 'tail -n 200 /var/log/sglang.log'. Default: none",
+        help="A command printing the current server process's log: script control runs it "
+        "over SSH (errors show it, the drafter's start-up line is checked in it); external "
+        "control runs it locally, e.g. 'ssh gpu1 journalctl -u sglang -o cat'. Default: none",
     )
     add(
         "--dflash-sudo",
@@ -187,6 +193,13 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) "
         "or template (ini dflash_args / dflash_env). Default: 'sglang'",
+    )
+    add(
+        "--dflash-sglang-version",
+        choices=SGLANG_VERSIONS,
+        default=None,
+        help="SGLang version whose option table the sglang dialects check rendered flags "
+        f"against before any restart. Default: {SGLANG_VERSIONS[-1]!r} (newest known)",
     )
     add(
         "--dflash-draft-model",
@@ -347,6 +360,7 @@ def add_options(parser: pytest.Parser) -> None:
     ini("dflash_ssh_port", "SSH port.", default="")
     ini("dflash_ssh_key", "SSH private key file.", default="")
     ini("dflash_dialect", "Flag dialect: " + ", ".join(DIALECTS) + ".", default="")
+    ini("dflash_sglang_version", "SGLang version of the option table.", default="")
     ini(
         "dflash_args",
         "Flag template of the 'template' dialect, e.g. "

@@ -15,7 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from pytest_specdecode.config.options import API_STYLES, CONTROL_MODES, DIALECTS, RESTART_MODES
+from pytest_specdecode.config.options import (
+    API_STYLES,
+    CONTROL_MODES,
+    DIALECTS,
+    RESTART_MODES,
+    SGLANG_VERSIONS,
+)
 from pytest_specdecode.errors import SpecDecodeError
 
 T = TypeVar("T")
@@ -79,6 +85,7 @@ class Settings:
     ssh_key: str | None = None
     ssh_accept_new_host_key: bool = False
     dialect: str = "sglang"
+    sglang_version: str | None = None  # None: the newest option table known
     args_template: str | None = None
     env_template: str | None = None
     draft_model: str | None = None
@@ -296,6 +303,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         ssh_key=r.get("ssh_key", _text, "") or None,
         ssh_accept_new_host_key=_flag(r, "ssh_accept_new_host_key"),
         dialect=dialect,
+        sglang_version=r.get("sglang_version", _choice(SGLANG_VERSIONS), "") or None,
         args_template=args_template,
         env_template=r.get("env", _text, "") or None,
         draft_model=draft_model,

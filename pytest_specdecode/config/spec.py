@@ -4,7 +4,8 @@ A frozen, hashable value. Parsing (markers, ``--dflash-config``,
 ``--dflash-sweep``), precedence, sweeps and validation live here; rendering a
 config into a command line is the job of :mod:`pytest_specdecode.config.dialects`.
 
-Keys are ``algorithm``, ``budget``, ``topk``, ``window`` and ``draft_model``.
+Keys are ``algorithm``, ``budget``, ``topk``, ``window``, ``draft_model`` and
+``steps`` (EAGLE's draft steps; defaulted by the dialect so SGLang's rules hold).
 Any other key is an *extra flag* passed to the server: ``foo_bar=1`` (marker)
 or ``foo-bar=1`` / ``--foo-bar=1`` (option text) becomes ``--foo-bar 1``.
 Extra values are stringified; ``True`` (or an empty value in option text)
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from pytest_specdecode.config.dialects import Dialect
 
 ALGORITHMS = ("DFLASH", "DDTREE", "EAGLE", "NONE")
-KEYS = ("algorithm", "budget", "topk", "window", "draft_model")
+KEYS = ("algorithm", "budget", "topk", "window", "draft_model", "steps")
 FULL_ATTENTION = ("none", "full")
 
 # SGLang spellings of what the plugin renders itself: passing them as extra
@@ -42,6 +43,7 @@ _MANAGED = {
     "speculative_dflash_block_size": "budget",
     "speculative_ddtree_budget": "budget",
     "speculative_eagle_topk": "topk",
+    "speculative_num_steps": "steps",
     "speculative_draft_window_size": "window",
     "speculative_dflash_draft_window_size": "window",
 }
@@ -56,6 +58,7 @@ _ALIASES = {
     "draft_window_size": "window",
     "draft_window": "window",
     "algo": "algorithm",
+    "num_steps": "steps",
     "draft": "draft_model",
     "draft_model_path": "draft_model",
     "drafter": "draft_model",
@@ -84,11 +87,12 @@ class SpecConfig:
     window: int | None = None
     draft_model: str | None = None
     extra: tuple[tuple[str, str], ...] = ()
+    steps: int | None = None
 
     def label(self) -> str:
         """Human-readable, e.g. ``DFLASH budget=8 window=2048``."""
         parts = [self.algorithm]
-        for key in ("budget", "topk", "window"):
+        for key in ("budget", "topk", "window", "steps"):
             value = getattr(self, key)
             if value is not None:
                 parts.append(f"{key}={value}")
@@ -98,7 +102,7 @@ class SpecConfig:
     def test_id(self) -> str:
         """Compact id for test ids under a sweep, e.g. ``DFLASH-b8-w2048``."""
         parts = [self.algorithm]
-        for key, short in (("budget", "b"), ("topk", "k"), ("window", "w")):
+        for key, short in (("budget", "b"), ("topk", "k"), ("window", "w"), ("steps", "s")):
             value = getattr(self, key)
             if value is not None:
                 parts.append(f"{short}{value}")
@@ -114,6 +118,7 @@ class SpecConfig:
             -1 if self.window is None else self.window,
             self.draft_model or "",
             self.extra,
+            -1 if self.steps is None else self.steps,
         )
 
 
@@ -171,7 +176,7 @@ def coerce(key: str, value: object) -> object:
     """
     if isinstance(value, (list, tuple, set, dict)):
         raise ConfigError(f"{key}={value!r}: expected a single value here, not a collection")
-    if key in ("budget", "topk", "window"):
+    if key in ("budget", "topk", "window", "steps"):
         return _coerce_int(key, value)
     if key == "algorithm":
         text = value.strip().upper() if isinstance(value, str) else None
@@ -246,7 +251,7 @@ def canonical(config: SpecConfig) -> SpecConfig:
     under an ini default of ``budget=8`` is the same server as without it.
     """
     if config.algorithm == "NONE":
-        return replace(config, budget=None, topk=None, window=None, draft_model=None)
+        return replace(config, budget=None, topk=None, window=None, draft_model=None, steps=None)
     return config
 
 
@@ -420,7 +425,7 @@ def problems(config: SpecConfig) -> list[str]:
     found: list[str] = []
     if config.algorithm not in ALGORITHMS:
         found.append(f"algorithm={config.algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    for key in ("budget", "topk", "window"):
+    for key in ("budget", "topk", "window", "steps"):
         value = getattr(config, key)
         if value is None:
             continue
@@ -449,12 +454,42 @@ def problems(config: SpecConfig) -> list[str]:
             f"window={config.window!r} < budget={config.budget!r} with DFLASH: SGLang requires "
             "the draft window >= the draft tokens; raise window or lower budget"
         )
+    found.extend(_steps_problems(config))
     if algo == "EAGLE" and config.window is not None:
         found.append(
             f"window={config.window!r} with EAGLE: SGLang ignores the draft window there "
             "(only DFLASH and EAGLE3 use it); drop window"
         )
     return found
+
+
+def _steps_problems(config: SpecConfig) -> list[str]:
+    """SGLang's EAGLE rules: draft tokens are steps + 1 with topk 1; a tree needs a budget."""
+    algo, steps, topk, budget = config.algorithm, config.steps, config.topk, config.budget
+    if algo != "EAGLE":
+        if steps is not None and steps != 1:
+            return [
+                f"steps={steps!r} with {algo}: SGLang runs {algo} with one draft step "
+                "(it overrides speculative_num_steps to 1); steps is an EAGLE knob, drop it"
+            ]
+        return []
+    if topk is not None and topk > 1 and budget is None:
+        return [
+            f"topk={topk!r} with EAGLE needs a budget (draft tokens): SGLang cannot pick one "
+            "for a tree; add budget=..."
+        ]
+    if (topk or 1) == 1 and budget is not None:
+        if budget < 2:
+            return [
+                f"budget={budget!r} with EAGLE: SGLang uses steps + 1 >= 2 draft tokens with "
+                "topk 1; raise budget"
+            ]
+        if steps is not None and budget != steps + 1:
+            return [
+                f"budget={budget!r} with steps={steps!r} and topk 1: SGLang sets the draft "
+                f"tokens to steps + 1 = {steps + 1} and only warns; drop one of them"
+            ]
+    return []
 
 
 def validate(config: SpecConfig, dialect: Dialect) -> None:
@@ -475,7 +510,7 @@ def validate(config: SpecConfig, dialect: Dialect) -> None:
 
 def config_to_dict(config: SpecConfig) -> dict[str, object]:
     """A JSON-ready dict (for reports and xdist); inverse of :func:`config_from_dict`."""
-    return {
+    data: dict[str, object] = {
         "algorithm": config.algorithm,
         "budget": config.budget,
         "topk": config.topk,
@@ -483,6 +518,9 @@ def config_to_dict(config: SpecConfig) -> dict[str, object]:
         "draft_model": config.draft_model,
         "extra": [[k, v] for k, v in config.extra],
     }
+    if config.steps is not None:
+        data["steps"] = config.steps
+    return data
 
 
 def config_from_dict(data: Mapping[str, object]) -> SpecConfig:

@@ -127,6 +127,16 @@ class LocalController:
             return ""
         return last_lines(data.decode("utf-8", "replace"), tail)
 
+    def process_log(self) -> str | None:
+        """The current process's whole log (its own file, from its start), up to 16 MB."""
+        if self._log_path is None:
+            return None
+        try:
+            with open(self._log_path, "rb") as fh:
+                return fh.read(16 * 1024 * 1024).decode("utf-8", "replace")
+        except OSError:
+            return None
+
     def log_location(self) -> str | None:
         """Path of the current log file."""
         return None if self._log_path is None else str(self._log_path)

@@ -29,6 +29,7 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig, config_to_dict
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
+from pytest_specdecode.service import drafter
 from pytest_specdecode.service.base import (
     LaunchSpec,
     ProcessIdentity,
@@ -288,6 +289,9 @@ class ServiceManager:
             )
         finally:
             self.progress.done()
+        # The drafter's own start-up line must agree too (raises DrafterMismatch).
+        proof = drafter.check(config, controller, identity, self.settings, url=self.base_url)
+        self._messages.extend([proof.summary] if proof.summary else [])
         return ServiceHandle(
             config=config,
             base_url=self.base_url,
@@ -296,7 +300,7 @@ class ServiceManager:
             identity=identity,
             ready_seconds=self._clock() - started,
             phases=[(p.phase, p.at) for p in ready.phases],
-            unverified=list(ready.unverified),
+            unverified=[*ready.unverified, *proof.unverified],
             restarted=controller is not None,
             simulated=bool(ready.server_info.get("simulator")),
         )
@@ -361,6 +365,8 @@ class ServiceManager:
                 argv[0] = sys.executable
             if "--port" not in argv:
                 argv += ["--host", self.host, "--port", str(self.port)]
+            if s.uses_simulator:  # play the SGLang build the dialect targets
+                argv += dialects.simulator_flags(self.dialect)
         argv += list(rendered.argv)
         return LaunchSpec(
             argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()

@@ -117,6 +117,13 @@ class ScriptController:
             return last_lines((result.stdout or "") + (result.stderr or ""), tail)
         return last_lines(self._output, tail)
 
+    def process_log(self) -> str | None:
+        """``logs_command``'s output (the current process's log, as the user defines it)."""
+        if not self._logs_command:
+            return None
+        result = self._run(self._logs_command.format(tail=100000), 60.0)
+        return (result.stdout or "") + (result.stderr or "")
+
     def log_location(self) -> str | None:
         """Where to look: the logs command, or the script's output."""
         if self._logs_command:

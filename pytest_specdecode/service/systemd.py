@@ -273,6 +273,24 @@ class SystemdController:
             return f"(cannot read the journal: {exc})"
         return last_lines(result.stdout or "", tail)
 
+    def process_log(self) -> str | None:
+        """The drafter's start-up lines from the journal of the unit's *current* MainPID.
+
+        ``_PID=`` (journald files a service's stdout under its main PID, children
+        included) and the restart time keep older processes' lines out.
+        """
+        pid = self._identity.pid if self._identity is not None else None
+        if not pid:
+            return None
+        since = f" --since @{self._since}" if self._since else ""
+        command = (
+            f"{self._sudo}journalctl _SYSTEMD_UNIT={shlex.quote(self.unit)} _PID={int(pid)}"
+            f"{since} --no-pager -o cat | grep -a -E "
+            "'Initialized (DFLASH draft runner|DDTree worker)' | tail -n 20"
+        )
+        result = self._run(command, timeout=60.0)
+        return str(result.stdout or "")
+
     def log_location(self) -> str | None:
         """The journalctl command that shows the full log."""
         since = f" --since @{self._since}" if self._since else ""

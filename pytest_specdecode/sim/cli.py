@@ -1,34 +1,48 @@
-"""Command line: SGLang's flag spellings, ``--sim-*`` flags, and SGLang-like validation.
+"""Command line to resolved server args: SGLang's parser, SGLang's start-up rules.
 
-``parse(argv)`` exits 2 with argparse's message on an unknown flag, as
-SGLang does. ``resolve(ns, env)`` applies SGLang's rules (DFLASH forces topk 1
-and num_steps 1 with a warning; DDTree takes topk from
-``SGLANG_DDTREE_MAX_TOPK``) and raises :class:`InvalidArgs` for combinations
-SGLang rejects.
+``parse(argv)`` takes SGLang's real option set (exit 2 with argparse's line on
+anything ``sglang serve`` refuses, see :mod:`pytest_specdecode.sim.options`).
+``resolve(parsed, env)`` builds every ``ServerArgs`` field (SGLang's declared
+defaults, then the values given), applies SGLang's speculative-decoding rules
+(:mod:`pytest_specdecode.sim.spec_rules`) and raises :class:`InvalidArgs` with
+SGLang's exception type and message where SGLang would stop. Options the
+simulator accepts but does not model are listed in ``unmodelled``.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from pytest_specdecode.sim.faults import FAULT_HELP, Faults, parse_fault
+from pytest_specdecode.sim import options
+from pytest_specdecode.sim.faults import Faults
+from pytest_specdecode.sim.generation import CONTEXT_LENGTH
 from pytest_specdecode.sim.model import SpecSettings
+from pytest_specdecode.sim.options import Parsed
+from pytest_specdecode.sim.spec_rules import InvalidArgs
+from pytest_specdecode.sim.spec_rules import resolve as resolve_spec
 
-ALGORITHMS = ("DFLASH", "DDTREE", "EAGLE", "NONE")
-LEGACY_WINDOW_FLAG = "--speculative-dflash-draft-window-size"
-WINDOW_FLAG = "--speculative-draft-window-size"
+__all__ = ["InvalidArgs", "Parsed", "ServerArgs", "parse", "resolve"]
+
 DEFAULT_MODEL_PATH = "sim/model"
-DEFAULT_DFLASH_BLOCK = 16
-DEFAULT_DDTREE_BUDGET = 16
-DEFAULT_DDTREE_TOPK = 2
-DEFAULT_EAGLE = (3, 1, 4)  # num_steps, topk, num_draft_tokens
-VERSION = "0.5.23-sim"
+VERSION = "0.5.23"
+REDACTED = "<redacted>"
 
-
-class InvalidArgs(ValueError):
-    """A flag combination SGLang would reject; the message is one line."""
+# Options whose value changes what the simulator does; every other one is
+# accepted, reported in /server_info, and listed as unmodelled.
+MODELLED = frozenset(
+    {
+        "model_path", "served_model_name", "tokenizer_path", "host", "port", "tp_size",
+        "api_key", "skip_server_warmup", "enable_metrics", "random_seed", "context_length",
+        "max_running_requests", "log_level", "page_size", "attention_backend", "pp_size",
+        "speculative_algorithm", "speculative_draft_model_path",
+        "speculative_num_draft_tokens", "speculative_dflash_block_size",
+        "speculative_eagle_topk", "speculative_num_steps", "speculative_draft_window_size",
+        "speculative_dflash_draft_window_size", "speculative_ddtree_budget",
+        "speculative_draft_model_revision",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,201 +67,74 @@ class ServerArgs:
     answers: str | None
     faults: Faults
     legacy_flags: bool
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    unmodelled: tuple[str, ...] = ()
+    build: str = "release"
+
+    def __repr__(self) -> str:
+        # Logged at start-up like SGLang's server_args line: never with the key.
+        shown = {k: (REDACTED if k == "api_key" and v else v) for k, v in self.fields.items()}
+        return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
+def parse(argv: Sequence[str]) -> Parsed:
+    """Parse ``argv`` like ``sglang serve`` (exits 2 on what it refuses)."""
+    return options.parse(argv)
 
 
-def _unit(text: str) -> float:
-    value = _non_negative(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
-    return value
-
-
-def build_parser(legacy: bool) -> argparse.ArgumentParser:
-    """The parser; ``legacy`` mimics an older build that spells the window flag differently."""
-    p = argparse.ArgumentParser(
-        prog="python -m pytest_specdecode.sim",
-        description="SGLang-compatible server simulator (not a GPU: its figures are simulated).",
-    )
-    p.add_argument("--model-path", "--model", default=DEFAULT_MODEL_PATH)
-    p.add_argument("--served-model-name", default=None)
-    p.add_argument("--tokenizer-path", default=None)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--tp-size", "--tp", type=int, default=1)
-    p.add_argument("--api-key", default=None)
-    p.add_argument("--skip-server-warmup", action="store_true")
-    p.add_argument("--enable-metrics", action="store_true")
-    # Accepted and ignored, so launch commands written for SGLang run unchanged.
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--disable-radix-cache", action="store_true")
-    for ignored in (
-        "--mem-fraction-static",
-        "--context-length",
-        "--dtype",
-        "--attention-backend",
-        "--max-running-requests",
-        "--cuda-graph-max-bs",
-        "--chunked-prefill-size",
-        "--log-level",
-    ):
-        p.add_argument(ignored, default=None)
-    p.add_argument("--speculative-algorithm", type=str.upper, choices=ALGORITHMS, default=None)
-    p.add_argument("--speculative-draft-model-path", default=None)
-    p.add_argument(
-        "--speculative-num-draft-tokens",
-        "--speculative-dflash-block-size",
-        dest="speculative_num_draft_tokens",
-        type=int,
-        default=None,
-    )
-    p.add_argument("--speculative-eagle-topk", type=int, default=None)
-    p.add_argument("--speculative-num-steps", type=int, default=None)
-    p.add_argument(
-        LEGACY_WINDOW_FLAG if legacy else WINDOW_FLAG,
-        dest="speculative_draft_window_size",
-        type=int,
-        default=None,
-    )
-    p.add_argument("--speculative-ddtree-budget", type=int, default=None)
-    sim = p.add_argument_group("simulator")
-    sim.add_argument("--sim-seed", type=int, default=0, help="Default: %(default)r")
-    sim.add_argument(
-        "--sim-load-seconds",
-        type=_non_negative,
-        default=1.0,
-        help="seconds the port stays closed while 'loading weights'. Default: %(default)r",
-    )
-    sim.add_argument(
-        "--sim-warmup-seconds",
-        type=_non_negative,
-        default=0.5,
-        help="seconds /health answers 503 after listening. Default: %(default)r",
-    )
-    sim.add_argument(
-        "--sim-time-scale",
-        type=_non_negative,
-        default=1.0,
-        help="multiplies modelled GPU time; 0 = no delay. Default: %(default)r",
-    )
-    sim.add_argument(
-        "--sim-quality",
-        type=_unit,
-        default=1.0,
-        help="probability that a coding answer is correct. Default: %(default)r",
-    )
-    sim.add_argument(
-        "--sim-answers",
-        default=None,
-        help='JSON list of {"match": str, "response": str}; first match wins. Default: none',
-    )
-    sim.add_argument("--sim-fault", type=parse_fault, action="append", default=[], help=FAULT_HELP)
-    sim.add_argument(
-        "--sim-legacy-flags",
-        action="store_true",
-        help=f"behave like an older build: accept {LEGACY_WINDOW_FLAG} and reject {WINDOW_FLAG}",
-    )
-    return p
-
-
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    """Parse ``argv`` (exits 2 on unknown flags, like SGLang's argparse)."""
-    legacy = "--sim-legacy-flags" in argv
-    return build_parser(legacy).parse_args(list(argv))
-
-
-def resolve(ns: argparse.Namespace, env: Mapping[str, str]) -> ServerArgs:
-    """Apply SGLang's defaults and rules; raise :class:`InvalidArgs` on bad combinations."""
-    warnings: list[str] = []
-    algo = ns.speculative_algorithm or "NONE"
-    k = ns.speculative_num_draft_tokens
-    topk = ns.speculative_eagle_topk
-    steps = ns.speculative_num_steps
-    window = ns.speculative_draft_window_size
-    budget = ns.speculative_ddtree_budget
-    draft = ns.speculative_draft_model_path
-    if ns.tp_size < 1:
-        raise InvalidArgs(f"tp_size must be >= 1, got {ns.tp_size!r}")
-    if not 0 <= ns.port <= 65535:
-        raise InvalidArgs(f"port must be in 0..65535, got {ns.port!r}")
-    for name, value in (
-        ("speculative_num_draft_tokens", k),
-        ("speculative_num_steps", steps),
-        ("speculative_eagle_topk", topk),
-        ("speculative_ddtree_budget", budget),
-        ("speculative_draft_window_size", window),
-    ):
-        if value is not None and value < 1:
-            raise InvalidArgs(f"{name} must be >= 1, got {value!r}")
-    if algo == "NONE":
-        k = topk = steps = window = budget = None
-    else:
-        if draft is None:
-            raise InvalidArgs(
-                f"speculative_draft_model_path is required for speculative_algorithm={algo!r}; "
-                "pass --speculative-draft-model-path"
-            )
-        if algo == "DFLASH":
-            k = k or DEFAULT_DFLASH_BLOCK
-            if topk not in (None, 1):
-                warnings.append(
-                    f"DFLASH only supports speculative_eagle_topk=1; got {topk}, using 1."
-                )
-            if steps not in (None, 1):
-                warnings.append(
-                    f"DFLASH only supports speculative_num_steps=1; got {steps}, using 1."
-                )
-            topk, steps, budget = 1, 1, None
-        elif algo == "DDTREE":
-            k = k or DEFAULT_DFLASH_BLOCK
-            raw = env.get("SGLANG_DDTREE_MAX_TOPK", str(DEFAULT_DDTREE_TOPK))
-            try:
-                topk = int(raw)
-            except ValueError:
-                topk = 0
-            if topk < 1:
-                raise InvalidArgs(f"SGLANG_DDTREE_MAX_TOPK must be an integer >= 1, got {raw!r}")
-            steps = 1
-            budget = budget or DEFAULT_DDTREE_BUDGET
-        else:  # EAGLE
-            d_steps, d_topk, d_k = DEFAULT_EAGLE
-            steps, topk, k = steps or d_steps, topk or d_topk, k or d_k
-            budget = None
-        if window is not None and window < k:
-            raise InvalidArgs(
-                f"speculative_draft_window_size ({window}) must be >= "
-                f"speculative_num_draft_tokens ({k}); pass a larger window or omit it"
-            )
-    faults = Faults.of(ns.sim_fault)
-    spec = SpecSettings(algo, k, topk, steps, window, budget)
+def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
+    """SGLang's defaults and start-up rules; raise :class:`InvalidArgs` where SGLang stops."""
+    table = parsed.table
+    values: dict[str, Any] = dict(table.fields)
+    for dest in parsed.given:
+        if dest in values:
+            values[dest] = parsed.value(dest)
+    if values.get("model_path") is None:
+        values["model_path"] = DEFAULT_MODEL_PATH
+    window_field = "speculative_draft_window_size"
+    if table.build == "legacy":
+        # The older build's field, read under the release's name by the rules.
+        values[window_field] = values.pop("speculative_dflash_draft_window_size", None)
+    tp = int(values.get("tp_size") or 1)
+    port = int(values["port"])
+    if tp < 1:
+        raise InvalidArgs(f"tp_size must be >= 1, got {tp}")
+    if not 0 <= port <= 65535:
+        raise InvalidArgs(f"port must be in 0..65535, got {port}")
+    rules = resolve_spec(values, env, ddtree=table.build == "ddtree")
+    values = rules.values
+    if table.build == "legacy":
+        values["speculative_dflash_draft_window_size"] = values.pop(window_field)
+    values["served_model_name"] = values.get("served_model_name") or values["model_path"]
+    values["tokenizer_path"] = values.get("tokenizer_path") or values["model_path"]
+    values["context_length"] = values.get("context_length") or CONTEXT_LENGTH
+    sim = parsed.sim
+    seed = values.get("random_seed")
+    values["random_seed"] = sim.sim_seed if seed is None else seed
+    spec = rules.spec
+    skip_warmup = bool(values.get("skip_server_warmup"))
     return ServerArgs(
-        model_path=ns.model_path,
-        served_model_name=ns.served_model_name or ns.model_path,
-        host=ns.host,
-        port=ns.port,
-        tp_size=ns.tp_size,
-        api_key=ns.api_key,
-        skip_server_warmup=ns.skip_server_warmup,
-        enable_metrics=ns.enable_metrics,
-        draft_model_path=draft if algo != "NONE" else None,
+        model_path=values["model_path"],
+        served_model_name=values["served_model_name"],
+        host=values["host"],
+        port=port,
+        tp_size=tp,
+        api_key=values.get("api_key"),
+        skip_server_warmup=skip_warmup,
+        enable_metrics=bool(values.get("enable_metrics")),
+        draft_model_path=values.get("speculative_draft_model_path") if spec.speculative else None,
         spec=spec,
-        seed=ns.sim_seed,
-        load_seconds=ns.sim_load_seconds,
-        warmup_seconds=0.0 if ns.skip_server_warmup else ns.sim_warmup_seconds,
-        time_scale=ns.sim_time_scale,
-        quality=ns.sim_quality,
-        answers=ns.sim_answers,
-        faults=faults,
-        legacy_flags=ns.sim_legacy_flags,
-        warnings=tuple(warnings),
+        seed=int(values["random_seed"]),
+        load_seconds=sim.sim_load_seconds,
+        warmup_seconds=0.0 if skip_warmup else sim.sim_warmup_seconds,
+        time_scale=sim.sim_time_scale,
+        quality=sim.sim_quality,
+        answers=sim.sim_answers,
+        faults=Faults.of(sim.sim_fault),
+        legacy_flags=table.build == "legacy",
+        warnings=tuple(rules.warnings),
+        fields=values,
+        unmodelled=tuple(d for d in parsed.given if d not in MODELLED),
+        build=table.build,
     )

@@ -9,9 +9,18 @@ FAULT_HELP = (
     "crash-on-start (exit 1 after loading), hang-on-load (never listen), die-after:N "
     "(exit after N generate requests), unhealthy (health 503 forever), "
     "slow-first-token:SECONDS, lossy (speculative output differs from greedy), "
-    "stale-config (run and report another drafter window than requested)"
+    "stale-config (run and report another drafter window than requested), "
+    "drafter-ignores-window (flags and /server_info keep the window, the drafter runs and "
+    "logs draft_window_size=None, compact_cache=False)"
 )
-_PLAIN = ("crash-on-start", "hang-on-load", "unhealthy", "lossy", "stale-config")
+_PLAIN = (
+    "crash-on-start",
+    "hang-on-load",
+    "unhealthy",
+    "lossy",
+    "stale-config",
+    "drafter-ignores-window",
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class Faults:
     slow_first_token: float = 0.0
     lossy: bool = False
     stale_config: bool = False
+    drafter_ignores_window: bool = False
 
     @classmethod
     def of(cls, faults: list[Fault]) -> Faults:
@@ -77,6 +87,7 @@ class Faults:
             slow_first_token=slow,
             lossy="lossy" in names,
             stale_config="stale-config" in names,
+            drafter_ignores_window="drafter-ignores-window" in names,
         )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -25,6 +24,9 @@ from pytest_specdecode.sim.model import SpecSettings
 from pytest_specdecode.sim.server import SimServer
 
 log = logging.getLogger("pytest_specdecode.sim")
+# SGLang's scheduler processes log with a " TP0" suffix in the bracket; the
+# simulator has one process and marks those lines with this prefix instead.
+TP0 = "TP0 "
 
 
 def setup_logging() -> None:
@@ -36,22 +38,57 @@ def setup_logging() -> None:
     root.setLevel(logging.INFO)
 
 
-def fail(message: str) -> int:
-    """Log an error like SGLang's failing ServerArgs check; return the exit status."""
-    log.error(
+def fail(message: str, kind: str = "ValueError") -> int:
+    """Stop like SGLang when resolving its args raises: a traceback, exit status 1."""
+    sys.stderr.write(
         "Traceback (most recent call last):\n"
-        '  File "pytest_specdecode/sim/cli.py", in resolve\n'
-        "ValueError: %s",
-        message,
+        '  File "sglang/launch_server.py", line 84, in <module>\n'
+        "    run_server(server_args)\n"
+        '  File "sglang/srt/server_args.py", line 286, in resolve_once\n'
+        "    run_resolution_pipeline(self)\n"
+        '  File "pytest_specdecode/sim/spec_rules.py", in resolve\n'
+        f"{kind}: {message}\n"
+        if message
+        else f"{kind}\n"
     )
+    sys.stderr.flush()
     return 1
 
 
+def launch_command(argv: Sequence[str]) -> str:
+    """SGLang's ``launch_command``: the argv after the launcher, joined with spaces.
+
+    SGLang redacts the watermark config; the simulator also hides the API key
+    (SGLang shows it to whoever holds it; this project never prints a key).
+    """
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(cli.REDACTED)
+            hide_next = False
+        elif arg in ("--api-key", "--admin-api-key", "--watermark-config"):
+            out.append(arg)
+            hide_next = True
+        elif arg.split("=", 1)[0] in ("--api-key", "--admin-api-key", "--watermark-config"):
+            out.append(arg.split("=", 1)[0] + "=" + cli.REDACTED)
+        else:
+            out.append(arg)
+    return " ".join(out)
+
+
 def effective_spec(args: cli.ServerArgs) -> SpecSettings:
-    """What the server runs: the flags, or a stale window with the ``stale-config`` fault."""
+    """What the server runs: the flags, or another window under a fault.
+
+    ``stale-config``: another window, reported as such. ``drafter-ignores-window``
+    (the original incident): the flags and ``/server_info`` keep the window, but
+    the drafter attends to the full context and its start-up line says so.
+    """
     spec = args.spec
     if args.faults.stale_config and spec.speculative:
         spec = replace(spec, window=stale_window(spec.window, spec.num_draft_tokens))
+    if args.faults.drafter_ignores_window and spec.algorithm in ("DFLASH", "DDTREE"):
+        spec = replace(spec, window=None)
     return spec
 
 
@@ -68,24 +105,28 @@ def log_loaded(args: cli.ServerArgs, spec: SpecSettings) -> None:
     )
     window = spec.window
     if spec.algorithm in ("DFLASH", "DDTREE"):
+        # Printed by tp rank 0 of the scheduler process, as in dflash_worker_v2.py.
         log.info(
-            "Initialized DFLASH draft runner. attention_backend=flashinfer, model=%s, "
-            "block_size=%s, draft_window_size=%s, compact_cache=%s",
-            args.draft_model_path,
+            "%sInitialized DFLASH draft runner. attention_backend=flashinfer, "
+            "model=DFlashDraftModel, block_size=%s, draft_window_size=%s, compact_cache=%s",
+            TP0,
             spec.num_draft_tokens,
             window,
             window is not None,
         )
     if spec.algorithm == "DDTREE":
         log.info(
-            "Initialized DDTree worker. block_size=%s, tree_budget=%s, max_tree_nodes=%s",
+            "%sInitialized DDTree worker. block_size=%s, tree_budget=%s, max_tree_nodes=%s",
+            TP0,
             spec.num_draft_tokens,
             spec.budget,
             (spec.budget or 0) + 1,
         )
     if spec.algorithm == "EAGLE":
         log.info(
-            "Initialized EAGLE draft worker. model=%s, num_steps=%s, topk=%s, num_draft_tokens=%s",
+            "%sInitialized EAGLE draft worker. model=%s, num_steps=%s, topk=%s, "
+            "num_draft_tokens=%s",
+            TP0,
             args.draft_model_path,
             spec.num_steps,
             spec.topk,
@@ -133,12 +174,14 @@ async def serve(server: SimServer, args: cli.ServerArgs) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the simulator; returns the process exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    ns = cli.parse(argv)
+    parsed = cli.parse(argv)
     setup_logging()
     try:
-        args = cli.resolve(ns, os.environ)
+        args = cli.resolve(parsed, os.environ)
     except cli.InvalidArgs as exc:
-        return fail(str(exc))
+        for warning in exc.warnings:
+            log.warning(warning)
+        return fail(str(exc), exc.kind)
     scripted: list[Scripted] | None = None
     if args.answers is not None:
         try:
@@ -146,9 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except AnswersFileError as exc:
             return fail(str(exc))
     spec = effective_spec(args)
-    log.info("server_args=%s", args)
     for warning in args.warnings:
         log.warning(warning)
+    log.info("server_args=%r", args)
     log_startup(args, spec)
     if args.faults.hang_on_load:
         while True:
@@ -163,6 +206,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     log_loaded(args, spec)
-    launch_command = shlex.join([sys.executable, "-m", "pytest_specdecode.sim", *argv])
-    server = SimServer(args, spec, launch_command, scripted)
+    server = SimServer(args, spec, launch_command(argv), scripted)
     return asyncio.run(serve(server, args))

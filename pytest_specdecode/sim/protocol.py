@@ -21,7 +21,7 @@ def meta_info(
     """SGLang's ``meta_info`` after ``end`` tokens and ``verify_ct`` verify steps.
 
     ``drafts_per_step`` is None without speculative decoding: then the spec
-    fields are absent, as in SGLang.
+    fields are absent, as in SGLang; they also wait for the first verify step.
     """
     meta: dict[str, Any] = {
         "id": seq.rid,
@@ -31,21 +31,51 @@ def meta_info(
         "cached_tokens": 0,
         "e2e_latency": round(time.monotonic() - seq.created, 6),
     }
-    if drafts_per_step is not None:
+    if drafts_per_step is not None and verify_ct > 0:
         meta.update(spec_details(end, verify_ct, drafts_per_step))
+        if final and any(seq.hist):
+            meta["spec_correct_drafts_histogram"] = histogram(seq.hist)
     return meta
 
 
 def spec_details(tokens: int, verify_ct: int, drafts_per_step: int) -> dict[str, Any]:
-    """Speculative counters for a request (also ``sglext.spec_tokens_details``)."""
+    """Speculative counters of a request, as SGLang's tokenizer manager computes them.
+
+    Proposed drafts are ``verify_ct * (num_draft_tokens - 1)``; correct drafts
+    exclude the bonus token of each step.
+    """
     accepted = max(tokens - verify_ct, 0)
     proposed = verify_ct * drafts_per_step
     return {
-        "spec_verify_ct": verify_ct,
-        "spec_accept_length": tokens / verify_ct if verify_ct else 0.0,
         "spec_accept_rate": accepted / proposed if proposed else 0.0,
+        "spec_accept_length": tokens / verify_ct if verify_ct else 0.0,
         "spec_num_correct_drafts": accepted,
         "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": verify_ct,
+    }
+
+
+def histogram(hist: list[int]) -> list[int]:
+    """Steps by accepted drafts (index), trimmed like SGLang's growing list."""
+    last = max((i for i, n in enumerate(hist) if n), default=-1)
+    return hist[: last + 1]
+
+
+def spec_tokens_details(seq: Sequence, verify_ct: int, drafts_per_step: int | None) -> Any:
+    """``sglext.spec_tokens_details``: all nine fields of SGLang's model, or None."""
+    if drafts_per_step is None or verify_ct <= 0:
+        return None
+    details = spec_details(seq.total, verify_ct, drafts_per_step)
+    return {
+        "spec_accept_rate": details["spec_accept_rate"],
+        "spec_accept_length": details["spec_accept_length"],
+        "spec_cap_length": 0.0,
+        "spec_block_accept_length": 0.0,
+        "spec_num_correct_drafts": details["spec_num_correct_drafts"],
+        "spec_num_proposed_drafts": details["spec_num_proposed_drafts"],
+        "spec_verify_ct": verify_ct,
+        "spec_correct_drafts_histogram": histogram(seq.hist),
+        "spec_cap_lens_histogram": [],
     }
 
 
@@ -97,13 +127,15 @@ def openai_finish(seq: Sequence) -> tuple[str, object]:
     return "stop", reason.get("matched")
 
 
-def usage(seq: Sequence, end: int) -> dict[str, Any]:
-    """OpenAI ``usage``."""
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """OpenAI ``usage`` in SGLang's ``UsageInfo`` shape."""
     return {
-        "prompt_tokens": seq.prompt_tokens,
-        "completion_tokens": end,
-        "total_tokens": seq.prompt_tokens + end,
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
         "prompt_tokens_details": None,
+        "reasoning_tokens": 0,
+        "completion_tokens_details": None,
     }
 
 
@@ -118,6 +150,7 @@ def openai_event(
     matched: object = None,
     extra: dict[str, Any] | None = None,
     first: bool = False,
+    index: int = 0,
 ) -> bytes:
     """One SSE event of ``/v1/completions`` or ``/v1/chat/completions`` streaming."""
     head = (
@@ -133,27 +166,17 @@ def openai_event(
         )
         if chat:
             role = '"role":"assistant",' if first else ""
-            choices = f'[{{"index":0,"delta":{{{role}"content":"{delta_escaped}"}},{tail}'
+            choices = f'[{{"index":{index},"delta":{{{role}"content":"{delta_escaped}"}},{tail}'
         else:
-            choices = f'[{{"index":0,"text":"{delta_escaped}",{tail}'
+            choices = f'[{{"index":{index},"text":"{delta_escaped}",{tail}'
     rest = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in (extra or {}).items())
     return f"{head}{choices}{rest}}}\n\n".encode()
 
 
-def openai_body(
-    *,
-    chat: bool,
-    rid: str,
-    created: int,
-    model: str,
-    text: str,
-    seq: Sequence,
-    end: int,
-    sglext: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """The non-streaming OpenAI response."""
+def openai_choice(chat: bool, index: int, text: str, seq: Sequence) -> dict[str, Any]:
+    """One choice of a non-streaming OpenAI response."""
     finish, matched = openai_finish(seq)
-    choice: dict[str, Any] = {"index": 0}
+    choice: dict[str, Any] = {"index": index}
     if chat:
         choice["message"] = {
             "role": "assistant",
@@ -164,13 +187,27 @@ def openai_body(
     else:
         choice["text"] = text
     choice.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched})
+    return choice
+
+
+def openai_body(
+    *,
+    chat: bool,
+    rid: str,
+    created: int,
+    model: str,
+    choices: list[dict[str, Any]],
+    usage_info: dict[str, Any],
+    sglext: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The non-streaming OpenAI response (``sglext`` only when something is in it)."""
     body: dict[str, Any] = {
         "id": rid,
         "object": "chat.completion" if chat else "text_completion",
         "created": created,
         "model": model,
-        "choices": [choice],
-        "usage": usage(seq, end),
+        "choices": choices,
+        "usage": usage_info,
     }
     if sglext is not None:
         body["sglext"] = sglext

@@ -30,6 +30,7 @@ class Sequence:
         "classes",
         "created",
         "finish_reason",
+        "hist",
         "pos",
         "prompt_tokens",
         "queue",
@@ -61,6 +62,8 @@ class Sequence:
         self.pos = 0
         self.verify_ct = 0
         self.cancelled = False
+        # Verify steps by accepted drafts (SGLang's spec_correct_drafts_histogram).
+        self.hist: list[int] = []
         # (end position, verify count) after each step; None never appears.
         self.queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
 
@@ -100,6 +103,8 @@ class Engine:
         if seq.total <= 0:
             seq.queue.put_nowait((0, 0))
             return
+        if self.model.settings.speculative:
+            seq.hist = [0] * self.model.depth
         self.waiting.append(seq)
         self._wake.set()
 
@@ -107,6 +112,11 @@ class Engine:
     def avg_accept_length(self) -> float:
         """Tokens per verify step over the server's lifetime."""
         return self.spec_tokens / self.spec_steps if self.spec_steps else 1.0
+
+    @property
+    def reported_accept_length(self) -> float | None:
+        """``avg_spec_accept_length`` as SGLang reports it: absent before the first step."""
+        return self.spec_tokens / self.spec_steps if self.spec_steps else None
 
     async def run(self) -> None:
         """The engine loop; runs until cancelled."""
@@ -155,6 +165,7 @@ class Engine:
             if spec:
                 self.spec_tokens += end - pos
                 self.spec_steps += 1
+                seq.hist[end - pos - 1] += 1
             seq.queue.put_nowait((end, seq.verify_ct))
             if end < seq.total:
                 keep.append(seq)

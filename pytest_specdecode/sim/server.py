@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,20 +21,20 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pytest_specdecode.sim import protocol, streams
+from pytest_specdecode.sim import protocol, serverinfo, streams
 from pytest_specdecode.sim.answers import AnswerBook, Scripted
-from pytest_specdecode.sim.cli import VERSION, ServerArgs
+from pytest_specdecode.sim.cli import ServerArgs
 from pytest_specdecode.sim.generation import (
     CONTEXT_LENGTH,
     BadRequest,
     Generator,
     GenRequest,
-    chat_prompt,
     prompt_token_count,
     sampling,
 )
 from pytest_specdecode.sim.metrics import Metrics
 from pytest_specdecode.sim.model import SpecModel, SpecSettings
+from pytest_specdecode.sim.openai_api import OpenAIEndpoints
 from pytest_specdecode.sim.scheduler import Engine, Sequence
 
 log = logging.getLogger("pytest_specdecode.sim")
@@ -63,7 +64,12 @@ class SimServer:
         self.generate_requests = 0
         self.completed_requests = 0
         self.exit_process = exit_process
-        self.drafts_per_step: int | None = self.model.drafts_per_step if spec.speculative else None
+        # SGLang counts proposed drafts as num_draft_tokens - 1 per verify step.
+        self.drafts_per_step: int | None = (
+            max((spec.num_draft_tokens or 1) - 1, 0) if spec.speculative else None
+        )
+        self.startup_time = time.time()
+        self.openai = OpenAIEndpoints(self)
 
     def mark_ready(self) -> None:
         """Warmup done: health turns 200 (never with the ``unhealthy`` fault)."""
@@ -103,40 +109,17 @@ class SimServer:
         )
 
     def server_info_dict(self) -> dict[str, Any]:
-        """The flat resolved fields plus launch command, internal states and version."""
-        a, s = self.args, self.spec
-        return {
-            "model_path": a.model_path,
-            "tokenizer_path": a.model_path,
-            "served_model_name": a.served_model_name,
-            "host": a.host,
-            "port": a.port,
-            "tp_size": a.tp_size,
-            "api_key": None,
-            "skip_server_warmup": a.skip_server_warmup,
-            "enable_metrics": a.enable_metrics,
-            "context_length": CONTEXT_LENGTH,
-            "random_seed": a.seed,
-            "speculative_algorithm": s.algorithm if s.speculative else None,
-            "speculative_draft_model_path": a.draft_model_path,
-            "speculative_num_draft_tokens": s.num_draft_tokens,
-            "speculative_eagle_topk": s.topk,
-            "speculative_num_steps": s.num_steps,
-            "speculative_draft_window_size": s.window,
-            "speculative_ddtree_budget": s.budget,
-            "launch_command": self.launch_command,
-            "internal_states": [
-                {
-                    "avg_spec_accept_length": self.engine.avg_accept_length,
-                    "last_gen_throughput": 0.0,
-                    "memory_usage": {"weight": 16.4, "kvcache": 40.0, "graph": 1.2},
-                }
-            ],
-            "version": VERSION,
-            "simulator": True,
-            "sim_time_scale": a.time_scale,
-            "sim_faults": sorted(k for k, v in vars(a.faults).items() if v),
-        }
+        """SGLang's ``/server_info``: every resolved field, launch command, states, version."""
+        fields = serverinfo.flat_fields(self.args, self.spec, stale=self.args.faults.stale_config)
+        return serverinfo.server_info(
+            fields,
+            launch_command=self.launch_command,
+            startup_time=self.startup_time,
+            avg_accept_length=self.engine.reported_accept_length,
+            last_gen_throughput=0.0,
+            spec=self.spec,
+            args=self.args,
+        )
 
     async def server_info(self, request: Request) -> Response:
         return JSONResponse(self.server_info_dict())
@@ -269,87 +252,6 @@ class SimServer:
             streams.final_text(seq, stop_text), seq.tokens.ids[: seq.total], meta
         )
 
-    async def completions(self, request: Request) -> Response:
-        chat = request.url.path.endswith("/chat/completions")
-        try:
-            body = await self._body(request)
-            if chat:
-                prompt = chat_prompt(body.get("messages"))
-            else:
-                raw = body.get("prompt")
-                if isinstance(raw, list) and len(raw) == 1:
-                    raw = raw[0]
-                if isinstance(raw, list) and all(isinstance(i, int) for i in raw):
-                    raw = "ids:" + ",".join(map(str, raw))
-                if not isinstance(raw, str):
-                    raise BadRequest(f"prompt must be a string, got {raw!r}")
-                prompt = raw
-            params = {
-                "max_new_tokens": body.get("max_completion_tokens", body.get("max_tokens")),
-                "temperature": body.get("temperature", 1.0),
-                "ignore_eos": body.get("ignore_eos", False),
-                "stop": body.get("stop"),
-            }
-            req = sampling(
-                params, default_max=None, prompt=prompt, prompt_tokens=prompt_token_count(prompt)
-            )
-        except BadRequest as exc:
-            return JSONResponse(
-                {"object": "error", "message": str(exc), "type": "BadRequest", "code": 400},
-                status_code=400,
-            )
-        model = body.get("model") or self.args.served_model_name
-        want_details = bool(body.get("return_spec_tokens_details"))
-        seq, stop_text = await self._start(req)
-        if body.get("stream"):
-            opts = body.get("stream_options") or {}
-            include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
-            event = streams.openai_events(
-                chat=chat,
-                model=model,
-                drafts_per_step=self.drafts_per_step,
-                stop_text=stop_text,
-                want_details=want_details,
-            )
-            created = int(time.time())
-
-            def tail() -> bytes:
-                if not include_usage:
-                    return b""
-                extra: dict[str, Any] = {"usage": protocol.usage(seq, seq.total)}
-                if want_details:
-                    extra["sglext"] = streams.sglext(seq.total, seq.verify_ct, self.drafts_per_step)
-                return protocol.openai_event(
-                    chat=chat,
-                    rid=seq.rid,
-                    created=created,
-                    model=model,
-                    delta_escaped=None,
-                    extra=extra,
-                )
-
-            async def produce(write: Callable[[bytes], Any]) -> None:
-                await streams.pump(seq, write, event, self.metrics, tail)
-
-            return streams.SSEResponse(seq, produce, self._finished)
-        try:
-            verify_ct = await streams.collect(seq, self.metrics)
-        finally:
-            self._finished()
-        ext = streams.sglext(seq.total, verify_ct, self.drafts_per_step) if want_details else None
-        return JSONResponse(
-            protocol.openai_body(
-                chat=chat,
-                rid=seq.rid,
-                created=int(time.time()),
-                model=model,
-                text=streams.final_text(seq, stop_text),
-                seq=seq,
-                end=seq.total,
-                sglext=ext,
-            )
-        )
-
     def app(self) -> ASGIApp:
         """The ASGI app, wrapped in the API-key check when ``--api-key`` is set."""
         get_post = ["GET", "POST"]
@@ -365,8 +267,8 @@ class SimServer:
             Route("/flush_cache", self.flush_cache, methods=get_post),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
             Route("/generate", self.generate, methods=["POST", "PUT"]),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-            Route("/v1/chat/completions", self.completions, methods=["POST"]),
+            Route("/v1/completions", self.openai.completions, methods=["POST"]),
+            Route("/v1/chat/completions", self.openai.completions, methods=["POST"]),
         ]
         app: ASGIApp = Starlette(routes=routes)
         if self.args.api_key is not None:
@@ -378,19 +280,36 @@ class SimServer:
 
 
 class ApiKeyMiddleware:
-    """SGLang's check: ``Authorization: Bearer KEY`` except for /health* and /metrics."""
+    """SGLang's API-key check (``decide_request_auth``).
+
+    ``/health*``, ``/ready*`` and ``/metrics*`` stay open (probes and
+    Prometheus), as does ``OPTIONS``; everything else needs
+    ``Authorization: Bearer KEY``, the scheme case-insensitive, the key
+    compared in constant time. A refusal is 401 ``{"error": "Unauthorized"}``.
+    """
+
+    OPEN = ("/health", "/ready", "/metrics")
 
     def __init__(self, app: ASGIApp, api_key: str) -> None:
         self.app = app
-        self.expected = f"Bearer {api_key}".encode()
+        self.api_key = api_key
+
+    def allowed(self, method: str, path: str, authorization: str | None) -> bool:
+        if method == "OPTIONS" or path.startswith(self.OPEN):
+            return True
+        if not authorization:
+            return False
+        scheme, sep, token = authorization.partition(" ")
+        if not sep or scheme.lower() != "bearer":
+            return False
+        return secrets.compare_digest(token.encode(), self.api_key.encode())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] != "OPTIONS":
-            path: str = scope["path"]
-            if not (path.startswith("/health") or path.startswith("/metrics")):
-                auth = dict(scope["headers"]).get(b"authorization")
-                if auth != self.expected:
-                    response = JSONResponse({"error": "Unauthorized"}, status_code=401)
-                    await response(scope, receive, send)
-                    return
+        if scope["type"] == "http":
+            raw = dict(scope["headers"]).get(b"authorization")
+            header = raw.decode("latin-1") if raw is not None else None
+            if not self.allowed(scope["method"], scope["path"], header):
+                response = JSONResponse({"error": "Unauthorized"}, status_code=401)
+                await response(scope, receive, send)
+                return
         await self.app(scope, receive, send)

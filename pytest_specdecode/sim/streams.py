@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -31,12 +30,12 @@ class SSEResponse(Response):
 
     def __init__(
         self,
-        seq: Sequence,
+        seq: Sequence | list[Sequence],
         produce: Callable[[Callable[[bytes], Awaitable[None]]], Awaitable[None]],
         on_done: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(media_type="text/event-stream")
-        self.seq = seq
+        self.seqs = seq if isinstance(seq, list) else [seq]
         self.produce = produce
         self.on_done = on_done
 
@@ -62,14 +61,16 @@ class SSEResponse(Response):
         finally:
             watcher.cancel()
             if self.on_done is not None:
-                self.on_done()
+                for _ in self.seqs:
+                    self.on_done()
 
     async def _watch(self, receive: Receive) -> None:
         while True:
             message: Message = await receive()
             if message["type"] == "http.disconnect":
-                self.seq.cancelled = True
-                self.seq.queue.put_nowait(_GONE)
+                for seq in self.seqs:
+                    seq.cancelled = True
+                    seq.queue.put_nowait(_GONE)
                 return
 
 
@@ -79,32 +80,64 @@ async def pump(
     event: Events,
     metrics: Metrics,
     tail: Callable[[], bytes] = lambda: b"",
-) -> None:
-    """Write one event per engine step until the sequence ends, then ``tail()`` and [DONE]."""
+    *,
+    done: bool = True,
+) -> bool:
+    """Write one event per engine step until the sequence ends, then ``tail()`` and [DONE].
+
+    Returns False when the client went away. ``done=False`` leaves out
+    ``[DONE]`` (several sequences share one stream, see :func:`pump_many`).
+    """
     state = TextState()
     queue = seq.queue
     prev = 0
-    done = False
-    while not done:
+    finished = False
+    while not finished:
         items = [await queue.get()]
         while not queue.empty():
             items.append(queue.get_nowait())
         parts = []
         for end, verify_ct in items:
             if end < 0:
-                return
+                return False
             final = end >= seq.total
             parts.append(event(seq, state, end, verify_ct, final))
             metrics.generation_tokens += end - prev
             prev = end
             if final:
                 metrics.verify_calls += verify_ct
-                done = True
+                finished = True
                 break
-        if done:
+        if finished:
             parts.append(tail())
-            parts.append(protocol.DONE)
+            if done:
+                parts.append(protocol.DONE)
         await write(b"".join(parts))
+    return True
+
+
+async def pump_many(
+    seqs: list[Sequence],
+    write: Callable[[bytes], Awaitable[None]],
+    events: list[Events],
+    metrics: Metrics,
+    tail: Callable[[], bytes],
+) -> None:
+    """Several choices in one stream (``n`` > 1, a list of prompts): steps interleave."""
+    lock = asyncio.Lock()
+
+    async def locked(body: bytes) -> None:
+        async with lock:
+            await write(body)
+
+    pumped = await asyncio.gather(
+        *(
+            pump(seq, locked, event, metrics, done=False)
+            for seq, event in zip(seqs, events, strict=True)
+        )
+    )
+    if all(pumped):
+        await write(tail() + protocol.DONE)
 
 
 async def collect(seq: Sequence, metrics: Metrics) -> int:
@@ -144,11 +177,15 @@ def openai_events(
     *,
     chat: bool,
     model: str,
-    drafts_per_step: int | None,
     stop_text: str | None,
-    want_details: bool,
+    index: int = 0,
+    continuous_usage: bool = False,
 ) -> Events:
-    """Event builder for OpenAI streaming (deltas; finish reason on the last step)."""
+    """Event builder for OpenAI streaming (deltas; finish reason on the last step).
+
+    ``continuous_usage`` (``stream_options.continuous_usage_stats``) puts the
+    usage so far on every chunk, as SGLang does.
+    """
     created = int(time.time())
 
     def event(seq: Sequence, state: TextState, end: int, verify_ct: int, final: bool) -> bytes:
@@ -156,14 +193,12 @@ def openai_events(
         delta = state.advance(seq, end)
         finish: str | None = None
         matched: object = None
-        extra: dict[str, Any] | None = None
         if final:
             finish, matched = protocol.openai_finish(seq)
             if stop_text is not None:
                 already = len("".join(seq.tokens.pieces[:before]))
                 delta = protocol.escape(stop_text[already:])
-            if want_details and drafts_per_step is not None:
-                extra = {"sglext": sglext(end, verify_ct, drafts_per_step)}
+        extra = {"usage": protocol.usage(seq.prompt_tokens, end)} if continuous_usage else None
         return protocol.openai_event(
             chat=chat,
             rid=seq.rid,
@@ -174,13 +209,7 @@ def openai_events(
             matched=matched,
             extra=extra,
             first=before == 0,
+            index=index,
         )
 
     return event
-
-
-def sglext(tokens: int, verify_ct: int, drafts_per_step: int | None) -> dict[str, Any]:
-    """SGLang's ``sglext`` object with ``spec_tokens_details``."""
-    if drafts_per_step is None:
-        return {"spec_tokens_details": None}
-    return {"spec_tokens_details": protocol.spec_details(tokens, verify_ct, drafts_per_step)}

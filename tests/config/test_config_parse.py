@@ -132,7 +132,7 @@ def test_parse_sweep_option_errors(text: str, fragment: str) -> None:
         ("dtype", "dtype"),
         ("tp", "tp"),
         ("port", "port"),
-        ("speculative_num_steps", "speculative-num-steps"),
+        ("speculative_dflash_sink", "speculative-dflash-sink"),
         ("cuda_graph_max_bs", "cuda-graph-max-bs"),
     ],
 )
@@ -148,6 +148,7 @@ def test_normalize_key(key: str, expected: str) -> None:
         ("draft_model_path", "did you mean 'draft_model'?"),
         ("speculative_num_draft_tokens", "use budget=... instead"),
         ("speculative_ddtree_budget", "use budget=... instead"),
+        ("speculative_num_steps", "use steps=... instead"),
         ("speculative_algorithm", "use algorithm=... instead"),
         ("1budget", "bad key"),
         ("", "bad key"),

@@ -56,8 +56,9 @@ def sglang_info(**overrides: Any) -> dict[str, Any]:
         (
             "sglang",
             SpecConfig("EAGLE", budget=4, topk=8, draft_model="/e"),
+            # SGLang asserts on topk/draft tokens without steps: steps default to budget - 1.
             "--speculative-algorithm EAGLE --speculative-draft-model-path /e "
-            "--speculative-num-draft-tokens 4 --speculative-eagle-topk 8",
+            "--speculative-num-steps 3 --speculative-eagle-topk 8 --speculative-num-draft-tokens 4",
             {},
         ),
         ("sglang", SpecConfig("NONE"), "", {}),
@@ -197,7 +198,8 @@ def test_verify_extra_flags_by_field_when_reported() -> None:
     bad = dialect.verify(config, sglang_info(mem_fraction_static=0.7, disable_cuda_graph=False))
     assert bad.mismatches == [
         "disable_cuda_graph is False, expected True",
-        "mem_fraction_static is 0.7, expected '0.8'",
+        # Compared with the value SGLang stores (its type is float).
+        "mem_fraction_static is 0.7, expected 0.8",
     ]
 
 
@@ -392,3 +394,118 @@ def test_get_dialect_errors(name: str, kwargs: dict[str, str], fragment: str) ->
     with pytest.raises(ConfigError) as info:
         get_dialect(name, **kwargs)
     assert fragment in str(info.value)
+
+
+# -- rendered flags against SGLang's option table ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (
+            ("cuda-graph-max-bs", "32"),
+            "SGLang 0.5.23 (dialect 'sglang') refuses flag --cuda-graph-max-bs: it is an "
+            "ambiguous abbreviation of --cuda-graph-max-bs-decode and "
+            "--cuda-graph-max-bs-prefill; spell one of them out",
+        ),
+        (
+            ("mem-fraction-statc", "0.8"),
+            "SGLang 0.5.23 (dialect 'sglang') refuses flag --mem-fraction-statc: SGLang has no "
+            "such option; nearest real spellings: --mem-fraction-static",
+        ),
+        (
+            ("page-size", "big"),
+            "SGLang 0.5.23 (dialect 'sglang') refuses the rendered flags: argument "
+            "--page-size: invalid int value: 'big'",
+        ),
+        (
+            ("kv-cache-dtype", "fp7"),
+            "refuses the rendered flags: argument --kv-cache-dtype: invalid choice: 'fp7'",
+        ),
+    ],
+)
+def test_flags_sglang_would_refuse_are_config_problems(
+    extra: tuple[str, str], expected: str
+) -> None:
+    config = SpecConfig(budget=8, window=2048, draft_model=DRAFT, extra=(extra,))
+    found = get_dialect("sglang").problems(config)
+    assert len(found) == 1
+    assert expected in found[0]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [("page-size", "16"), ("tp", "8"), ("context-length", "32k"), ("no-dllm-fdfo", "")],
+)
+def test_real_flags_pass_the_table(extra: tuple[str, str]) -> None:
+    config = SpecConfig(budget=8, window=2048, draft_model=DRAFT, extra=(extra,))
+    assert get_dialect("sglang").problems(config) == []
+
+
+def test_legacy_and_ddtree_check_their_known_differences() -> None:
+    config = SpecConfig(budget=8, window=2048, draft_model=DRAFT)
+    assert get_dialect("sglang-legacy").problems(config) == []
+    ddtree = SpecConfig("DDTREE", budget=16, topk=4, window=2048, draft_model=DRAFT)
+    assert get_dialect("ddtree").problems(ddtree) == []
+    # The release table has no DDTree budget flag.
+    assert get_dialect("sglang").table is not None
+    assert get_dialect("sglang").table.option("--speculative-ddtree-budget") is None  # type: ignore[union-attr]
+
+
+def test_unknown_sglang_version_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"no option table for SGLang '0\.4\.0'; known: 0\.5\.23"):
+        get_dialect("sglang", sglang_version="0.4.0")
+
+
+def test_extra_flags_compare_with_the_value_sglang_stores() -> None:
+    # An alias and a human-readable int reach their real fields.
+    config = SpecConfig(
+        budget=8, window=2048, draft_model=DRAFT, extra=(("tp", "8"), ("context-length", "32k"))
+    )
+    dialect = get_dialect("sglang")
+    assert dialect.verify(config, sglang_info(tp_size=8, context_length=32000)).ok
+    bad = dialect.verify(config, sglang_info(tp_size=4, context_length=32000))
+    assert bad.mismatches == ["tp_size is 4, expected 8"]
+
+
+@pytest.mark.parametrize(
+    ("config", "argv"),
+    [
+        (SpecConfig("EAGLE", draft_model="/e"), []),
+        (
+            SpecConfig("EAGLE", budget=4, draft_model="/e"),
+            ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+             "--speculative-num-draft-tokens", "4"],
+        ),
+        (
+            SpecConfig("EAGLE", steps=5, draft_model="/e"),
+            ["--speculative-num-steps", "5", "--speculative-eagle-topk", "1"],
+        ),
+    ],
+)  # fmt: skip
+def test_eagle_renders_the_steps_sglang_needs(config: SpecConfig, argv: list[str]) -> None:
+    rendered = get_dialect("sglang").render(config).argv
+    assert list(rendered[4:]) == argv
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        (SpecConfig("EAGLE", topk=4, draft_model="/e"), "needs a budget"),
+        (SpecConfig("EAGLE", budget=8, steps=3, draft_model="/e"), "steps + 1 = 4"),
+        (SpecConfig("EAGLE", budget=1, draft_model="/e"), "raise budget"),
+        (SpecConfig(budget=8, steps=3, draft_model=DRAFT), "steps is an EAGLE knob"),
+    ],
+)
+def test_eagle_step_rules_are_config_problems(config: SpecConfig, reason: str) -> None:
+    from pytest_specdecode.config.spec import problems
+
+    assert reason in " | ".join(problems(config))
+
+
+def test_sim_flags_pass_only_when_the_simulator_is_the_target() -> None:
+    config = SpecConfig(budget=8, window=2048, draft_model=DRAFT, extra=(("sim-fault", "lossy"),))
+    assert get_dialect("sglang", simulator=True).problems(config) == []
+    assert (
+        "flag --sim-fault: SGLang has no such option" in get_dialect("sglang").problems(config)[0]
+    )

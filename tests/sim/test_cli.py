@@ -37,12 +37,12 @@ def test_block_size_alias(alias: str) -> None:
 
 
 def test_dflash_needs_draft_model() -> None:
-    with pytest.raises(cli.InvalidArgs, match="speculative_draft_model_path is required"):
+    with pytest.raises(cli.InvalidArgs, match="DFLASH speculative decoding requires setting"):
         resolve("--speculative-algorithm", "DFLASH")
 
 
 def test_window_below_draft_tokens_is_rejected() -> None:
-    with pytest.raises(cli.InvalidArgs, match=r"window_size \(4\) must be >= .*tokens \(8\)"):
+    with pytest.raises(cli.InvalidArgs, match=r"must be >= .* window_size=4, block_size=8\.$"):
         resolve(
             *BASE, "--speculative-num-draft-tokens", "8", "--speculative-draft-window-size", "4"
         )
@@ -51,12 +51,13 @@ def test_window_below_draft_tokens_is_rejected() -> None:
 def test_dflash_forces_topk_1_with_warning() -> None:
     args = resolve(*BASE, "--speculative-eagle-topk", "4", "--speculative-num-steps", "3")
     assert (args.spec.topk, args.spec.num_steps) == (1, 1)
-    assert any("topk=1" in w for w in args.warnings)
-    assert any("num_steps=1" in w for w in args.warnings)
+    assert "overriding speculative_eagle_topk=4 to 1." in "\n".join(args.warnings)
+    assert "overriding speculative_num_steps=3 to 1." in "\n".join(args.warnings)
 
 
 def test_ddtree_topk_from_environment() -> None:
-    argv = ["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", "d"]
+    argv = ["--sim-build", "ddtree", "--speculative-algorithm", "DDTREE"]
+    argv += ["--speculative-draft-model-path", "d"]
     args = resolve(*argv, "--speculative-ddtree-budget", "12", env={"SGLANG_DDTREE_MAX_TOPK": "3"})
     assert (args.spec.topk, args.spec.budget) == (3, 12)
     with pytest.raises(cli.InvalidArgs, match="SGLANG_DDTREE_MAX_TOPK"):
@@ -99,3 +100,37 @@ def test_bad_fault_exits_2(bad: str, capsys: pytest.CaptureFixture[str]) -> None
 
 def test_skip_server_warmup_means_no_warmup() -> None:
     assert resolve("--sim-warmup-seconds", "5", "--skip-server-warmup").warmup_seconds == 0
+
+
+def test_block_size_is_its_own_field_and_must_match_draft_tokens() -> None:
+    args = resolve(*BASE, "--speculative-dflash-block-size", "8")
+    assert (args.spec.num_draft_tokens, args.fields["speculative_dflash_block_size"]) == (8, 8)
+    with pytest.raises(cli.InvalidArgs, match=r"they differ\. For DFLASH they must match\."):
+        resolve(
+            *BASE, "--speculative-num-draft-tokens", "8", "--speculative-dflash-block-size", "16"
+        )
+
+
+def test_speculative_decoding_caps_running_requests_at_48() -> None:
+    args = resolve(*BASE)
+    assert args.fields["max_running_requests"] == 48
+    assert any(w.startswith("Max running requests is reset to 48") for w in args.warnings)
+    assert resolve(*BASE, "--max-running-requests", "7").fields["max_running_requests"] == 7
+    assert resolve().fields["max_running_requests"] is None
+
+
+def test_eagle_family_steps_rules() -> None:
+    eagle = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "e"]
+    with pytest.raises(cli.InvalidArgs) as exc:
+        resolve(*eagle, "--speculative-num-draft-tokens", "4")
+    assert (exc.value.kind, str(exc.value)) == ("AssertionError", "")
+    auto = resolve(*eagle)
+    assert (auto.spec.num_steps, auto.spec.topk, auto.spec.num_draft_tokens) == (3, 1, 4)
+    adjusted = resolve(*eagle, "--speculative-num-steps", "5", "--speculative-eagle-topk", "1")
+    assert adjusted.fields["speculative_num_draft_tokens"] == 6
+    assert "adjusted to speculative_num_steps + 1" in adjusted.warnings[-1]
+    assert resolve("--speculative-algorithm", "nextn", "--speculative-draft-model-path", "e",
+                   "--speculative-num-steps", "2", "--speculative-eagle-topk", "1"
+                   ).fields["speculative_algorithm"] == "EAGLE"  # fmt: skip
+    with pytest.raises(cli.InvalidArgs, match=r"^Unknown speculative algorithm name: DDTREE$"):
+        resolve("--speculative-algorithm", "ddtree", "--speculative-draft-model-path", "d")
