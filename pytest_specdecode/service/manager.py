@@ -22,6 +22,7 @@ from typing import Any
 
 import requests
 
+from pytest_specdecode import redact
 from pytest_specdecode.client import SGLangClient, SGLangError
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.collection import template_args
@@ -106,8 +107,10 @@ class ServiceManager:
         target: Host | None = None,
         port: int | None = None,
         lease: HostLease | None = None,
+        redactor: redact.Redactor | None = None,
     ) -> None:
         self.settings = settings
+        self.redactor = redactor or redact.for_settings(settings)
         self.progress = progress
         self.dialect = dialect or dialects.get_dialect(
             settings.dialect,
@@ -282,6 +285,7 @@ class ServiceManager:
                 timeout=self.settings.ready_timeout,
                 label=config.label(),
                 api_key=self.settings.api_key,
+                redact=self.redactor.text,
                 on_progress=lambda phase, elapsed, line: self.progress.update(
                     config.label(), phase, elapsed, line or ""
                 ),
@@ -362,6 +366,8 @@ class ServiceManager:
             if "--port" not in argv:
                 argv += ["--host", self.host, "--port", str(self.port)]
         argv += list(rendered.argv)
+        # A key among the config's extra flags is masked from now on, everywhere.
+        self.redactor.learn(shlex.join(argv))
         return LaunchSpec(
             argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()
         )
