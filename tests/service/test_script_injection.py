@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from types import SimpleNamespace
 
 from pytest_specdecode.config.dialects import script_args
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
@@ -81,3 +82,25 @@ def test_a_hostile_value_never_runs_in_any_placeholder_position(sshd: SSHD, tmp_
     assert sorted(p.name for p in canaries.iterdir()) == []
     assert got == CASES
 
+
+class _RecordingConnection:
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def run(self, command: str, **kwargs: object) -> SimpleNamespace:
+        self.commands.append(command)
+        return SimpleNamespace(stdout="a log line\n", stderr="", exited=0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_logs_command_fills_only_tail_and_keeps_other_braces() -> None:
+    conn = _RecordingConnection()
+    logs = "journalctl -u sglang -n {tail} | awk '{print $0}'"
+    controller = ScriptController(lambda: conn, logs_command=logs)
+    assert controller.logs(5) == "a log line"
+    assert shlex.split(conn.commands[0])[-1] == "journalctl -u sglang -n 5 | awk '{print $0}'"
+    assert controller.log_location() == (
+        "`journalctl -u sglang -n 200 | awk '{print $0}'` on remote host"
+    )
