@@ -434,4 +434,7 @@ def _ready_message(handle: ServiceHandle) -> str:
     if not handle.restarted:
         return f"{label}: live server already verified, no restart"
     phases = " -> ".join(_PHASE_NAMES.get(name, name) for name, _ in handle.phases)
-    return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases})"
+    command = handle.identity.command if handle.identity else None
+    # The session masks secrets (an --api-key on this line) before showing it.
+    launched = f"; launched: {command}" if command else ""
+    return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases}){launched}"

@@ -98,6 +98,9 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     assert outcomes.get("failed", 0) >= 3, output[-3000:]
     assert "api_key='***'" in output  # the crashed server's log tail, masked
     assert "'Authorization': 'Bearer ***'" in output  # the failing user test's locals
+    # The launch command, masked: -v header, -v ready lines, the report.
+    result.stdout.fnmatch_lines(["dflash: launch *.sim * --api-key *** *"])
+    result.stdout.fnmatch_lines(["*NONE: ready in *; launched: *.sim * --api-key *** *"])
     report = json.loads((pytester.path / "report.json").read_text())
     assert "--api-key ***" in report["launch"]
     assert json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
