@@ -213,6 +213,36 @@ def for_settings(settings: object, environ: Mapping[str, str] | None = None) -> 
     return redactor
 
 
+_OPTION_TEXTS = (
+    "dflash_launch",
+    "dflash_restart_cmd",
+    "dflash_logs_cmd",
+    "dflash_args",
+    "dflash_env",
+    "dflash_config",
+    "dflash_sweep",
+)
+
+
+def for_options(config: Any, environ: Mapping[str, str] | None = None) -> Redactor:
+    """A redactor for a usage error, before the settings exist: the key and the
+    launch lines as given on the command line and in the ini file."""
+    environ = os.environ if environ is None else environ
+
+    def read(getter: Any, name: str) -> str | None:
+        try:
+            value = getter(name)
+        except (ValueError, KeyError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+
+    redactor = Redactor([read(config.getoption, "dflash_api_key"), environ.get("DFLASH_API_KEY")])
+    for name in _OPTION_TEXTS:
+        redactor.learn(read(config.getoption, name))
+        redactor.learn(read(config.getini, name))
+    return redactor
+
+
 # -- pytest reports -------------------------------------------------------------
 
 

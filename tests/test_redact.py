@@ -147,3 +147,15 @@ def test_progress_line_masks_the_last_log_line() -> None:
     assert KEY not in stream.getvalue()
     assert "api_key='***'" in stream.getvalue()
     assert "gave up: ***" in stream.getvalue()
+
+
+def test_a_usage_error_masks_the_key_it_quotes(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        "--dflash-host=127.0.0.1",
+        f"--dflash-api-key={KEY}",
+        f'--dflash-restart-cmd=/opt/r.sh --token {KEY} --admin-api-key adm1n-key "{{budget}}"',
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dflash-restart-cmd '/opt/r.sh --token *** *"])
+    assert KEY not in result.stderr.str()
+    assert "adm1n-key" not in result.stderr.str()
