@@ -170,15 +170,16 @@ class SpecDecodeSession:
 
     # --- reporting --------------------------------------------------------
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        # Masked where the report is made: the terminal, JUnit XML, xdist and
-        # every other plugin only ever see the masked report.
+        # Masked where the report is made, as the outermost wrapper (after every
+        # other plugin changed it): the terminal, JUnit XML, xdist and every
+        # other plugin only ever see the masked report.
         report = yield
         redact.scrub_report(report, self.redactor)
         return report
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_make_collect_report(
         self,
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
