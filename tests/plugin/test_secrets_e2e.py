@@ -5,9 +5,10 @@ line covers every failure path at once: a server that crashes on start
 (its log tail shows ``server_args=... api_key='KEY'``), one that dies during
 the lossless check and one that dies during throughput (request tracebacks
 with ``'Authorization': 'Bearer KEY'`` in their locals, under ``-l
---tb=long``), and a user test that fails with the header in a local. Then
-every file it produced and everything it printed is searched for the key
-and for any 8-character piece of it.
+--tb=long``), a user test that fails with the header in a local and one
+that records it in its benchmark's ``extra_info``. Then every file it
+produced and everything it printed is searched for the key and for any
+8-character piece of it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def test_lossless_baseline(dflash_lossless):
 def test_user_code_fails_with_the_header_in_a_local(dflash_client):
     headers = {"Authorization": f"Bearer {dflash_client.api_key}"}
     assert headers == {}
+
+
+@pytest.mark.dflash(algorithm="NONE")
+def test_user_benchmark_records_the_header(dflash_client, benchmark):
+    benchmark.extra_info["headers"] = {"Authorization": f"Bearer {dflash_client.api_key}"}
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
 
 
 @pytest.mark.lossless
@@ -104,7 +111,7 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     # Every path was taken: the start crash, both deaths, one measured case.
     outcomes = result.parseoutcomes()
     assert outcomes.get("errors", 0) >= 1, output[-3000:]
-    assert outcomes.get("passed", 0) >= 2, output[-3000:]  # baseline + the first case
+    assert outcomes.get("passed", 0) >= 3, output[-3000:]  # baseline, benchmark, first case
     assert outcomes.get("failed", 0) >= 3, output[-3000:]
     assert "api_key='***'" in output  # the crashed server's log tail, masked
     assert "'Authorization': 'Bearer ***'" in output  # the failing user test's locals
@@ -113,7 +120,10 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     result.stdout.fnmatch_lines(["*NONE: ready in *; launched: *.sim * --api-key *** *"])
     report = json.loads((pytester.path / "report.json").read_text())
     assert "--api-key ***" in report["launch"]
-    assert json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    assert len(bench) == 2  # the user's benchmark and the first throughput case
+    headers = [b["extra_info"].get("headers") for b in bench]
+    assert {"Authorization": "Bearer ***"} in headers
     produced = list(files_under(pytester.path, {ini.name, tests.name}))
     names = {p.name for p in produced}
     assert {"junit.xml", "report.json", "bench.json", "step-summary.md"} <= names
