@@ -55,7 +55,7 @@ _AUTH = re.compile(
 )
 _SCHEME = re.compile(rf"(?P<pre>\b(?:bearer|basic|token)[ \t]+)(?P<val>{_BARE})", re.IGNORECASE)
 # Every contextual pattern needs one of these words: texts without any skip them.
-_TRIGGER = re.compile(r"api[_-]?key|authorization|bearer|basic|token", re.IGNORECASE)
+_TRIGGERS = ("api", "authorization", "bearer", "basic", "token")
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|digest)[ \t]+", re.IGNORECASE)
 
 
@@ -127,7 +127,8 @@ class Redactor:
         if not text:
             return text
         text = self._mask_literals(text)
-        if _TRIGGER.search(text):
+        lowered = text.lower()
+        if any(word in lowered for word in _TRIGGERS):
             for pattern in (_FLAG_LIST, _FLAG, _ASSIGN_QUOTED, _ASSIGN_BARE, _AUTH, _SCHEME):
                 text = pattern.sub(self._replace, text)
         return text
