@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_specdecode import hookspecs
+from pytest_specdecode import hookspecs, redact
 from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config import options
 from pytest_specdecode.config.settings import SettingsError, resolve
@@ -49,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         session = SpecDecodeSession(config, resolve(config))
     except (SettingsError, ConfigError) as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(redact.for_options(config)(str(exc))) from None
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "specdecode-session")
 

@@ -26,8 +26,11 @@ class Progress:
         interval: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         width: int = 120,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._stream = stream
+        # Log lines shown here may carry an API key (SGLang logs its server_args).
+        self._redact = redact or (lambda text: text)
         self._isatty = isatty
         self._interval = interval
         self._clock = clock
@@ -37,7 +40,9 @@ class Progress:
         self._dirty = False
 
     @classmethod
-    def for_stderr(cls, enabled: bool = True) -> Progress:
+    def for_stderr(
+        cls, enabled: bool = True, redact: Callable[[str], str] | None = None
+    ) -> Progress:
         """Duplicate the real stderr now, so later capture cannot swallow it."""
         if not enabled:
             return cls(None, isatty=False)
@@ -46,7 +51,7 @@ class Progress:
         except OSError:
             return cls(None, isatty=False)
         stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
-        return cls(stream, isatty=stream.isatty())
+        return cls(stream, isatty=stream.isatty(), redact=redact)
 
     def update(self, label: str, phase: str, elapsed: float, detail: str = "") -> None:
         """Report the current state; throttled, and only rewritten on change."""
@@ -55,7 +60,8 @@ class Progress:
         line = f"[dflash] {label}: {phase}, {elapsed:.0f}s"
         if detail:
             line += f" | {detail.strip()}"
-        line = line[: self._width]
+        # Masked before cutting, so a cut cannot leave half a key unrecognised.
+        line = self._redact(line)[: self._width]
         now = self._clock()
         changed_phase = line.split(",")[0] != self._last_line.split(",")[0]
         if self._isatty:
@@ -78,7 +84,7 @@ class Progress:
             self._stream.write("\n")
             self._dirty = False
         if message:
-            self._stream.write(f"[dflash] {message}\n")
+            self._stream.write(self._redact(f"[dflash] {message}") + "\n")
         self._stream.flush()
         self._last_line = ""
 

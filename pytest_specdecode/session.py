@@ -6,12 +6,12 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, NoReturn
 
 import pytest
 
-from pytest_specdecode import records
+from pytest_specdecode import records, redact
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
@@ -32,16 +32,19 @@ class SpecDecodeSession:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
+        # One redactor for every sink: what one part learns (a key on a launch
+        # line), all of them mask.
+        self.redactor = redact.for_settings(settings)
         # Everything that can reject the options comes first, before resources.
         self.resolver = ConfigResolver(settings)
         self.results = results.RunResults()
-        self.outputs = RunOutputs(settings, self.results, config.rootpath)
+        self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
         self.lossless_baseline = LosslessBaseline()
         self._problems: list[Any] | None = None
         self.controller = not hasattr(config, "workerinput")
         distributed.check_options(config, settings)
         self.ranks: dict[SpecConfig, int] = {}
-        self.progress = Progress.for_stderr(enabled=self.controller)
+        self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
         lease, target, port = distributed.worker_lease(config, settings) or (None, None, None)
         self.services = ServiceManager(
             settings,
@@ -51,6 +54,7 @@ class SpecDecodeSession:
             target=target,
             port=port,
             lease=lease,
+            redactor=self.redactor,
         )
         if distributed.is_xdist_controller(config):
             controller = distributed.XdistController(
@@ -170,8 +174,35 @@ class SpecDecodeSession:
 
     # --- reporting --------------------------------------------------------
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        # Masked where the report is made, as the outermost wrapper (after every
+        # other plugin changed it): the terminal, JUnit XML, xdist and every
+        # other plugin only ever see the masked report.
+        report = yield
+        redact.scrub_report(report, self.redactor)
+        return report
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_make_collect_report(
+        self,
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        report = yield
+        redact.scrub_report(report, self.redactor)
+        return report
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_benchmark_update_json(self, output_json: dict[str, Any]) -> None:
+        self.redactor.value_in_place(output_json)
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return self.services.header_lines()
+        lines = self.services.header_lines()
+        s = self.settings
+        if config.get_verbosity() > 0 and s.control != "external":
+            script = s.control == "script"
+            command = s.restart_cmd if script else s.launch
+            lines.append(f"dflash: {'restart command' if script else 'launch'} {command}")
+        return self.redactor.lines(lines)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.results.add(
@@ -186,7 +217,7 @@ class SpecDecodeSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         for message in self.services.drain_messages():
             if reporter is not None and self.config.get_verbosity() > 0:
-                reporter.write_line(f"[dflash] {message}")
+                reporter.write_line(self.redactor(f"[dflash] {message}"))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.services.shutdown()
@@ -197,15 +228,15 @@ class SpecDecodeSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from pytest_specdecode.report import summary
 
-        lines = summary.render(self.outputs.data(), self.outputs.gate_lines)
+        lines = self.redactor.lines(summary.render(self.outputs.data(), self.outputs.gate_lines))
         if lines:
             terminalreporter.section("dflash summary")
             for line in lines:
                 terminalreporter.write_line(line)
         path = self.outputs.report_path
         if path is not None and self.controller:
-            terminalreporter.write_line(f"dflash report: {path}")
-        for note in self.outputs.notes:
+            terminalreporter.write_line(self.redactor(f"dflash report: {path}"))
+        for note in self.redactor.lines(self.outputs.notes):
             terminalreporter.write_line(note)
 
     def pytest_unconfigure(self) -> None:

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
     "records": 1,
+    "redact": 1,
     "progress": 1,
     "client": 1,
     "config": 2,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specdecode import facts
+from pytest_specdecode.config import script_template
 from pytest_specdecode.config.flagcheck import field_value, flag_problems
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
@@ -616,30 +617,40 @@ def shell_command(
     return " ".join([*prefix, shlex.join(argv)])
 
 
+def check_script_template(template: str) -> list[script_template.Slot]:
+    """Refuse a reconfigure-script template with an unknown or unsafe placeholder.
+
+    Run when the settings are resolved, before anything runs: see
+    :mod:`pytest_specdecode.config.script_template` for where a placeholder
+    may sit so that no value is ever read as shell code.
+    """
+    _fields_of(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")
+    return script_template.slots(template)
+
+
 def script_args(template: str, config: SpecConfig) -> str:
     """Fill a reconfigure-script template with shell-quoted values.
 
     ``/opt/reconfig_ddtree.sh {budget} {topk} {window}`` -> ``... 8 4 ''``.
-    Each value is one ``shlex.quote``-d word; ``None`` (unset, or full
-    attention for ``window``) is an empty argument ``''``, so positions stay
-    put and the script can use ``${3:-default}`` / ``${3:+--window $3}``.
-    ``{extra}`` expands to the extra flags, each word quoted. Write
-    placeholders bare: a quoted one (``"{budget}"``) is refused.
+    Each value is one quoted word; ``None`` (unset, or full attention for
+    ``window``) is an empty argument ``''``, so positions stay put and the
+    script can use ``${3:-default}`` / ``${3:+--window $3}``. ``{extra}``
+    expands to the extra flags, each word quoted. A placeholder inside quotes
+    (``"m={draft_model}"``) or any other position where the shell would
+    read a value as code is refused (:func:`check_script_template`).
     """
     values = _values(config)
+    slots = iter(check_script_template(template))
     out = []
-    for literal, name in _fields_of(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd"):
-        if literal[-1:] in ("'", '"'):
-            raise ConfigError(
-                f"--dflash-restart-cmd {template!r}: write {{{name}}} unquoted; "
-                "the plugin shell-quotes every value"
-            )
     for literal, field_name, _, _ in string.Formatter().parse(template):
         out.append(literal)
+        if field_name is None:
+            continue
+        slot = next(slots)
         if field_name == "extra":
             out.append(" ".join(shlex.quote(w) for w in _extra_words(config)))
-        elif field_name is not None:
-            out.append(shlex.quote(values[field_name] or ""))
+        else:
+            out.append(script_template.quote(values[field_name] or "", glued=slot.glued))
     return "".join(out)
 
 

@@ -250,6 +250,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
     hosts = r.get("hosts", _hosts, no_hosts, option="host")
     unit = r.get("unit", _text, "") or None
     restart_cmd = r.get("restart_cmd", _text, "") or None
+    if restart_cmd:
+        _check_restart_cmd(restart_cmd)
     restart = r.get("restart", _choice(RESTART_MODES), "auto")
     control = r.get("control", _choice(CONTROL_MODES), "auto")
     if control == "auto":
@@ -331,6 +333,17 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         report=r.get("report", _text, ".dflash/report.json"),
         plot=r.get("plot", _text, "") or None,
     )
+
+
+def _check_restart_cmd(template: str) -> None:
+    # Before anything runs: a value in the wrong place would be run as shell code.
+    from pytest_specdecode.config.dialects import check_script_template
+    from pytest_specdecode.config.spec import ConfigError
+
+    try:
+        check_script_template(template)
+    except ConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _cli_text(config: _ConfigLike, name: str) -> str | None:

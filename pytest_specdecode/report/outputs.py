@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
 from pytest_specdecode.report import gates
@@ -24,8 +25,18 @@ from pytest_specdecode.throughput import comparison as compare
 class RunOutputs:
     """The run's report data and the files made from it."""
 
-    def __init__(self, settings: Settings, results: RunResults, root: Path) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        results: RunResults,
+        root: Path,
+        *,
+        redactor: redact.Redactor | None = None,
+    ) -> None:
         self.settings = settings
+        # Everything below is made from data(): the JSON report, the Markdown
+        # summary, the plots and the terminal summary all get masked text.
+        self.redactor = redactor or redact.for_settings(settings)
         self.results = results
         self.root = root
         # Bad --dflash-compare inputs are usage errors, found before any test runs.
@@ -60,7 +71,7 @@ class RunOutputs:
     def data(self) -> dict[str, Any]:
         """The JSON report: metadata, per-config results, comparison, gates, outcome."""
         s = self.settings
-        return {
+        data = {
             **self.meta(),
             **self.results.to_json(),
             "compare": self.compare,
@@ -72,6 +83,7 @@ class RunOutputs:
             },
             **self.final,
         }
+        return self.redactor.value(data)
 
     def update(self) -> None:
         """Rewrite the report (after each test)."""

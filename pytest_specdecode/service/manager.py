@@ -22,6 +22,7 @@ from typing import Any
 
 import requests
 
+from pytest_specdecode import redact
 from pytest_specdecode.client import SGLangClient, SGLangError
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.collection import template_args
@@ -107,8 +108,10 @@ class ServiceManager:
         target: Host | None = None,
         port: int | None = None,
         lease: HostLease | None = None,
+        redactor: redact.Redactor | None = None,
     ) -> None:
         self.settings = settings
+        self.redactor = redactor or redact.for_settings(settings)
         self.progress = progress
         self.dialect = dialect or dialects.get_dialect(
             settings.dialect,
@@ -283,6 +286,7 @@ class ServiceManager:
                 timeout=self.settings.ready_timeout,
                 label=config.label(),
                 api_key=self.settings.api_key,
+                redact=self.redactor.text,
                 on_progress=lambda phase, elapsed, line: self.progress.update(
                     config.label(), phase, elapsed, line or ""
                 ),
@@ -368,6 +372,8 @@ class ServiceManager:
             if s.uses_simulator:  # play the SGLang build the dialect targets
                 argv += dialects.simulator_flags(self.dialect)
         argv += list(rendered.argv)
+        # A key among the config's extra flags is masked from now on, everywhere.
+        self.redactor.learn(shlex.join(argv))
         return LaunchSpec(
             argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()
         )
@@ -434,4 +440,7 @@ def _ready_message(handle: ServiceHandle) -> str:
     if not handle.restarted:
         return f"{label}: live server already verified, no restart"
     phases = " -> ".join(_PHASE_NAMES.get(name, name) for name, _ in handle.phases)
-    return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases})"
+    command = handle.identity.command if handle.identity else None
+    # The session masks secrets (an --api-key on this line) before showing it.
+    launched = f"; launched: {command}" if command else ""
+    return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases}){launched}"

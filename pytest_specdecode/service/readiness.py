@@ -139,6 +139,7 @@ def wait_until_ready(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     on_progress: ProgressCallback | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> ReadyResult:
     """Block until the server at ``base_url`` serves and runs the config ``label`` names.
 
@@ -146,7 +147,8 @@ def wait_until_ready(
     an object with ``mismatches`` and ``unverified``); empty means the config
     matches. ``on_progress(phase, elapsed, last_log_line)`` is called on
     every phase change and every ``progress_interval`` seconds. Raises
-    :class:`ServiceNotReady`.
+    :class:`ServiceNotReady`. ``redact`` masks secrets (SGLang logs its
+    ``api_key``) in the log lines the gate reads, before they go anywhere.
     """
     own_session = session is None
     http = requests.Session() if session is None else session
@@ -169,6 +171,7 @@ def wait_until_ready(
             clock=clock,
             sleep=sleep,
             on_progress=on_progress,
+            redact=redact,
         )
         return gate.run()
     finally:
@@ -197,8 +200,10 @@ class _Gate:
         clock: Callable[[], float],
         sleep: Callable[[float], None],
         on_progress: ProgressCallback | None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.url = url
+        self.redact = redact or (lambda text: text)
         self.verify = verify
         self.label = label
         self.timeout = timeout
@@ -241,9 +246,9 @@ class _Gate:
         if self.controller is None:
             return ""
         try:
-            return self.controller.logs(tail)
+            return self.redact(self.controller.logs(tail))
         except ServiceError as exc:
-            return f"(cannot read the logs: {exc})"
+            return self.redact(f"(cannot read the logs: {exc})")
 
     def _enter(self, phase: str, detail: str) -> None:
         self.detail = detail

@@ -111,7 +111,7 @@ class ScriptController:
         """``logs_command``'s output if configured, else the script's output."""
         if self._logs_command and tail > 0:
             try:
-                result = self._run(self._logs_command.format(tail=int(tail)), 30.0)
+                result = self._run(self._logs_line(tail), 30.0)
             except ServiceError as exc:
                 return f"(cannot read the logs: {exc})"
             return last_lines((result.stdout or "") + (result.stderr or ""), tail)
@@ -121,13 +121,18 @@ class ScriptController:
         """``logs_command``'s output (the current process's log, as the user defines it)."""
         if not self._logs_command:
             return None
-        result = self._run(self._logs_command.format(tail=100000), 60.0)
+        result = self._run(self._logs_line(100000), 60.0)
         return (result.stdout or "") + (result.stderr or "")
+
+    def _logs_line(self, tail: int) -> str:
+        # Only {tail} is filled in: any other brace (awk '{print}') is the user's shell text.
+        assert self._logs_command is not None
+        return self._logs_command.replace("{tail}", str(int(tail)))
 
     def log_location(self) -> str | None:
         """Where to look: the logs command, or the script's output."""
         if self._logs_command:
-            return f"`{self._logs_command.format(tail=200)}` on {self._where}"
+            return f"`{self._logs_line(200)}` on {self._where}"
         return f"the reconfigure script's output on {self._where}"
 
     def identity(self) -> ProcessIdentity | None:

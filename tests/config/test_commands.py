@@ -80,8 +80,8 @@ def test_script_args_survive_a_real_shell() -> None:
     [
         ("run {bugdet}", "unknown placeholder {bugdet}"),
         ("run {budget:>4}", "unknown placeholder {budget}"),
-        ('run "{draft_model}"', "write {draft_model} unquoted"),
-        ("run '{budget}'", "write {budget} unquoted"),
+        ('run "{draft_model}"', '{draft_model} sits inside "..." quotes'),
+        ("run '{budget}'", "{budget} sits inside '...' quotes"),
         ("run {budget", "literal brace"),
     ],
 )

@@ -366,3 +366,19 @@ def test_bad_server_info_keeps_polling_until_it_is_valid() -> None:
     result, _, _, _ = run_gate(behaviour)
     assert result.elapsed >= 1.0
     assert result.phases[0].detail == "GET /server_info: not JSON"
+
+
+def test_log_tail_and_progress_lines_are_masked_when_the_server_dies() -> None:
+    from pytest_specdecode.redact import Redactor
+
+    secret = "sk-gate-7f3a9c1e"
+    controller = FakeController(fail_at=0.5)
+    controller.log_lines = [f"server_args=ServerArgs(port=1, api_key='{secret}')", "Load weight"]
+    err, _, _, progress = run_gate(
+        startup(load=1e9), controller=controller, redact=Redactor([secret])
+    )
+    assert isinstance(err, ServiceNotReady)
+    assert err.reason == "died"
+    assert "api_key='***'" in err.log_tail
+    assert secret not in str(err)
+    assert all(secret not in (line or "") for _, _, line in progress)
