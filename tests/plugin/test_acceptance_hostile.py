@@ -95,12 +95,14 @@ def hostile_answers(outside: Path, token: str) -> dict[str, tuple[str, str]]:
         ),
         "dedupe": (
             # A double-forked daemon that outlives the answer unless the sandbox reaps it.
-            "import os\n"
+            # The sandbox has no /bin/sleep: the daemon is the interpreter itself.
+            "import os, sys\n"
             "def dedupe(items):\n"
             "    if os.fork() == 0:\n"
             "        os.setsid()\n"
             "        if os.fork() == 0:\n"
-            f"            os.execv('/bin/sleep', ['sleep', {token!r}])\n"
+            "            code = 'import sys, time; time.sleep(float(sys.argv[1]))'\n"
+            f"            os.execv(sys.executable, [sys.executable, '-c', code, {token!r}])\n"
             "        os._exit(0)\n"
             "    return items\n",
             "failed: dedupe(*) returned *, expected *",
