@@ -194,10 +194,10 @@ def sandbox_warning(mode: str = "auto") -> str | None:
         )
         if not cgroup:
             exposed += "; a daemon an answer starts can outlive it"
-    limit = "memory limited per answer (cgroup)" if cgroup else "memory limited per process only"
+    limit = "memory per answer through a cgroup" if cgroup else "memory per process only"
     return (
-        f"coding sandbox is the weaker fallback ({why}): {exposed}; it has rlimits "
-        f"({limit}), a process group and the time limit"
+        f"coding sandbox is the weaker fallback ({why}): {exposed}; it has only the time "
+        f"limit, a process group and rlimits ({limit})"
     )
 
 
