@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -285,7 +286,7 @@ def test_no_answer_leaves_the_pass_rate_and_no_escape_reaches_the_terminal(
     )
     sandbox_tmp = pytester.path / "sandbox-tmp"
     sandbox_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmp))  # the run is in-process
     names = [*UNJUDGEABLE, *CORRECT]
 
     result = pytester.runpytest(
