@@ -436,9 +436,14 @@ class Sandbox:
         step(lambda: os.killpg(self.proc.pid, signal.SIGKILL))
         step(self.proc.kill)
         step(self.proc.wait)
+        emptied = False
         if self.group is not None:
+            before = len(errors)
             step(self.group.close)
-        if self.uid is not None:
+            # Every process of the answer was in its group (it joined before exec,
+            # and a sandbox uid cannot move itself out): an empty group is proof.
+            emptied = len(errors) == before
+        if self.uid is not None and not emptied:
             # bwrap's pid namespace dies with it, but asynchronously; the fallback
             # needs this to reach processes that left the process group.
             step(lambda: kill_uid(self.uid) if self.uid is not None else None)
