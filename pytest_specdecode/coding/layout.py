@@ -203,7 +203,8 @@ def _hidden_inside(binds: list[str], stdlib: list[str]) -> tuple[str, ...]:
 
 
 @functools.cache
-def _bwrap_supports(flag: str) -> bool:
+def supports(flag: str) -> bool:
+    """Whether the installed bubblewrap knows ``flag`` (from ``bwrap --help``)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return False
@@ -242,13 +243,16 @@ def bwrap_argv(
         argv.append("--unshare-cgroup-try")
     else:
         argv = ["bwrap", "--unshare-all"]
-        if _bwrap_supports("--disable-userns"):
+        if supports("--disable-userns"):
             argv += ["--unshare-user", "--disable-userns"]
     argv += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
     for target, link in layout.symlinks:
         argv += ["--symlink", target, link]
+    # --size needs bubblewrap 0.8; older ones make these tmpfs unbounded (but a
+    # cgroup, where there is one, still counts their pages as the answer's memory).
+    size = ["--size", str(disk_bytes)] if supports("--size") else []
     for path in WRITABLE:
-        argv += ["--size", str(disk_bytes), "--perms", "1777", "--tmpfs", path]
+        argv += [*size, "--perms", "1777", "--tmpfs", path]
     made: set[str] = {"/"}
     hidden = [*layout.hidden, *(h for h in hide if layout.visible(h))]
     for path in layout.binds:
@@ -271,4 +275,12 @@ def bwrap_argv(
     return [*argv, *command]
 
 
-__all__ = ["WORKDIR", "Layout", "LayoutError", "bwrap_argv", "discover", "program_interpreter"]
+__all__ = [
+    "WORKDIR",
+    "Layout",
+    "LayoutError",
+    "bwrap_argv",
+    "discover",
+    "program_interpreter",
+    "supports",
+]

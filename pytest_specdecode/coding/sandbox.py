@@ -144,6 +144,8 @@ def _probe() -> tuple[str, str | None]:
         return "fallback", f"bubblewrap is Linux-only (platform {sys.platform!r})"
     if shutil.which("bwrap") is None:
         return "fallback", "bubblewrap is not installed (install the 'bubblewrap' package)"
+    if not fs.supports("--perms"):
+        return "fallback", "bubblewrap is too old (no --perms; 0.5 or newer is needed)"
     try:
         argv = bwrap_argv(Limits(), as_root=os.geteuid() == 0)
     except fs.LayoutError as exc:

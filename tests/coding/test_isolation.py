@@ -9,6 +9,7 @@ means the sandbox hid it, not that the test missed it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ import pytest
 
 import pytest_specdecode
 import pytest_specdecode.coding.problems_basic as basic
-from pytest_specdecode.coding import sandbox_mode
+from pytest_specdecode.coding import layout, sandbox_mode
 from pytest_specdecode.coding.sandbox import Sandbox
 
 needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap not usable here")
@@ -301,3 +302,41 @@ def test_as_an_unprivileged_user(outside: Path) -> None:
     assert verdicts["os-exit"][:2] == [False, "error"]
     assert verdicts["print-pass"][:2] == [False, "failed"]
     assert running_with(token) == []
+
+
+def test_the_layout_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = layout.discover()
+    assert "/" not in found.binds
+    home = os.path.expanduser("~")
+    project = str(Path(pytest_specdecode.__file__).resolve().parent.parent)
+    for path in found.binds:
+        assert not layout._within(home, path), path  # nothing at or above the home
+        assert not layout._within(path, project), path
+    assert all(p.endswith(("site-packages", "dist-packages")) or p == project for p in found.hidden)
+    for flags in (True, False):
+        monkeypatch.setattr(layout, "supports", lambda flag, flags=flags: flags)
+        argv = layout.bwrap_argv(found, ["python"], as_root=False, disk_bytes=1 << 20)
+        assert ("--size" in argv) is flags  # bubblewrap < 0.8 has no --size
+        assert argv[:2] == ["bwrap", "--unshare-all"]
+        assert argv[argv.index("--chdir") + 1] == "/tmp"
+    pairs = list(itertools.pairwise(argv))
+    assert ("--ro-bind", "/") not in pairs
+    # Parent directories bwrap would create 0700 (a dropped uid could not enter
+    # them) are made 0755 before anything is bound below them.
+    made = {
+        argv[i + 3]: i
+        for i, arg in enumerate(argv)
+        if arg == "--perms" and argv[i + 1 : i + 3] == ["0755", "--dir"]
+    }
+    for i, arg in enumerate(argv):
+        if arg == "--ro-bind" and argv[i + 1] != "/dev/null":
+            parts = Path(argv[i + 2]).parts
+            for depth in range(2, len(parts)):
+                parent = str(Path(*parts[:depth]))
+                assert found.visible(parent) or made.get(parent, len(argv)) < i, parent
+
+
+def test_program_interpreter() -> None:
+    interp = layout.program_interpreter(layout.base_executable())
+    assert interp is None or (interp.startswith("/") and os.path.exists(interp))
+    assert layout.program_interpreter(__file__) is None
