@@ -18,15 +18,18 @@ needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap n
 needs_cgroup = pytest.mark.skipif(not hierarchies(), reason="no writable memory cgroup here")
 
 # Six children hold 40 MB each at the same time (240 MB), each well under the
-# 160 MB limit of one process; the answer is right only if all six managed.
+# 160 MB limit of one process; the answer is right only if all six held their
+# block together (a child killed for memory fails it).
 SPLIT_MEMORY = """
 import math, os
 
 def gcd(a, b):
     ready_r, ready_w = os.pipe()
     hold_r, hold_w = os.pipe()
+    children = []
     for _ in range(6):
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             os.close(ready_r)
             os.close(hold_w)
             block = b'x' * (40 << 20)
@@ -34,6 +37,7 @@ def gcd(a, b):
             os.close(ready_w)
             os.read(hold_r, 1)
             os._exit(len(block) & 0)
+        children.append(pid)
     os.close(ready_w)
     got = b''
     while len(got) < 6:
@@ -41,8 +45,15 @@ def gcd(a, b):
         if not chunk:
             break
         got += chunk
+    # All six allocated, and all six still hold their block now.
+    together = len(got) == 6 and all(os.waitpid(p, os.WNOHANG) == (0, 0) for p in children)
     os.close(hold_w)
-    return math.gcd(a, b) if len(got) == 6 else -1
+    for pid in children:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped above: it had died
+            pass
+    return math.gcd(a, b) if together else -1
 """
 
 # 16 files of 1 MB (each under the 16 MB file limit) against an 8 MB disk.
