@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ import pytest
 import pytest_specdecode
 import pytest_specdecode.coding.problems_basic as basic
 from pytest_specdecode.coding import layout, sandbox_mode
+from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.coding.sandbox import Sandbox
 
 needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap not usable here")
@@ -172,6 +174,7 @@ def test_an_answer_reaches_nothing_planted(outside: Path) -> None:
 NONROOT_SCRIPT = """
 import json, sys
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
+from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.coding.sandbox import Sandbox
 
 args = json.loads(sys.argv[1])
@@ -340,3 +343,58 @@ def test_program_interpreter() -> None:
     interp = layout.program_interpreter(layout.base_executable())
     assert interp is None or (interp.startswith("/") and os.path.exists(interp))
     assert layout.program_interpreter(__file__) is None
+
+
+DAEMON = """
+import os, sys, time
+
+def gcd(a, b):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open('daemon.pid', 'w') as fh:
+                fh.write(str(os.getpid()))
+            try:
+                code = 'import sys, time; time.sleep(float(sys.argv[1]))'
+                os.execv(sys.executable, [sys.executable, '-c', code, TOKEN])
+            except OSError:  # the fallback's uid may not reach the interpreter's path
+                time.sleep(60)
+        os._exit(0)
+    return 1
+"""
+
+
+def daemon_alive(box: Sandbox, token: str) -> bool:
+    if box.workdir is None:  # bwrap: pids are namespaced, find it by its command line
+        return bool(running_with(token))
+    try:
+        pid = int(Path(box.workdir, "daemon.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    return Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "fallback"])
+def test_a_double_forked_daemon_dies_with_the_answer(mode: str) -> None:
+    if mode == "fallback" and os.geteuid() != 0 and not hierarchies():
+        pytest.skip("the fallback without root or a cgroup cannot reach a daemon (documented)")
+    token = f"{700 + os.getpid() % 97}.{int.from_bytes(os.urandom(3), 'big'):07d}"
+    with Sandbox(DAEMON.replace("TOKEN", repr(token)), "gcd", mode=mode) as box:
+        assert box.ready() is None
+        assert box.call((1, 2)) == (True, 1)
+        deadline = time.monotonic() + 10
+        while not daemon_alive(box, token):  # wait until the daemon really runs
+            assert time.monotonic() < deadline, "the daemon never started"
+            time.sleep(0.01)
+        pid_file = None if box.workdir is None else Path(box.workdir, "daemon.pid")
+        daemon = int(pid_file.read_text()) if pid_file else None
+    assert running_with(token) == []
+    if daemon is not None:
+        assert not Path(f"/proc/{daemon}").exists() or "Z" in _state(daemon)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
