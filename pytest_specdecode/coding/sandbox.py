@@ -13,13 +13,13 @@ Isolation, strongest available first:
 - fallback (no bwrap, or it cannot create namespaces, or asked for): the
   same worker under rlimits, its own session/process group, a temp cwd on
   the host, a minimal environment and the wall-clock timeout; as root it also
-  drops to a fresh uid and the parent kills every process of that uid
-  afterwards. There is no filesystem or network isolation;
+  drops to a fresh uid. There is no filesystem or network isolation;
   :func:`sandbox_warning` says what that leaves open.
 
 In both, a cgroup holds the whole answer where one can be created
 (:mod:`.cgroup`): memory and process count are limited for the answer, not
-per process, and everything in it is killed at the end.
+per process, and everything in it is killed at the end. Without one, a root
+run kills every process of the answer's uid instead.
 """
 
 from __future__ import annotations
