@@ -155,7 +155,7 @@ class CodingRunner:
                 accept_length=round(tokens / steps, 3) if steps else None,
             )
         except Exception as exc:
-            record["reason"] = f"judging the answer failed: {describe(exc)}"
+            record["reason"] = one_line(f"judging the answer failed: {describe(exc)}")
             raise
         finally:
             self.node.user_properties.append((RECORD, record))
