@@ -42,6 +42,11 @@ class SpecDecodeSession:
         self.lossless_baseline = LosslessBaseline()
         self._problems: list[Any] | None = None
         self.controller = not hasattr(config, "workerinput")
+        self._sandbox_warned = False
+        if settings.sandbox == "require":
+            from pytest_specdecode.coding.sandbox import require_bwrap
+
+            require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
         distributed.check_options(config, settings)
         self.ranks: dict[SpecConfig, int] = {}
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
@@ -145,12 +150,17 @@ class SpecDecodeSession:
             groups = {i.nodeid: c.test_id() for i in session.items if (c := item_config(i))}
             distributed.write_groups(self.config, groups)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
-            from pytest_specdecode.coding import sandbox_warning
+            self._warn_sandbox()
 
-            warning = sandbox_warning()
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            if warning and reporter is not None:
-                reporter.write_line(f"dflash: WARNING: {warning}", yellow=True)
+    def _warn_sandbox(self) -> None:
+        """Say once per run what the fallback sandbox cannot protect (if it is used)."""
+        from pytest_specdecode.coding import sandbox_warning
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        warning = sandbox_warning(self.settings.sandbox)
+        if warning and reporter is not None and not self._sandbox_warned:
+            reporter.write_line(f"dflash: WARNING: {warning}", yellow=True)
+        self._sandbox_warned = True
 
     # --- running ----------------------------------------------------------
 
@@ -233,6 +243,8 @@ class SpecDecodeSession:
             terminalreporter.section("dflash summary")
             for line in lines:
                 terminalreporter.write_line(line)
+        if self.controller and any(r.coding for r in self.results.ordered()):
+            self._warn_sandbox()  # under xdist the controller collects nothing: say it here
         path = self.outputs.report_path
         if path is not None and self.controller:
             terminalreporter.write_line(self.redactor(f"dflash report: {path}"))

@@ -24,22 +24,35 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 
-from pytest_specdecode.coding.extract import extract_code
+from pytest_specdecode.coding.extract import ExtractionTimeout, extract_code
 from pytest_specdecode.coding.problem import ArgsStrategy, Problem
 from pytest_specdecode.coding.sandbox import Limits, Sandbox, SandboxError, SandboxTimeout
-from pytest_specdecode.coding.values import difference, normalize, same, show, show_call
+from pytest_specdecode.coding.values import (
+    difference,
+    normalize,
+    one_line,
+    same,
+    show,
+    show_call,
+)
+from pytest_specdecode.coding.worker import describe
 
 Status = Literal["passed", "failed", "timeout", "no-code", "error"]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome for one answer; ``reason`` is one line."""
+    """The outcome for one answer; ``reason`` is one printable line.
+
+    Reason and counterexample carry text the answer wrote (exception messages,
+    reprs): they are made printable here, so no verdict can carry an escape
+    sequence to a terminal or a report.
+    """
 
     passed: bool
     status: Status
@@ -47,6 +60,11 @@ class Verdict:
     counterexample: str | None = None
     duration: float = 0.0
     cases: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", one_line(self.reason, 600))
+        if self.counterexample is not None:
+            object.__setattr__(self, "counterexample", one_line(self.counterexample, 600))
 
 
 @dataclass(frozen=True)
@@ -167,7 +185,8 @@ def _shrink(
 def _differential(problem: Problem, sandbox: Sandbox, examples: int) -> tuple[Verdict | None, int]:
     reference = problem.reference_function()
     fixed = [tuple(c) for c in problem.cases]
-    generated = generate_inputs(problem.strategy, examples) if problem.strategy is not None else []
+    strategy = problem.strategy if examples > 0 else None
+    generated = generate_inputs(strategy, examples) if strategy is not None else []
     inputs = fixed + generated
     expected = [_reference(reference, args) for args in inputs]
     try:
@@ -257,27 +276,62 @@ def check_answer(
     mode: str = "auto",
     hide: Sequence[str] = (),
     clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
 ) -> Verdict:
-    """Run ``code`` in a sandbox and judge it against ``problem``.
+    """Run ``code`` in a sandbox and judge it against ``problem``; never raises.
 
     ``timeout`` is the wall-clock budget for the whole answer (start, every
-    call, shrinking); ``limits`` overrides memory/file/process limits (its
-    timeout is replaced by ``timeout``); ``mode`` is ``"auto"``, ``"bwrap"`` or
-    ``"fallback"``; ``hide`` adds paths the candidate must not see.
+    call, shrinking), ending at ``deadline`` (on ``clock``) when given;
+    ``limits`` overrides memory/disk/process limits (its timeout is replaced by
+    ``timeout``); ``mode`` is ``"auto"``, ``"bwrap"`` or ``"fallback"``;
+    ``hide`` adds paths the candidate must not see.
+
+    Whatever goes wrong while judging, showing or cleaning up (an exception in
+    the harness itself included) is a failed verdict with ``status="error"``:
+    no answer can turn itself into a missing result.
     """
     start = clock()
+    if deadline is None:
+        deadline = start + timeout
     base = limits or Limits()
     limits = Limits(**{**base.__dict__, "timeout": timeout})
+    try:
+        verdict = _judge(problem, code, examples, limits, mode, hide, clock, deadline)
+    except Exception as exc:
+        verdict = Verdict(False, "error", f"judging the answer failed: {describe(exc)}")
+    return replace(verdict, duration=clock() - start)
+
+
+def _judge(
+    problem: Problem,
+    code: str,
+    examples: int,
+    limits: Limits,
+    mode: str,
+    hide: Sequence[str],
+    clock: Callable[[], float],
+    deadline: float,
+) -> Verdict:
+    timeout = limits.timeout
     checked = 0
 
     def verdict(status: Status, reason: str, counterexample: str | None = None) -> Verdict:
-        return Verdict(status == "passed", status, reason, counterexample, clock() - start, checked)
+        return Verdict(status == "passed", status, reason, counterexample, 0.0, checked)
 
     if problem.source not in ("builtin", "humaneval", "python") and os.path.exists(problem.source):
         hide = [*hide, os.path.abspath(problem.source)]  # the TOML file holds the reference
     sandbox = Sandbox(
-        code, problem.entry_point, preamble=problem.preamble, limits=limits, mode=mode, hide=hide
+        code,
+        problem.entry_point,
+        preamble=problem.preamble,
+        limits=limits,
+        mode=mode,
+        hide=hide,
+        deadline=deadline,
+        clock=clock,
     )
+    # Closing (killing the answer's processes, removing its files) is part of
+    # judging: when it fails, the exception replaces any verdict reached.
     with sandbox:
         try:
             try:
@@ -305,9 +359,31 @@ def check_answer(
     return verdict("passed", f"passed {what}")
 
 
-def check_reply(problem: Problem, reply: str, **kwargs: Any) -> Verdict:
-    """Extract the code from a model's whole reply, then :func:`check_answer` it."""
-    code = extract_code(reply, problem.entry_point)
+def check_reply(
+    problem: Problem,
+    reply: str,
+    *,
+    timeout: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
+    **kwargs: Any,
+) -> Verdict:
+    """Extract the code from a model's whole reply, then :func:`check_answer` it.
+
+    Extraction is part of the answer's ``timeout``; like :func:`check_answer`
+    this never raises.
+    """
+    start = clock()
+    deadline = start + timeout
+    try:
+        code = extract_code(reply, problem.entry_point, deadline=deadline, clock=clock)
+    except ExtractionTimeout:
+        reason = f"extracting the code did not finish within the {timeout:g} s limit"
+        return Verdict(False, "timeout", reason, duration=clock() - start)
+    except Exception as exc:
+        reason = f"extracting the code failed: {describe(exc)}"
+        return Verdict(False, "error", reason, duration=clock() - start)
     if code is None:
-        return Verdict(False, "no-code", f"no code found in the reply ({len(reply)} characters)")
-    return check_answer(problem, code, **kwargs)
+        reason = f"no code found in the reply ({len(reply)} characters)"
+        return Verdict(False, "no-code", reason, duration=clock() - start)
+    verdict = check_answer(problem, code, timeout=timeout, clock=clock, deadline=deadline, **kwargs)
+    return replace(verdict, duration=clock() - start)

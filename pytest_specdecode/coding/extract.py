@@ -11,6 +11,12 @@
    blocks that do not define it). Without one, the longest syntactically valid
    run of lines that defines it. Failing that, the longest code-like block or
    span (so the verdict can say "does not define gcd"), else None.
+   The run search is bounded: from each line that starts code it tries the
+   longest run first and, when that does not parse, only runs that end
+   before the line the parser stopped at (no longer run can parse either);
+   lines inside a run already found are not tried again, and the whole search
+   stops after a fixed number of parses or at the answer's deadline
+   (:class:`ExtractionTimeout`), so a hostile reply cannot stall the run.
 3. The chosen code is sanitized: top-level statements that only exercise the
    code (bare expressions, asserts, loops, ``if __name__ == "__main__"``) are
    dropped; imports, definitions and assignments are kept, and imports from
@@ -21,6 +27,10 @@ from __future__ import annotations
 
 import ast
 import re
+import time
+from collections.abc import Callable
+
+from pytest_specdecode.errors import SpecDecodeError
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _OPEN = re.compile(r"<think>", re.IGNORECASE)
@@ -29,6 +39,28 @@ _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*
                     re.DOTALL | re.MULTILINE)  # fmt: skip
 _NOT_PYTHON = {"bash", "sh", "shell", "console", "text", "txt", "json", "yaml", "toml", "output"}
 _CODE_START = re.compile(r"^(def |async def |class |import |from |@)")
+# Parses the run search may spend on one reply, beyond one per line that starts code.
+_EXTRA_PARSES = 200
+
+
+class ExtractionTimeout(SpecDecodeError):
+    """The answer's deadline passed while looking for its code."""
+
+
+class _Budget:
+    """The deadline and parse allowance of one extraction."""
+
+    def __init__(self, deadline: float | None, clock: Callable[[], float], parses: int) -> None:
+        self.deadline = deadline
+        self.clock = clock
+        self.parses = parses
+
+    def spend(self) -> bool:
+        """Whether one more parse is allowed; raises once the deadline passed."""
+        if self.deadline is not None and self.clock() > self.deadline:
+            raise ExtractionTimeout("the deadline passed while extracting the code")
+        self.parses -= 1
+        return self.parses >= 0
 
 
 def strip_reasoning(text: str) -> str:
@@ -75,18 +107,40 @@ def _fenced_blocks(text: str) -> list[str]:
     return [m.group(3) for m in _FENCE.finditer(text) if m.group(2).lower() not in _NOT_PYTHON]
 
 
-def _spans(text: str) -> list[str]:
-    """For each line that starts code, the longest parseable run of lines from it."""
+def _error_line(code: str) -> int | None:
+    """None when ``code`` parses, else the line (1-based) where the parser gave up (0: unknown)."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return exc.lineno or 0
+    except (ValueError, MemoryError, RecursionError):
+        return 0
+    return None
+
+
+def _spans(text: str, budget: _Budget) -> list[str]:
+    """For lines that start code, the longest parseable run of lines from each (bounded)."""
     lines = text.splitlines()
     spans = []
-    for start, line in enumerate(lines):
-        if not _CODE_START.match(line):
+    start = 0
+    while start < len(lines):
+        if not _CODE_START.match(lines[start]):
+            start += 1
             continue
-        for end in range(len(lines), start, -1):
+        end = len(lines)
+        found = False
+        while end > start and budget.spend():
             chunk = "\n".join(lines[start:end]) + "\n"
-            if _parse(chunk) is not None:
+            error = _error_line(chunk)
+            if error is None:
                 spans.append(chunk)
+                found = True
                 break
+            # Every run that holds the line the parser stopped at fails there too.
+            end = min(end - 1, start + error - 1) if error > 0 else end - 1
+        if budget.parses < 0:
+            break
+        start = end if found else start + 1
     return spans
 
 
@@ -126,14 +180,25 @@ def _imports(blocks: list[str]) -> list[ast.stmt]:
     return out
 
 
-def extract_code(answer: str, entry_point: str) -> str | None:
-    """The code to run from a model's reply, or None when it contains no code."""
+def extract_code(
+    answer: str,
+    entry_point: str,
+    *,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """The code to run from a model's reply, or None when it contains no code.
+
+    Raises :class:`ExtractionTimeout` when ``clock()`` passes ``deadline``.
+    """
     text = strip_reasoning(answer)
     blocks = _fenced_blocks(text)
-    parsed = [(b, t) for b in blocks if (t := _parse(b)) is not None]
+    starts = sum(1 for line in text.splitlines() if _CODE_START.match(line))
+    budget = _Budget(deadline, clock, len(blocks) + starts + _EXTRA_PARSES)
+    parsed = [(b, t) for b in blocks if budget.spend() and (t := _parse(b)) is not None]
     chosen = next((p for p in reversed(parsed) if _defines(p[1], entry_point)), None)
     if chosen is None:
-        spans = [(s, t) for s in _spans(text) if (t := _parse(s)) is not None]
+        spans = [(s, t) for s in _spans(text, budget) if (t := _parse(s)) is not None]
         defining = [p for p in spans if _defines(p[1], entry_point)]
         if defining:
             chosen = max(defining, key=lambda p: len(p[0]))

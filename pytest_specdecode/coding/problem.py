@@ -24,7 +24,9 @@ hold arguments only.
 
 from __future__ import annotations
 
+import copy
 import functools
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -85,3 +87,67 @@ def _compile_reference(source: str, entry_point: str) -> Callable[..., Any]:
     if not callable(func):
         raise BadReference(f"the reference does not define a function {entry_point!r}")
     return func  # type: ignore[no-any-return]
+
+
+class BadProblem(SpecDecodeError, ValueError):
+    """A problem that cannot judge answers; the message is one line naming it."""
+
+
+# Exceptions no reference raises on purpose: the reference itself is broken.
+_BROKEN = (NameError, ImportError, SyntaxError, AttributeError, RecursionError)
+_SAMPLES = 5
+
+
+def validate_problem(problem: Problem) -> None:
+    """Refuse a problem that cannot tell a right answer from a wrong one.
+
+    - It needs fixed cases, a strategy or check code: with none, every answer
+      would pass ("passed 0 cases").
+    - Its reference must load and produce its own fixed cases (without fixed
+      cases, a few generated inputs): a reference that raises on all of them,
+      or raises NameError/ImportError/AttributeError on any (a typo), would
+      pass garbage and fail correct answers.
+
+    Raises :class:`BadProblem` (a ValueError) with one line naming the problem.
+    """
+    where = f"coding problem {problem.name!r} ({problem.source})"
+    if not problem.cases and problem.strategy is None and problem.check is None:
+        raise BadProblem(
+            f"{where} has nothing to judge an answer by: give it cases, a strategy or check code"
+        )
+    try:
+        reference = problem.reference_function()
+    except Exception as exc:
+        raise BadProblem(f"{where}: the reference does not load: {_describe(exc)}") from None
+    inputs = [tuple(c) for c in problem.cases]
+    if not inputs and problem.strategy is not None:
+        from pytest_specdecode.coding.check import generate_inputs  # hypothesis: loaded late
+
+        inputs = generate_inputs(problem.strategy, _SAMPLES)
+    failures: list[str] = []
+    for args in inputs:
+        try:
+            reference(*copy.deepcopy(args))
+        except Exception as exc:
+            call = f"{problem.entry_point}{_args(args)}"
+            if isinstance(exc, _BROKEN):
+                raise BadProblem(
+                    f"{where}: its reference fails on {call}: {_describe(exc)}; fix the reference"
+                ) from None
+            failures.append(f"{call} raised {_describe(exc)}")
+    if inputs and len(failures) == len(inputs):
+        raise BadProblem(
+            f"{where}: its reference raises on all {len(inputs)} of its inputs "
+            f"(first: {failures[0]}); fix the reference"
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _args(args: tuple[Any, ...]) -> str:
+    shown = reprlib.Repr()
+    shown.maxstring = shown.maxother = 40
+    return "(" + ", ".join(shown.repr(a) for a in args) + ")"

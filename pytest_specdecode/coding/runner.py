@@ -12,6 +12,7 @@ verdict's one-line reason.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,9 @@ from pytest_specdecode.coding import (
     load_humaneval,
     load_problems_toml,
 )
+from pytest_specdecode.coding.problem import validate_problem
+from pytest_specdecode.coding.values import one_line
+from pytest_specdecode.coding.worker import describe
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.records import RECORD
 from pytest_specdecode.service.manager import ServiceHandle
@@ -35,6 +39,9 @@ SYSTEM_PROMPT = (
 
 # SGLang's extension: per-request verify steps, so accept length is per answer.
 SPEC_DETAILS = {"return_spec_tokens_details": True}
+
+# --dflash-sandbox value -> the sandbox mode answers are checked in.
+SANDBOX_MODES = {"auto": "auto", "require": "bwrap", "fallback": "fallback"}
 
 
 def load_problems(settings: Settings, config: pytest.Config) -> list[Problem]:
@@ -58,6 +65,9 @@ def load_problems(settings: Settings, config: pytest.Config) -> list[Problem]:
                 "rename one: names are test ids"
             )
         seen.add(problem.name)
+        # A problem that cannot judge (no cases, or a reference that raises on
+        # them) would pass garbage and fail correct answers: refuse it here.
+        validate_problem(problem)
     return problems
 
 
@@ -68,6 +78,8 @@ class CodingRunner:
         self.settings = settings
         self.service = service
         self.node = node
+        # --dflash-sandbox: require means bubblewrap or an error verdict, never the fallback.
+        self.mode = SANDBOX_MODES[settings.sandbox]
 
     def ask(self, problem: Problem) -> tuple[str, ChatResult]:
         """One answer: (the text to check, the server's result)."""
@@ -92,39 +104,64 @@ class CodingRunner:
         return result.text, result
 
     def check(self, problem: Problem) -> list[Verdict]:
-        """Ask, judge every sample, record; fail the test unless all samples pass."""
+        """Ask, judge every sample, record; fail the test unless all samples pass.
+
+        The record is written whatever happens (``finally``): it starts as a
+        failure of every sample and only the samples judged to pass count as
+        correct, so no answer can take its problem out of the pass rate.
+        """
         label = self.service.config.label()
+        n = self.settings.samples
         verdicts: list[Verdict] = []
         latency = tokens = 0.0
         steps = 0
         failure: str | None = None
-        for _ in range(self.settings.samples):
-            try:
-                reply, result = self.ask(problem)
-            except SGLangError as exc:
-                failure = f"{label}: asking {problem.name!r} failed: {exc}"
-                break
-            verdicts.append(check_reply(problem, reply, timeout=self.settings.answer_timeout))
-            latency += result.e2e_latency
-            tokens += result.completion_tokens or 0
-            steps += result.spec_verify_ct or 0
-        correct = sum(v.passed for v in verdicts)
-        first_bad = next((v for v in verdicts if not v.passed), None)
-        n = max(len(verdicts), 1)
-        record = {
+        record: dict[str, Any] = {
             "problem": problem.name,
-            "passed": failure is None and correct == len(verdicts),
-            "status": "error" if failure else (first_bad.status if first_bad else "passed"),
-            "reason": failure or (first_bad.reason if first_bad else verdicts[0].reason),
+            "passed": False,
+            "status": "error",
+            "reason": "judging the answer did not finish",
             "samples": n,
-            "correct": correct,
-            "latency": round(latency / n, 4),
-            "completion_tokens": int(tokens / n),
-            "accept_length": round(tokens / steps, 3) if steps else None,
+            "correct": 0,
+            "latency": None,
+            "completion_tokens": None,
+            "accept_length": None,
         }
-        self.node.user_properties.append((RECORD, record))
-        for key in ("latency", "completion_tokens", "accept_length"):
-            self.node.user_properties.append((key, record[key]))
+        try:
+            for _ in range(n):
+                try:
+                    reply, result = self.ask(problem)
+                except SGLangError as exc:
+                    failure = f"{label}: asking {problem.name!r} failed: {one_line(str(exc))}"
+                    break
+                verdicts.append(
+                    check_reply(
+                        problem, reply, timeout=self.settings.answer_timeout, mode=self.mode
+                    )
+                )
+                latency += result.e2e_latency
+                tokens += result.completion_tokens or 0
+                steps += result.spec_verify_ct or 0
+            correct = sum(v.passed for v in verdicts)
+            first_bad = next((v for v in verdicts if not v.passed), None)
+            asked = max(len(verdicts), 1)
+            record.update(
+                passed=failure is None and correct == n,
+                status="error" if failure else (first_bad.status if first_bad else "passed"),
+                reason=failure or (first_bad.reason if first_bad else verdicts[0].reason),
+                correct=correct,
+                latency=round(latency / asked, 4),
+                completion_tokens=int(tokens / asked),
+                accept_length=round(tokens / steps, 3) if steps else None,
+            )
+        except Exception as exc:
+            record["reason"] = one_line(f"judging the answer failed: {describe(exc)}")
+            raise
+        finally:
+            self.node.user_properties.append((RECORD, record))
+            for key in ("latency", "completion_tokens", "accept_length"):
+                if record[key] is not None:
+                    self.node.user_properties.append((key, record[key]))
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         if first_bad is not None:

@@ -2,22 +2,24 @@
 
 Isolation, strongest available first:
 
-- ``bwrap`` (bubblewrap): ``--ro-bind / / --tmpfs /tmp --proc /proc --dev /dev
-  --unshare-net --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try
-  --die-with-parent --new-session``, the temp working dir bound writable, a
-  tmpfs over this package, its checkout and every site-packages directory (so
-  the reference and the datasets cannot be read), the interpreter's prefix
-  re-bound read-only at ``/tmp/.python`` and run as ``python -I -S -B``.
-  When the test process is root, bwrap keeps only CAP_SETUID/CAP_SETGID and
-  the worker drops to a fresh unprivileged uid (one per sandbox, so
-  RLIMIT_NPROC is enforced and counted per answer) before any candidate code
-  runs. Killing bwrap tears down the pid namespace: every process the
-  candidate started dies with it.
-- fallback (no bwrap, or it cannot create namespaces): the same worker under
-  rlimits, its own session/process group, a temp cwd, a minimal environment
-  and the wall-clock timeout; as root it also drops to a fresh uid and the
-  parent kills every process of that uid afterwards. There is no network or
-  filesystem isolation; :func:`sandbox_warning` says so in one line.
+- ``bwrap`` (bubblewrap): an allowlisted filesystem (:mod:`.layout`: an empty
+  root with only the interpreter, its standard library and shared libraries
+  read-only, a size-limited tmpfs at ``/tmp`` as the answer's working
+  directory), new pid/net/ipc/uts namespaces (``--unshare-all`` when not
+  root), ``--die-with-parent --new-session``, and ``python -I -S -B``. As
+  root the worker drops to a fresh unprivileged uid (one per sandbox) before
+  any answer code runs. Killing bwrap tears down the pid namespace: every
+  process the answer started dies with it.
+- fallback (no bwrap, or it cannot create namespaces, or asked for): the
+  same worker under rlimits, its own session/process group, a temp cwd on
+  the host, a minimal environment and the wall-clock timeout; as root it also
+  drops to a fresh uid. There is no filesystem or network isolation;
+  :func:`sandbox_warning` says what that leaves open.
+
+In both, a cgroup holds the whole answer where one can be created
+(:mod:`.cgroup`): memory and process count are limited for the answer, not
+per process, and everything in it is killed at the end. Without one, a root
+run kills every process of the answer's uid instead.
 """
 
 from __future__ import annotations
@@ -30,62 +32,56 @@ import os
 import select
 import shutil
 import signal
-import site
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding import worker
+from pytest_specdecode.coding.cgroup import AnswerGroup, hierarchies
+from pytest_specdecode.coding.reaper import (
+    UID_BASE,
+    kill_uid,
+    processes_of,
+    remove_tree,
+    sandbox_processes,
+)
+from pytest_specdecode.coding.values import one_line
+from pytest_specdecode.config.settings import SettingsError
 from pytest_specdecode.errors import SpecDecodeError
 
 # Stdlib modules imported before the uid drop in fallback mode, where the
 # interpreter may live somewhere the sandbox uid cannot read (e.g. /root/.pyenv).
 PREIMPORT = [
-    "math",
-    "cmath",
-    "typing",
-    "collections",
-    "collections.abc",
-    "itertools",
-    "functools",
-    "re",
-    "string",
-    "heapq",
-    "bisect",
-    "hashlib",
-    "random",
-    "statistics",
-    "fractions",
-    "decimal",
-    "operator",
-    "copy",
-    "datetime",
-    "dataclasses",
-    "enum",
-    "array",
-    "numbers",
-    "unicodedata",
+    "math", "cmath", "typing", "collections", "collections.abc", "itertools", "functools", "re",
+    "string", "heapq", "bisect", "hashlib", "random", "statistics", "fractions", "decimal",
+    "operator", "copy", "datetime", "dataclasses", "enum", "array", "numbers", "unicodedata",
     "textwrap",
-]
+]  # fmt: skip
 
-SANDBOX_PYTHON = "/tmp/.python"
-_UID_BASE = 0x5F000000
+MODES = ("auto", "bwrap", "fallback")
 _uid_counter = itertools.count()
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one answer; ``timeout`` is wall-clock for the whole check."""
+    """Resource limits for one answer; ``timeout`` is wall-clock for the whole check.
+
+    ``memory_mb`` and ``nproc`` hold for each process (rlimits) and, where a
+    cgroup can be had, for the whole answer together; ``disk_mb`` is the size
+    of each of the answer's tmpfs (``/tmp``, ``/dev/shm``) under bwrap;
+    ``file_size_mb`` caps any one file it writes.
+    """
 
     timeout: float = 10.0
     memory_mb: int = 1024
     file_size_mb: int = 16
+    disk_mb: int = 64
     nproc: int = 64
     nofile: int = 64
     max_reply_bytes: int = 4 << 20
@@ -110,58 +106,30 @@ class SandboxTimeout(SandboxError):
     """The deadline passed while waiting for the worker."""
 
 
-def _interpreter() -> tuple[str, str]:
-    """(real executable, its installation prefix)."""
-    exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    return exe, os.path.realpath(sys.base_prefix)
+class SandboxUnavailable(SettingsError):
+    """bubblewrap was required (``--dflash-sandbox=require``) but cannot run here."""
 
 
-def _hidden_paths() -> list[str]:
-    """Directories the candidate must not see: this package, its checkout, site-packages."""
-    package = Path(__file__).resolve().parent.parent
-    paths = {str(package)}
-    root = package.parent
-    if (root / "pyproject.toml").exists() or (root / ".git").exists():
-        paths.add(str(root))
-    candidates = [*site.getsitepackages(), site.getusersitepackages()]
-    base = {"base": sys.base_prefix, "platbase": sys.base_prefix}
-    for paths_of in (sysconfig.get_paths(), sysconfig.get_paths(vars=base)):
-        candidates += [paths_of["purelib"], paths_of["platlib"]]
-    paths.update(os.path.realpath(p) for p in candidates if os.path.isdir(p))
-    return sorted(p for p in paths if p != "/")
-
-
-def _env(workdir: str) -> dict[str, str]:
+def _env(home: str) -> dict[str, str]:
     # Only what an interpreter needs: no API keys, SSH agent, PYTHONPATH or proxies.
-    return {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
 
 
-def bwrap_argv(workdir: str, extra_hidden: Sequence[str] = (), *, as_root: bool) -> list[str]:
-    """The bubblewrap command line that runs the worker with ``workdir`` writable."""
-    exe, prefix = _interpreter()
-    argv = [
-        "bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-    ]  # fmt: skip
-    for path in [*_hidden_paths(), *extra_hidden]:
-        if os.path.isdir(path):
-            argv += ["--tmpfs", path]
-        elif os.path.exists(path):
-            argv += ["--ro-bind", "/dev/null", path]
-    python = exe
-    if exe.startswith(prefix + os.sep):
-        # Re-bound where the unprivileged sandbox uid can reach it even when the
-        # real prefix sits under a private home (e.g. /root/.pyenv).
-        python = SANDBOX_PYTHON + exe[len(prefix) :]
-        argv += ["--ro-bind", prefix, SANDBOX_PYTHON]
-        for path in _hidden_paths():
-            if path.startswith(prefix + os.sep):
-                argv += ["--tmpfs", SANDBOX_PYTHON + path[len(prefix) :]]
-    argv += ["--bind", workdir, workdir, "--chdir", workdir]
-    if as_root:
-        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    return [*argv, python, "-I", "-S", "-B", "-c", _worker_source()]
+def _worker_command(executable: str) -> list[str]:
+    return [executable, "-I", "-S", "-B", "-c", _worker_source()]
+
+
+def bwrap_argv(limits: Limits, extra_hidden: Sequence[str] = (), *, as_root: bool) -> list[str]:
+    """The bubblewrap command line that runs the worker in the allowlisted layout."""
+    found = fs.discover()
+    hide = tuple(os.path.realpath(p) for p in extra_hidden)
+    return fs.bwrap_argv(
+        found,
+        _worker_command(found.executable),
+        as_root=as_root,
+        disk_bytes=limits.disk_mb << 20,
+        hide=hide,
+    )
 
 
 @functools.cache
@@ -175,16 +143,20 @@ def _probe() -> tuple[str, str | None]:
     if sys.platform != "linux":
         return "fallback", f"bubblewrap is Linux-only (platform {sys.platform!r})"
     if shutil.which("bwrap") is None:
-        return "fallback", "bubblewrap not found (install the 'bubblewrap' package)"
-    with tempfile.TemporaryDirectory(prefix="specdecode-probe-") as tmp:
-        argv = bwrap_argv(tmp, as_root=os.geteuid() == 0)
-        argv[-1] = "pass"
-        try:
-            proc = subprocess.run(
-                argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL, env=_env(tmp)
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return "fallback", f"bwrap did not run: {exc}"
+        return "fallback", "bubblewrap is not installed (install the 'bubblewrap' package)"
+    if not fs.supports("--perms"):
+        return "fallback", "bubblewrap is too old (no --perms; 0.5 or newer is needed)"
+    try:
+        argv = bwrap_argv(Limits(), as_root=os.geteuid() == 0)
+    except fs.LayoutError as exc:
+        return "fallback", str(exc)
+    argv[-1] = "import json, math, os; os.listdir('/tmp')"
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, env=_env("/tmp")
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "fallback", f"bwrap did not run: {exc}"
     if proc.returncode != 0:
         lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
         return "fallback", f"bwrap cannot create a sandbox here ({lines[-1]!r})"
@@ -196,21 +168,56 @@ def sandbox_mode() -> str:
     return _probe()[0]
 
 
-def sandbox_warning() -> str | None:
-    """One line to print once per run when the sandbox is the weaker fallback, else None."""
-    mode, why = _probe()
-    if mode == "bwrap":
+def sandbox_warning(mode: str = "auto") -> str | None:
+    """One line to print once per run when answers run in the weaker fallback, else None.
+
+    ``mode`` is a sandbox mode or a ``--dflash-sandbox`` value.
+
+    It says what the fallback cannot protect, as this process runs (root or not,
+    with or without a cgroup).
+    """
+    if mode in ("bwrap", "require"):
         return None
+    why = "--dflash-sandbox=fallback" if mode == "fallback" else _probe()[1]
+    if why is None:
+        return None
+    cgroup = bool(hierarchies())
+    if os.geteuid() == 0:
+        exposed = (
+            "answers run as a fresh uid but can read every world-readable file (other "
+            "checkouts, reference solutions in them), reach Unix sockets open to all and the "
+            "network"
+        )
+    else:
+        exposed = (
+            "answers can read every file you can (home directory, SSH keys, other checkouts, "
+            "the reference solutions), reach your Unix sockets (ssh-agent, docker) and the "
+            "network, and signal your processes"
+        )
+        if not cgroup:
+            exposed += "; a daemon an answer starts can outlive it"
+    limit = "memory per answer through a cgroup" if cgroup else "memory per process only"
     return (
-        f"coding sandbox is weaker: {why}; answers run under rlimits, a process group and a"
-        " timeout only, without network or filesystem isolation"
+        f"coding sandbox is the weaker fallback ({why}): {exposed}; it has only the time "
+        f"limit, a process group and rlimits ({limit})"
     )
+
+
+def require_bwrap() -> None:
+    """Raise :class:`SandboxUnavailable` (one line) unless bubblewrap works here."""
+    mode, why = _probe()
+    if mode != "bwrap":
+        raise SandboxUnavailable(
+            f"--dflash-sandbox=require: {why}; install bubblewrap and allow unprivileged user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1), or use "
+            "--dflash-sandbox=auto to accept the weaker fallback"
+        )
 
 
 def _resolve_mode(mode: str) -> str:
     if mode == "auto":
         return sandbox_mode()
-    if mode not in ("bwrap", "fallback"):
+    if mode not in MODES:
         raise ValueError(f"sandbox mode must be 'auto', 'bwrap' or 'fallback', got {mode!r}")
     return mode
 
@@ -228,11 +235,13 @@ class Sandbox:
         mode: str = "auto",
         hide: Sequence[str] = (),
         deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limits = limits or Limits()
         self.mode = _resolve_mode(mode)
-        self.deadline = deadline if deadline is not None else time.monotonic() + self.limits.timeout
-        self.workdir = tempfile.mkdtemp(prefix="specdecode-answer-")
+        self.clock = clock
+        self.deadline = deadline if deadline is not None else clock() + self.limits.timeout
+        self.workdir: str | None = None  # on the host: the fallback's only
         self.uid: int | None = None
         self._inbuf = bytearray()
         self._outbuf = bytearray()
@@ -242,29 +251,41 @@ class Sandbox:
         self.exit_detail = ""
         root = os.geteuid() == 0
         if root:
-            self.uid = _UID_BASE + ((os.getpid() & 0xFFFFF) << 4 | next(_uid_counter) & 0xF)
-            os.chown(self.workdir, self.uid, self.uid)
-        # Search permission for "other": bwrap (root without capabilities) must chdir into it.
-        os.chmod(self.workdir, 0o711 if root else 0o700)
+            self.uid = UID_BASE + ((os.getpid() & 0xFFFFF) << 4 | next(_uid_counter) & 0xF)
         if self.mode == "bwrap":
-            argv = bwrap_argv(self.workdir, hide, as_root=root)
+            argv = bwrap_argv(self.limits, hide, as_root=root)
+            home, cwd = fs.WORKDIR, "/"
         else:
-            argv = [_interpreter()[0], "-I", "-S", "-B", "-c", _worker_source()]
+            argv = _worker_command(fs.base_executable())
+            home = cwd = self.workdir = tempfile.mkdtemp(prefix="specdecode-answer-")
+            if self.uid is not None:
+                os.chown(self.workdir, self.uid, self.uid)
+            # Search permission for "other": root without capabilities must chdir into it.
+            os.chmod(self.workdir, 0o711 if root else 0o700)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self.group: AnswerGroup | None = None
         try:
+            self.group = AnswerGroup.create(self.limits.memory_mb << 20, self.limits.nproc)
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
-                cwd=self.workdir,
-                env=_env(self.workdir),
+                cwd=cwd,
+                env=_env(home),
                 start_new_session=True,
                 close_fds=True,
+                # Into the answer's cgroup before exec: everything it starts is inside.
+                preexec_fn=self.group.join if self.group is not None else None,
             )
         except BaseException:
             self._stderr.close()
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            self._closed = True
+            with contextlib.suppress(OSError):
+                if self.group is not None:
+                    self.group.close()
+                if self.workdir is not None:
+                    remove_tree(self.workdir)
             raise
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
@@ -295,7 +316,7 @@ class Sandbox:
             return None
         error = reply.get("error")
         if reply.get("ok") is False and isinstance(error, str):
-            return " ".join(error.split())[:300]
+            return one_line(error)
         raise SandboxError(f"malformed reply while loading: {str(reply)[:100]}")
 
     def submit(self, args: tuple[Any, ...]) -> int:
@@ -319,7 +340,7 @@ class Sandbox:
         exc_text = reply.get("exc")
         if not isinstance(exc_text, str):
             raise SandboxError("malformed exception reply")
-        return False, " ".join(exc_text.split())[:300]
+        return False, one_line(exc_text)
 
     def drain(self) -> None:
         """Read and drop the answers still owed for earlier calls."""
@@ -357,7 +378,7 @@ class Sandbox:
         poller.register(self._rfd, select.POLLIN)
         if self._outbuf:
             poller.register(self._wfd, select.POLLOUT)
-        remaining = self.deadline - time.monotonic()
+        remaining = self.deadline - self.clock()
         if wait and remaining <= 0:
             raise SandboxTimeout("deadline passed")
         for fd, _event in poller.poll(max(0.0, remaining) * 1000 if wait else 0):
@@ -388,78 +409,54 @@ class Sandbox:
             return "the sandbox closed its pipe"
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             raise SandboxTimeout("CPU-time limit exceeded")
+        if self.group is not None and self.group.oom_killed():
+            return f"the answer exceeded its {self.limits.memory_mb} MB memory limit and was killed"
         self._stderr.seek(0)
         tail = self._stderr.read(4096).decode(errors="replace").strip().splitlines()
-        detail = f" ({tail[-1][:200]})" if tail else ""
+        detail = f" ({one_line(tail[-1], 200)})" if tail else ""
         return f"the sandbox process exited with status {code}{detail}"
 
     def close(self) -> None:
-        """Kill the worker and everything it started; remove the temp dir."""
+        """Kill the worker and everything it started; remove what it wrote.
+
+        Every step runs; the first failure is raised afterwards (the verdict
+        then becomes an error: a failed clean-up is never a silent pass).
+        """
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.kill()
-        self.proc.wait()
-        if self.uid is not None:
+        errors: list[BaseException] = []
+
+        def step(action: Callable[[], object]) -> None:
+            try:
+                action()
+            except (ProcessLookupError, PermissionError):
+                pass  # already gone, or no longer ours to signal
+            except Exception as exc:
+                errors.append(exc)
+
+        step(lambda: os.killpg(self.proc.pid, signal.SIGKILL))
+        step(self.proc.kill)
+        step(self.proc.wait)
+        emptied = False
+        if self.group is not None:
+            before = len(errors)
+            step(self.group.close)
+            # Every process of the answer was in its group (it joined before exec,
+            # and a sandbox uid cannot move itself out): an empty group is proof.
+            emptied = len(errors) == before
+        if self.uid is not None and not emptied:
             # bwrap's pid namespace dies with it, but asynchronously; the fallback
             # needs this to reach processes that left the process group.
-            kill_uid(self.uid)
-        for stream in (self.proc.stdin, self.proc.stdout):
+            step(lambda: kill_uid(self.uid) if self.uid is not None else None)
+        for stream in (self.proc.stdin, self.proc.stdout, self._stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
-        self._stderr.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _live_uids() -> Iterator[tuple[int, int]]:
-    """(pid, real uid) of every live process; zombies are dead and only wait to be reaped."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields: dict[str, str] = {}
-        try:
-            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as fh:
-                for line in fh:
-                    key, _, value = line.partition(":")
-                    fields[key] = value.strip()
-        except OSError:
-            continue
-        if fields.get("State", "Z")[:1] in ("Z", "X") or "Uid" not in fields:
-            continue
-        yield int(entry), int(fields["Uid"].split()[0])
-
-
-def processes_of(uid: int) -> list[int]:
-    """Live pids whose real uid is ``uid`` (Linux /proc)."""
-    return [pid for pid, owner in _live_uids() if owner == uid]
-
-
-def sandbox_processes() -> list[int]:
-    """Live pids under any uid this module hands to sandboxes (for tests and cleanup checks)."""
-    return [pid for pid, uid in _live_uids() if _UID_BASE <= uid < _UID_BASE + (1 << 24)]
-
-
-def kill_uid(uid: int, *, grace: float = 5.0) -> None:
-    """SIGKILL every process of ``uid`` until none is left (forks may race the first rounds).
-
-    A killed process can take a while to leave the process table on a loaded
-    machine, so this keeps going for up to ``grace`` seconds, not a fixed count.
-    """
-    if not os.path.isdir("/proc"):
-        return
-    deadline = time.monotonic() + grace
-    quiet = 0
-    # A fork in flight is not in /proc yet: only several empty scans in a row count.
-    while quiet < 3 and time.monotonic() < deadline:
-        pids = processes_of(uid)
-        quiet = 0 if pids else quiet + 1
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+        if self.workdir is not None:
+            step(lambda: remove_tree(self.workdir) if self.workdir is not None else None)
+        if errors:
+            raise SandboxError(f"cleaning up after the answer failed: {worker.describe(errors[0])}")
 
 
 __all__ = [
@@ -467,6 +464,10 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxTimeout",
+    "SandboxUnavailable",
+    "processes_of",
+    "require_bwrap",
     "sandbox_mode",
+    "sandbox_processes",
     "sandbox_warning",
 ]

@@ -1,4 +1,10 @@
-"""Comparing a candidate's (decoded) result with the reference's, and showing calls."""
+"""Comparing a candidate's (decoded) result with the reference's, and showing values.
+
+Everything here takes hostile input: values decoded from the sandbox, and text
+an answer wrote (exception messages, reprs). Nothing raises on such input, and
+:func:`printable` is the one function that makes answer-derived text safe to
+show on a terminal or store in a report.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,62 @@ from typing import Any
 
 from pytest_specdecode.coding import worker
 
-_repr = reprlib.Repr()
+# Ints up to this many bits (77 digits) are shown in full, larger ones by their
+# size: Python refuses str() beyond 4300 digits, and a verdict line has no room.
+_MAX_INT_BITS = 256
+
+
+class _Repr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() <= _MAX_INT_BITS:
+            return repr(x)
+        estimate = int(x.bit_length() * math.log10(2))  # the digits, or one too few
+        if x.bit_length() > 1 << 16:  # 10**estimate would cost more than it tells
+            return f"<int of about {estimate} digits>"
+        return f"<int of {estimate + (abs(x) >= 10**estimate)} digits>"
+
+
+_repr = _Repr()
 _repr.maxstring = 80
 _repr.maxother = 80
 _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 12
 _repr.maxlevel = 4
 
 
+def printable(text: str) -> str:
+    r"""``text`` with every control or format character written as an escape.
+
+    Cursor movement, OSC 52 clipboard writes, bidi overrides and line breaks
+    from an answer become visible text (``\x1b[2J``) instead of acting on the
+    terminal; surrogates that cannot be encoded are escaped too.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Answer-derived text as one printable line of at most about ``limit`` characters."""
+    return printable(" ".join(str(text).split())[:limit])
+
+
 def show(value: Any) -> str:
-    """A short one-line repr."""
-    return " ".join(_repr.repr(value).split()) if not isinstance(value, str) else _repr.repr(value)
+    """A short, printable one-line repr; never raises."""
+    try:
+        text = _repr.repr(value)
+    except Exception:
+        text = f"<unshowable {type(value).__name__}>"
+    # A str's repr is one line already; its inner spaces are part of the value.
+    return printable(text) if isinstance(value, str) else one_line(text, 400)
 
 
 def show_call(entry_point: str, args: tuple[Any, ...]) -> str:
@@ -31,10 +83,14 @@ def normalize(value: Any) -> Any:
 
 
 def same(expected: Any, actual: Any) -> bool:
-    """Equality with float tolerance; bool, list and tuple are not interchangeable."""
+    """Equality with float tolerance; bool, list and tuple are not interchangeable.
+
+    Anything that cannot be compared (too deep, an int too large for a float)
+    is not the same.
+    """
     try:
         return _same(expected, actual)
-    except RecursionError:
+    except Exception:
         return False
 
 
@@ -45,7 +101,7 @@ def _number(x: Any) -> bool:
 def _same(expected: Any, actual: Any) -> bool:
     if _number(expected) and _number(actual):
         if isinstance(expected, float) or isinstance(actual, float):
-            e, a = float(expected), float(actual)
+            e, a = float(expected), float(actual)  # OverflowError: not the same
             if math.isnan(e) or math.isnan(a):
                 return math.isnan(e) and math.isnan(a)
             return math.isclose(e, a, rel_tol=1e-9, abs_tol=1e-9)

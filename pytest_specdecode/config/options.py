@@ -18,6 +18,7 @@ CONTROL_MODES = ("auto", "local", "systemd", "script", "external")
 DIALECTS = ("sglang", "sglang-legacy", "ddtree", "template")
 API_STYLES = ("chat", "completions")
 SGLANG_VERSIONS = facts.VERSIONS
+SANDBOX_MODES = ("auto", "require", "fallback")
 
 
 def _positive_float(text: str) -> float:
@@ -266,6 +267,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="Wall-time limit for checking one answer in the sandbox. Default: 10",
     )
     add(
+        "--dflash-sandbox",
+        choices=SANDBOX_MODES,
+        default=None,
+        help="How coding answers are isolated: auto (bubblewrap where it works, else a "
+        "weaker fallback, with a warning), require (bubblewrap or a usage error: for CI), "
+        "fallback (rlimits and a process group only). Default: 'auto'",
+    )
+    add(
         "--dflash-max-tokens",
         type=_positive_int,
         default=None,
@@ -375,6 +384,7 @@ def add_options(parser: pytest.Parser) -> None:
     ini("dflash_draft_model", "Drafter model path.", default="")
     ini("dflash_config", "Default config, e.g. 'budget=8,window=2048'.", default="")
     ini("dflash_min_pass_rate", "Coding pass-rate gate.", default="")
+    ini("dflash_sandbox", "Coding sandbox: " + ", ".join(SANDBOX_MODES) + ".", default="")
     ini(
         "dflash_system_prompt",
         "System prompt of coding questions (chat). Default: ask for one fenced Python function.",

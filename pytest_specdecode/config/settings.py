@@ -20,6 +20,7 @@ from pytest_specdecode.config.options import (
     CONTROL_MODES,
     DIALECTS,
     RESTART_MODES,
+    SANDBOX_MODES,
     SGLANG_VERSIONS,
 )
 from pytest_specdecode.errors import SpecDecodeError
@@ -98,6 +99,7 @@ class Settings:
     samples: int = 1
     temperature: float = 0.0
     answer_timeout: float = 10.0
+    sandbox: str = "auto"
     system_prompt: str | None = None
     prompt_template: str = "{prompt}"
     max_tokens: int = 1024
@@ -321,6 +323,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         system_prompt=r.get("system_prompt", _text, "") or None,
         prompt_template=prompt_template,
         answer_timeout=r.get("answer_timeout", _number(float, minimum=0.1), 10.0),
+        sandbox=r.get("sandbox", _choice(SANDBOX_MODES), "auto"),
         max_tokens=r.get("max_tokens", _number(int, minimum=1), 1024),
         api=r.get("api", _choice(API_STYLES), "chat"),
         contexts=r.get("contexts", _int_list, (60, 1024, 4096)),

@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import ast
+from typing import Any
+
 import pytest
 
-from pytest_specdecode.coding import extract_code, strip_reasoning
+from pytest_specdecode.coding import builtin_problems, check_reply, extract_code, strip_reasoning
+from pytest_specdecode.coding.extract import ExtractionTimeout
+
+GCD = next(p for p in builtin_problems() if p.name == "gcd")
 
 GOOD = "def gcd(a, b):\n    return a\n"
 
@@ -78,3 +84,51 @@ def test_extract_code(reply: str, expected: str | None) -> None:
 )
 def test_no_code(reply: str) -> None:
     assert extract_code(reply, "gcd") is None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param("def f():\n" * 1200, id="1200-headers"),
+        pytest.param("def f(:\n" * 1200, id="1200-broken-headers"),
+        pytest.param("import os\n(\n" * 600, id="600-unclosed-brackets"),
+        pytest.param("Intro.\n" + f"{GOOD}prose in between\n" * 400, id="400-spans-and-prose"),
+    ],
+)
+def test_extraction_is_bounded(reply: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run search once tried every run from every line: cubic, 33 s for 1200 headers.
+    calls = []
+    real_parse = ast.parse
+
+    def parse(source: str, *args: Any, **kwargs: Any) -> ast.AST:
+        calls.append(len(source))
+        tree: ast.AST = real_parse(source, *args, **kwargs)
+        return tree
+
+    monkeypatch.setattr(ast, "parse", parse)
+    extract_code(reply, "gcd")
+    lines = reply.count("\n")
+    assert len(calls) <= 2 * lines + 250
+
+
+def test_extraction_stops_at_the_deadline() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0  # every look at the clock costs a second
+        return now[0]
+
+    with pytest.raises(ExtractionTimeout):
+        extract_code("def f():\n" * 50, "gcd", deadline=10.0, clock=clock)
+
+
+def test_extraction_counts_against_the_answer_time_limit() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    verdict = check_reply(GCD, "def f():\n" * 50, timeout=5.0, clock=clock)
+    assert (verdict.passed, verdict.status) == (False, "timeout")
+    assert verdict.reason == "extracting the code did not finish within the 5 s limit"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 from pytest_specdecode.coding import sandbox_mode
 
-pytestmark = pytest.mark.skipif(
+needs_bwrap = pytest.mark.skipif(
     sandbox_mode() != "bwrap",
     reason="bubblewrap is not usable here: the fallback sandbox cannot hide the package",
 )
@@ -95,12 +96,14 @@ def hostile_answers(outside: Path, token: str) -> dict[str, tuple[str, str]]:
         ),
         "dedupe": (
             # A double-forked daemon that outlives the answer unless the sandbox reaps it.
-            "import os\n"
+            # The sandbox has no /bin/sleep: the daemon is the interpreter itself.
+            "import os, sys\n"
             "def dedupe(items):\n"
             "    if os.fork() == 0:\n"
             "        os.setsid()\n"
             "        if os.fork() == 0:\n"
-            f"            os.execv('/bin/sleep', ['sleep', {token!r}])\n"
+            "            code = 'import sys, time; time.sleep(float(sys.argv[1]))'\n"
+            f"            os.execv(sys.executable, [sys.executable, '-c', code, {token!r}])\n"
             "        os._exit(0)\n"
             "    return items\n",
             "failed: dedupe(*) returned *, expected *",
@@ -145,6 +148,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@needs_bwrap
 def test_hostile_answers_fail_with_their_reason_and_leave_no_trace(
     pytester: pytest.Pytester,
     sim_project: Callable[[pytest.Pytester, str], None],
@@ -200,3 +204,110 @@ def test_hostile_answers_fail_with_their_reason_and_leave_no_trace(
     assert list(sandbox_tmp.iterdir()) == []
     assert running_with(token) == []
     assert working_in(pytester.path.resolve()) == [], "the simulator was left running"
+
+
+# Answers that once crashed the verdict (the result was lost and the pass rate
+# counted only the others) or wrote escape sequences to the terminal. Every one
+# is a recorded failure now, counted in the pass rate.
+UNJUDGEABLE = {
+    "gcd": (
+        "def gcd(a, b):\n    return 10 ** 5000\n",
+        "failed: gcd(*) returned <int of 5001 digits>, expected *",
+    ),
+    "half": (
+        "def half(x):\n    return 10 ** 400\n",
+        "failed: half(*) returned <int of 401 digits>, expected *",
+    ),
+    "is_palindrome": (
+        # 5000 nested directories in the answer's working directory, then a wrong answer.
+        "import os\n"
+        "def _nest():\n"
+        "    for _ in range(5000):\n"
+        "        os.mkdir('d')\n"
+        "        os.chdir('d')\n"
+        "    for _ in range(5000):\n"
+        "        os.chdir('..')\n"
+        "    return True\n"
+        "_ = _nest()\n"
+        "def is_palindrome(s):\n    return True\n",
+        "failed: is_palindrome(*) returned True, expected False",
+    ),
+    "fib": (
+        "def fib(n):\n    raise ValueError('\\x1b[2J\\x1b]52;c;ZXZpbA==\\x07\\x1b[1A')\n",
+        r"failed: fib(*) raised ValueError: \x1b[2J\x1b]52;c;ZXZpbA==\x07\x1b[1A, expected *",
+    ),
+    "word_count": (
+        "class Evil:\n"
+        "    def __repr__(self):\n"
+        "        return '\\x1b]52;c;ZXZpbA==\\x07\\x9b2J'\n"
+        "def word_count(text):\n    return Evil()\n",
+        r"failed: word_count(*) returned <Evil \x1b]52;c;ZXZpbA==\x07\x9b2J>, expected *",
+    ),
+}
+# Answered correctly by the simulator's own solutions.
+CORRECT = ("merge_sorted", "reverse_words", "dedupe")
+
+HALF_PROBLEM = """
+from pytest_specdecode.coding import Problem
+
+def pytest_dflash_problems(config):
+    return [
+        Problem(
+            name="half",
+            prompt="Write a Python function `half(x)` that returns x / 2 as a float.",
+            entry_point="half",
+            reference="def half(x):\\n    return x / 2\\n",
+            cases=((1,), (3,), (10,)),
+        )
+    ]
+"""
+
+
+def test_no_answer_leaves_the_pass_rate_and_no_escape_reaches_the_terminal(
+    pytester: pytest.Pytester,
+    sim_project: Callable[[pytest.Pytester, str], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (pytester.path / "answers.json").write_text(
+        json.dumps(
+            [{"match": f"`{name}(", "response": fenced(c)} for name, (c, _) in UNJUDGEABLE.items()]
+        )
+    )
+    sim_project(pytester, "--sim-answers answers.json")
+    pytester.makeconftest(HALF_PROBLEM)
+    pytester.makepyfile(
+        test_coding="""
+        import pytest
+
+        @pytest.mark.coding
+        def test_coding(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
+        """
+    )
+    sandbox_tmp = pytester.path / "sandbox-tmp"
+    sandbox_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmp))  # the run is in-process
+    names = [*UNJUDGEABLE, *CORRECT]
+
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--dflash-min-pass-rate", "0.5", "-k", " or ".join(names)
+    )
+
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=len(CORRECT), failed=len(UNJUDGEABLE))
+    # 3/8 is below the gate; without the lost results it would read 3/5 = 60% and pass.
+    result.stdout.fnmatch_lines(["*DFLASH*: 3/8 = 38% < 50%*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for name, (_, reason) in UNJUDGEABLE.items():
+        result.stdout.fnmatch_lines([f"  {name}: {reason}".replace("[", "[[]")])
+    assert "Traceback" not in out
+    assert "INTERNALERROR" not in out
+    for control in ("\x1b", "\x07", "\x9b"):
+        assert control not in out
+    raw = (pytester.path / "report.json").read_text()
+    report = json.loads(raw)
+    (config,) = report["configs"]
+    assert config["pass_rate"] == {"rate": 0.375, "passed": 3, "total": 8}
+    for record in config["coding"]:
+        assert not any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in record["reason"])
+    assert list(sandbox_tmp.iterdir()) == []

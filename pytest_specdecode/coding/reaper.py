@@ -1,0 +1,125 @@
+"""Ending what an answer left behind: its processes (by uid) and its files (any depth).
+
+Used by :mod:`pytest_specdecode.coding.sandbox` when it closes a sandbox, and
+by tests that check nothing survived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import time
+from collections.abc import Iterator
+
+# Fresh uids handed to sandboxes when the test process is root.
+UID_BASE = 0x5F000000
+UID_SPAN = 1 << 24
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _live_uids() -> Iterator[tuple[int, int]]:
+    """(pid, real uid) of every live process; zombies are dead and only wait to be reaped."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields: dict[str, str] = {}
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as fh:
+                for line in fh:
+                    key, _, value = line.partition(":")
+                    fields[key] = value.strip()
+        except OSError:
+            continue
+        if fields.get("State", "Z")[:1] in ("Z", "X") or "Uid" not in fields:
+            continue
+        yield int(entry), int(fields["Uid"].split()[0])
+
+
+def processes_of(uid: int) -> list[int]:
+    """Live pids whose real uid is ``uid`` (Linux /proc)."""
+    return [pid for pid, owner in _live_uids() if owner == uid]
+
+
+def sandbox_processes() -> list[int]:
+    """Live pids under any uid handed to sandboxes (for tests and cleanup checks)."""
+    return [pid for pid, uid in _live_uids() if UID_BASE <= uid < UID_BASE + UID_SPAN]
+
+
+def kill_uid(uid: int, *, grace: float = 5.0) -> None:
+    """SIGKILL every process of ``uid`` until none is left (forks may race the first rounds).
+
+    A killed process can take a while to leave the process table on a loaded
+    machine, so this keeps going for up to ``grace`` seconds, not a fixed count.
+    """
+    if not os.path.isdir("/proc"):
+        return
+    deadline = time.monotonic() + grace
+    quiet = 0
+    # A fork in flight is not in /proc yet: only several empty scans in a row count.
+    while quiet < 3 and time.monotonic() < deadline:
+        pids = processes_of(uid)
+        quiet = 0 if pids else quiet + 1
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _empty(fd: int) -> list[str]:
+    """Unlink every non-directory in the directory ``fd``; its subdirectory names."""
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o700)  # the answer may have made it read-only
+    subdirs = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    return subdirs
+
+
+def remove_tree(path: str) -> None:
+    """Remove the directory ``path`` and everything in it, however deep.
+
+    No recursion (``shutil.rmtree`` raised RecursionError on a 5000-deep tree
+    an answer built) and no long paths: each step is relative to an open
+    directory, one open at a time. Only for trees nothing writes to any more.
+    Raises OSError when something cannot be removed.
+    """
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except FileNotFoundError:
+        return
+    names: list[str] = []  # the path from ``path`` down to ``fd``
+    pending = [_empty(fd)]  # subdirectories still to remove, per level
+    try:
+        while True:
+            if pending[-1]:
+                name = pending[-1].pop()
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except PermissionError:
+                    os.chmod(name, stat.S_IRWXU, dir_fd=fd)
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                names.append(name)
+                pending.append(_empty(fd))
+                continue
+            if not names:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+            pending.pop()
+    finally:
+        os.close(fd)
+    os.rmdir(path)
+
+
+__all__ = ["kill_uid", "processes_of", "remove_tree", "sandbox_processes"]
