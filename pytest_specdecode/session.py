@@ -123,6 +123,7 @@ class SpecDecodeSession:
             item.user_properties.extend(
                 [
                     (records.CONFIG, config.label()),
+                    (records.CONFIG_KEY, config.key()),
                     (records.CONFIG_DATA, config_to_dict(config)),
                     (records.KIND, item_kind(item)),
                 ]
@@ -134,7 +135,7 @@ class SpecDecodeSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if len(self.settings.hosts) > 1:
             # For the controller's scheduler: each config's tests go to one worker.
-            groups = {i.nodeid: c.test_id() for i in session.items if (c := item_config(i))}
+            groups = {i.nodeid: c.key() for i in session.items if (c := item_config(i))}
             distributed.write_groups(self.config, groups)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             from pytest_specdecode.coding import sandbox_warning

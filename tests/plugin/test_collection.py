@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 TWO_CONFIGS = """
+import json
+
 import pytest
 
 @pytest.mark.dflash(budget=8, window=2048)
@@ -125,3 +129,45 @@ def test_dialect_rejects_what_it_cannot_render(pytester: pytest.Pytester) -> Non
     )
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*test_m.py::test_w: bad dflash config:*window*"])
+
+
+def test_a_sweep_over_draft_models_gives_each_its_own_id(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_m="def test_x(dflash_config): pass")
+    ids = collected(pytester, "--dflash-sweep", "draft_model=/m/a,/m/b")
+    assert ids == ["test_m.py::test_x[DFLASH-d/m/a]", "test_m.py::test_x[DFLASH-d/m/b]"]
+
+
+def test_configs_differing_only_in_draft_model_stay_apart_in_the_report(
+    sim_ini: pytest.Pytester,
+) -> None:
+    sim_ini.makepyfile(
+        test_m="""
+        def test_x(dflash_service, record_property):
+            record_property("drafter", dflash_service.config.draft_model)
+        """
+    )
+    result = sim_ini.runpytest("--dflash-sweep", "draft_model=/m/a,/m/b")
+    result.assert_outcomes(passed=2)
+    report = json.loads((sim_ini.path / "report.json").read_text())
+    labels = [c["label"] for c in report["configs"]]
+    assert labels == ["DFLASH draft_model=/m/a", "DFLASH draft_model=/m/b"]
+    assert len({c["key"] for c in report["configs"]}) == 2
+    assert [c["config"]["draft_model"] for c in report["configs"]] == ["/m/a", "/m/b"]
+    result.stdout.fnmatch_lines(["DFLASH draft_model=/m/a *", "DFLASH draft_model=/m/b *"])
+
+
+def test_the_default_drafter_stays_out_of_labels(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="""
+        import pytest
+
+        def test_default(dflash_config):
+            assert dflash_config.label() == "DFLASH"
+
+        @pytest.mark.dflash(draft_model="/m/other")
+        def test_other(dflash_config):
+            assert dflash_config.label() == "DFLASH draft_model=/m/other"
+        """
+    )
+    # Config-only tests: nothing starts a server (dflash_config alone restarts nothing).
+    pytester.runpytest().assert_outcomes(passed=2)
