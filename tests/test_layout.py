@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "__init__": 0,
     "errors": 0,
     "records": 1,
+    "figures": 1,
     "progress": 1,
     "client": 1,
     "config": 2,

@@ -71,7 +71,10 @@ def test_compare_fail_gate(project: pytest.Pytester) -> None:
     regressed = run(project, f"--dflash-compare={fast}", "--dflash-compare-fail=tok_s:5%")
     assert regressed.ret == pytest.ExitCode.TESTS_FAILED
     regressed.stdout.fnmatch_lines(
-        ["*throughput regression: ctx60-c1-t64: tok_s 1e+09 -> * beyond the allowed drop tok_s:5%"]
+        [
+            "*throughput regression: ctx60-c1-t64: tok_s 1,000,000,000 tok/s -> * tok/s (*), "
+            "beyond the allowed drop tok_s:5%"
+        ]
     )
     assert "Traceback" not in regressed.stdout.str()
     slow = saved_run(project.path / "slow.json", 1.0)
