@@ -7,7 +7,7 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
@@ -38,6 +38,8 @@ class SpecDecodeSession:
         self.outputs = RunOutputs(settings, self.results, config.rootpath)
         self.lossless_baseline = LosslessBaseline()
         self._problems: list[Any] | None = None
+        # Tests whose marker or source is bad, by definition node id: their error line.
+        self.invalid: dict[str, str] = {}
         self.controller = not hasattr(config, "workerinput")
         distributed.check_options(config, settings)
         self.ranks: dict[SpecConfig, int] = {}
@@ -61,46 +63,48 @@ class SpecDecodeSession:
     # --- collection -------------------------------------------------------
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if PARAM in metafunc.fixturenames:
-            self._parametrize_config(metafunc)
-        elif metafunc.definition.get_closest_marker("dflash") is not None:
-            _collection_error(
-                metafunc,
-                "has @pytest.mark.dflash but uses no dflash fixture; request "
-                "dflash_service (or dflash_client) so the server runs that config",
-            )
-        if "dflash_problem" in metafunc.fixturenames:
-            problems = self.problems(metafunc)
-            metafunc.parametrize(
-                "dflash_problem", problems, ids=[p.name for p in problems], scope="function"
-            )
-        if "dflash_case" in metafunc.fixturenames:
-            try:
+        # A bad marker or source marks only its own test invalid (it errors at setup,
+        # before any fixture runs); the other tests of the module still run.
+        try:
+            if PARAM in metafunc.fixturenames:
+                self._parametrize_config(metafunc)
+            elif metafunc.definition.get_closest_marker("dflash") is not None:
+                raise ConfigError(
+                    "has @pytest.mark.dflash but uses no dflash fixture; request "
+                    "dflash_service (or dflash_client) so the server runs that config"
+                )
+            if "dflash_problem" in metafunc.fixturenames:
+                problems = self.problems()
+                metafunc.parametrize(
+                    "dflash_problem", problems, ids=[p.name for p in problems], scope="function"
+                )
+            if "dflash_case" in metafunc.fixturenames:
                 marker = metafunc.definition.get_closest_marker("throughput")
                 cases = marker_cases(dict(marker.kwargs) if marker else {}, self.settings)
-            except ConfigError as exc:
-                _collection_error(metafunc, str(exc))
-            metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
+                metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
+        except ConfigError as exc:
+            self.invalid[metafunc.definition.nodeid] = f"{metafunc.definition.nodeid}: {exc}"
 
     def _parametrize_config(self, metafunc: pytest.Metafunc) -> None:
         marker = metafunc.definition.get_closest_marker("dflash")
         if marker is not None and marker.args:
-            _collection_error(metafunc, "@pytest.mark.dflash takes keyword arguments only")
+            raise ConfigError("@pytest.mark.dflash takes keyword arguments only")
         try:
             found, in_id = self.resolver.configs(dict(marker.kwargs) if marker else None)
         except ConfigError as exc:
-            _collection_error(metafunc, f"bad dflash config: {exc}")
+            raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
 
-    def problems(self, metafunc: pytest.Metafunc) -> list[Any]:
+    def problems(self) -> list[Any]:
+        """The run's coding problems, loaded once; a bad source is a :class:`ConfigError`."""
         if self._problems is None:
             from pytest_specdecode.coding.runner import load_problems
 
             try:
                 self._problems = load_problems(self.settings, self.config)
             except ValueError as exc:
-                _collection_error(metafunc, str(exc))
+                raise ConfigError(str(exc)) from None
         return self._problems
 
     @pytest.hookimpl(trylast=True)
@@ -137,15 +141,25 @@ class SpecDecodeSession:
             # For the controller's scheduler: each config's tests go to one worker.
             groups = {i.nodeid: c.key() for i in session.items if (c := item_config(i))}
             distributed.write_groups(self.config, groups)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and self.controller:
+            # Shown at collection too, so --collect-only tells about them.
+            for message in self.invalid.values():
+                reporter.write_line(f"dflash: collection error: {message}", red=True)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             from pytest_specdecode.coding import sandbox_warning
 
             warning = sandbox_warning()
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if warning and reporter is not None:
                 reporter.write_line(f"dflash: WARNING: {warning}", yellow=True)
 
     # --- running ----------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        message = self.invalid.get(definition_id(item))
+        if message is not None:
+            pytest.fail(f"collection error: {message}", pytrace=False)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -153,8 +167,8 @@ class SpecDecodeSession:
         ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
         self.services.announce(min(ranks, default=None), keep=item_config(item))
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+    @pytest.hookimpl(wrapper=True, specname="pytest_runtest_setup")
+    def _record_service(self, item: pytest.Item) -> Iterator[None]:
         yield
         handle = getattr(item, "funcargs", {}).get("dflash_service")
         if not isinstance(handle, ServiceHandle):
@@ -231,5 +245,7 @@ def item_kind(item: pytest.Item) -> str:
     return "dflash"
 
 
-def _collection_error(metafunc: pytest.Metafunc, message: str) -> NoReturn:
-    pytest.fail(f"{metafunc.definition.nodeid}: {message}", pytrace=False)
+def definition_id(item: pytest.Item) -> str:
+    """The node id of the function an item was generated from (without its params)."""
+    name = getattr(item, "originalname", None) or item.name
+    return f"{item.parent.nodeid}::{name}" if item.parent is not None else item.nodeid
