@@ -7,6 +7,7 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +37,10 @@ class SpecDecodeSession:
         self.resolver = ConfigResolver(settings)
         self.results = results.RunResults()
         self.outputs = RunOutputs(settings, self.results, config.rootpath)
-        self.lossless_baseline = LosslessBaseline()
+        info = getattr(config, "workerinput", None) or {}
+        # Under xdist the baseline goes to the directory the controller shares.
+        shared = info.get(distributed.LEASE_DIR)
+        self.lossless_baseline = LosslessBaseline(Path(shared) if shared else None)
         self._problems: list[Any] | None = None
         # Tests whose marker or source is bad, by definition node id: their error line.
         self.invalid: dict[str, str] = {}
@@ -124,6 +128,8 @@ class SpecDecodeSession:
             )
             self.ranks[config] = rank
             keyed.append((rank, position, item))
+            if config.algorithm == "NONE" and item_kind(item) == "lossless":
+                self.lossless_baseline.expected.add(item.nodeid)
             item.user_properties.extend(
                 [
                     (records.CONFIG, config.label()),
@@ -155,6 +161,18 @@ class SpecDecodeSession:
 
     # --- running ----------------------------------------------------------
 
+    def _await_baseline(self, item: pytest.Item) -> None:
+        """A lossless check under xdist whose baseline another worker has not recorded
+        yet waits for it, holding nothing, so that worker can bring the server to the
+        baseline config meanwhile (serially the baseline tests run first)."""
+        config = item_config(item)
+        baseline = self.lossless_baseline
+        if not (config and config.algorithm != "NONE" and item_kind(item) == "lossless"):
+            return
+        if baseline.directory is not None and baseline.expected and not baseline.load():
+            self.services.announce(self.ranks[config], keep=None)
+            baseline.wait(self.settings.ready_timeout + 300)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         message = self.invalid.get(definition_id(item))
@@ -163,6 +181,7 @@ class SpecDecodeSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        self._await_baseline(item)
         # Under the xdist lease: say which config this worker needs now or next.
         ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
         self.services.announce(min(ranks, default=None), keep=item_config(item))
@@ -189,6 +208,7 @@ class SpecDecodeSession:
             report.nodeid, report.when, report.outcome, report.user_properties, report.duration
         )
         if report.when == "teardown":
+            self.lossless_baseline.done(report.nodeid)
             self._flush_messages()
             if self.controller:
                 self.outputs.update()
@@ -242,6 +262,8 @@ def item_kind(item: pytest.Item) -> str:
         return "throughput"
     if item.get_closest_marker("lossless") is not None:
         return "lossless"
+    if "dflash_lossless" in getattr(item, "fixturenames", ()):
+        return "lossless"  # the fixture makes it a lossless check, marker or not
     return "dflash"
 
 
