@@ -32,7 +32,7 @@ WHEEL_NEEDS = (
     "pytest_specdecode/sim/__main__.py",
     "pytest_specdecode/suite/__init__.py",
 )
-JUNK = ("__pycache__", ".pyc", ".venv/", ".egg-info/", ".pytest_cache", ".dflash/")
+JUNK = ("__pycache__", ".pyc", ".venv/", ".pytest_cache", ".dflash/", ".benchmarks/")
 
 
 def problems(dist: Path) -> list[str]:
