@@ -34,7 +34,8 @@ def project(
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *SMALL, *args)
+    # In-process: the plugin's own state is per Config, and servers stop at session end.
+    return pytester.runpytest("-p", "no:cacheprovider", *SMALL, *args)
 
 
 def test_benchmark_compare_pairs_cases_across_configs(project: pytest.Pytester) -> None:
@@ -128,7 +129,7 @@ def test_lossless_check(
 ) -> None:
     sim_project(pytester, "--sim-fault lossy" if lossy else "")
     pytester.makepyfile(test_ll=LOSSLESS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     if not lossy:
         result.assert_outcomes(passed=2)
         return
