@@ -173,11 +173,6 @@ class SpecDecodeSession:
             self.services.announce(self.ranks[config], keep=None)
             baseline.wait(self.settings.ready_timeout + 300)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        message = self.invalid.get(definition_id(item))
-        if message is not None:
-            pytest.fail(f"collection error: {message}", pytrace=False)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -186,8 +181,12 @@ class SpecDecodeSession:
         ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
         self.services.announce(min(ranks, default=None), keep=item_config(item))
 
-    @pytest.hookimpl(wrapper=True, specname="pytest_runtest_setup")
-    def _record_service(self, item: pytest.Item) -> Iterator[None]:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        message = self.invalid.get(definition_id(item))
+        if message is not None:
+            # Before any fixture: the test's bad marker or source is its error.
+            pytest.fail(f"collection error: {message}", pytrace=False)
         yield
         handle = getattr(item, "funcargs", {}).get("dflash_service")
         if not isinstance(handle, ServiceHandle):

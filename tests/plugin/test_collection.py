@@ -188,6 +188,8 @@ def test_configs_differing_only_in_draft_model_stay_apart_in_the_report(
     assert labels == ["DFLASH draft_model=/m/a", "DFLASH draft_model=/m/b"]
     assert len({c["key"] for c in report["configs"]}) == 2
     assert [c["config"]["draft_model"] for c in report["configs"]] == ["/m/a", "/m/b"]
+    # Each config's own server facts (recorded after its test's setup).
+    assert [c["service"]["restarted"] for c in report["configs"]] == [True, True]
     result.stdout.fnmatch_lines(["DFLASH draft_model=/m/a *", "DFLASH draft_model=/m/b *"])
 
 
