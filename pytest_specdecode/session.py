@@ -173,7 +173,6 @@ class SpecDecodeSession:
             self.services.announce(self.ranks[config], keep=None)
             baseline.wait(self.settings.ready_timeout + 300)
 
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         self._await_baseline(item)

@@ -24,7 +24,7 @@ from pytest_specdecode.records import RECORD
 from pytest_specdecode.service.manager import ServiceHandle
 from pytest_specdecode.throughput import lossless
 from pytest_specdecode.throughput.comparison import pairing_key
-from pytest_specdecode.throughput.load import ThroughputError, run_case
+from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
 from pytest_specdecode.throughput.workload import ThroughputCase
 
 # Greedy prompts of the lossless check: code and prose, short and long.
@@ -52,7 +52,7 @@ class ThroughputRunner:
         self.node = node
         self.progress = progress
 
-    def run(self, case: ThroughputCase, benchmark: Any | None) -> dict[str, Any]:
+    def run(self, case: ThroughputCase, benchmark: BenchmarkLike | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
         label = self.service.config.label()
         if benchmark is not None and getattr(benchmark, "disabled", False):
