@@ -40,7 +40,7 @@ def free_port() -> int:
 
 def dechunk(raw: bytes) -> bytes:
     """Undo HTTP/1.1 chunked transfer encoding."""
-    out = []
+    out: list[bytes] = []
     i = 0
     while True:
         j = raw.index(b"\r\n", i)

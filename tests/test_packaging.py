@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def pyproject() -> dict[str, object]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    data: dict[str, object] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return data
 
 
 def test_an_spdx_license_needs_a_setuptools_that_reads_it() -> None:
