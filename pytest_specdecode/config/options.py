@@ -76,11 +76,12 @@ def add_options(parser: pytest.Parser) -> None:
         "specdecode", "speculative-decoding server benchmarks (pytest-specdecode)"
     )
 
-    def add(name: str, *, ini: str | None = None, ini_help: str | None = None, **kw: Any) -> None:
-        # Every option a CI job would pin also has an ini key: dflash_<name>, or ``ini``.
-        group.addoption(name, **kw)
+    def add(*names: str, ini: str | None = None, ini_help: str | None = None, **kw: Any) -> None:
+        # Every option a CI job would pin also has an ini key: dflash_<first name>, or ``ini``.
+        group.addoption(*names, **kw)
         if ini == "":
             return
+        name = names[0]
         key = ini or "dflash_" + name.removeprefix("--dflash-").replace("-", "_")
         text = ini_help or f"{_first_sentence(kw.get('help', ''))} (as {name})."
         if kw.get("action") == "append":

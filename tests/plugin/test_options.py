@@ -129,8 +129,8 @@ class _Recorder:
     def getgroup(self, name: str, description: str = "") -> _Recorder:
         return self
 
-    def addoption(self, name: str, **kwargs: object) -> None:
-        self.options[name] = kwargs
+    def addoption(self, *names: str, **kwargs: object) -> None:
+        self.options[names[0]] = kwargs  # the first name is the option's (and its ini key's)
 
     def addini(self, name: str, help: str, type: str | None = None, default: object = None) -> None:
         self.ini[name] = type or "string"
@@ -204,6 +204,9 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-min-accept-length": (["--dflash-min-accept-length", "2.5"], "2.5", []),
     "--dflash-report": (["--dflash-report", "out/r.json"], "out/r.json", []),
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),
+    # Options of branches merged after this table was written (unused until they are).
+    "--dflash-sandbox": (["--dflash-sandbox", "fallback"], "fallback", []),
+    "--dflash-sglang-version": (["--dflash-sglang-version", "0.5.23"], "0.5.23", []),
 }
 # Options deliberately without an ini key, and why.
 NO_INI = {
