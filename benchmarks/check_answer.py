@@ -73,13 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sandbox: {sandbox_mode()}" + (f" ({sandbox_warning()})" if sandbox_warning() else ""))
     medians, failures = builtins(args.repeat, args.examples)
     overall = statistics.median(medians)
-    print(f"overall median {overall * 1000:.1f} ms, slowest {max(medians) * 1000:.1f} ms")
+    print(
+        f"overall median {overall * 1000:.1f} ms, slowest {max(medians) * 1000:.1f} ms "
+        f"(requirement: median <= {args.budget * 1000:.0f} ms)"
+    )
     if overall > args.budget:
         failures.append(f"overall median {overall:.2f} s exceeds the {args.budget} s budget")
     if args.humaneval:
         failures += humaneval()
     for failure in failures:
         print(f"FAIL {failure}", file=sys.stderr)
+    print("FAIL" if failures else "PASS")
     return 1 if failures else 0
 
 

@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         f"median {median * 1000:.0f} ms, max {worst * 1000:.0f} ms, "
         f"min {min(latencies) * 1000:.0f} ms; requirement: <= {REQUIREMENT_S * 1000:.0f} ms"
     )
-    return 0 if worst <= REQUIREMENT_S else 1
+    status = 0 if worst <= REQUIREMENT_S else 1
+    print("PASS" if status == 0 else "FAIL")
+    return status
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Starts ``python -m pytest_specdecode.sim`` on a free loopback port, then runs
 N concurrent streaming ``/generate`` clients (raw asyncio sockets in a
 separate process, so the client is not the bottleneck) for a few seconds and
 prints the total streamed tokens/s (counted from ``completion_tokens``, not
-chunks) and the tokens per chunk.
+chunks) and the tokens per chunk; exits 1 below the requirement (20,000 tok/s
+at concurrency 32, ``--min-tok-s``). Figures come from the simulator, not a GPU.
 
     .venv/bin/python benchmarks/sim_throughput.py [--concurrency 32] [--seconds 5]
 """
@@ -39,7 +40,7 @@ def free_port() -> int:
 
 def dechunk(raw: bytes) -> bytes:
     """Undo HTTP/1.1 chunked transfer encoding."""
-    out = []
+    out: list[bytes] = []
     i = 0
     while True:
         j = raw.index(b"\r\n", i)
@@ -103,16 +104,27 @@ def wait_healthy(port: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"simulator on port {port} not healthy after {timeout}s")
 
 
-def main() -> int:
+REQUIREMENT_TOK_S = 20_000
+
+
+def verdict(tok_s: float, minimum: float) -> int:
+    """The exit status: 0 when the requirement holds, 1 when it is missed."""
+    return 0 if tok_s >= minimum else 1
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--min-tok-s", type=float, default=REQUIREMENT_TOK_S, help="Default: %(default)r"
+    )
     parser.add_argument(
         "--sim-args",
         default="--speculative-algorithm DFLASH --speculative-draft-model-path sim/draft "
         "--speculative-num-draft-tokens 8 --speculative-draft-window-size 2048",
     )
-    opts = parser.parse_args()
+    opts = parser.parse_args(argv)
     port = free_port()
     cmd = [
         sys.executable, "-m", "pytest_specdecode.sim", "--port", str(port),
@@ -132,13 +144,16 @@ def main() -> int:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+    rate = tokens / elapsed
     print(f"command: {' '.join(cmd)}")
     print(
-        f"sim streamed {tokens / elapsed:,.0f} tokens/s in total at concurrency "
+        f"sim streamed {rate:,.0f} tokens/s in total at concurrency "
         f"{opts.concurrency} ({requests} requests, {tokens} tokens in {elapsed:.2f} s, "
-        f"{tokens / max(chunks, 1):.2f} tokens/chunk)"
+        f"{tokens / max(chunks, 1):.2f} tokens/chunk); requirement >= {opts.min_tok_s:,.0f}"
     )
-    return 0
+    status = verdict(rate, opts.min_tok_s)
+    print("PASS" if status == 0 else "FAIL")
+    return status
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ OpenSSH sshd listens on all four; the plugin reaches each over SSH and runs a
 reconfigure script there that restarts the bundled simulator (with a modelled
 load time, as a real server has) on the address it was reached at. The same
 sweep runs once without workers and once with ``-n 4``; the script prints both
-wall times and their ratio. Figures come from the simulator, not a GPU.
+wall times and their ratio, and exits 1 when the ratio is above the
+requirement (35%, ``--max-ratio``). Figures come from the simulator, not a GPU.
 
     .venv/bin/python benchmarks/xdist_scaling.py [--load-seconds 8]
 """
@@ -112,11 +113,22 @@ def run_sweep(project: Path, args: list[str]) -> float:
     return elapsed
 
 
-def main() -> None:
+REQUIREMENT_RATIO = 0.35
+
+
+def verdict(serial: float, parallel: float, max_ratio: float) -> int:
+    """The exit status: 0 when -n 4 takes at most ``max_ratio`` of -n 0's time."""
+    return 0 if serial > 0 and parallel / serial <= max_ratio else 1
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load-seconds", type=float, default=8.0)
     parser.add_argument("--problems", default="gcd or fib or is_palindrome")
-    options = parser.parse_args()
+    parser.add_argument(
+        "--max-ratio", type=float, default=REQUIREMENT_RATIO, help="Default: %(default)r"
+    )
+    options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dflash-scaling-") as tmp:
         base = Path(tmp)
         sshd, ssh_port, key = start_sshd(base)
@@ -158,8 +170,11 @@ def main() -> None:
             sshd.wait()
     print(f"-n 0: {serial:.1f} s wall")
     print(f"-n 4: {parallel:.1f} s wall")
-    print(f"ratio: {parallel / serial:.0%} (requirement: at most 35%)")
+    print(f"ratio: {parallel / serial:.0%} (requirement: at most {options.max_ratio:.0%})")
+    status = verdict(serial, parallel, options.max_ratio)
+    print("PASS" if status == 0 else "FAIL")
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

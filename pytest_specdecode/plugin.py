@@ -7,7 +7,7 @@ the per-run state, like pytest-xdist's ``DSession``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,7 +19,10 @@ from pytest_specdecode.config.spec import ConfigError, SpecConfig
 from pytest_specdecode.service.manager import OtherConfigLive, ServiceHandle, ServiceUnavailable
 
 if TYPE_CHECKING:
+    # Imported when used: a run without these tests never loads their runners.
+    from pytest_specdecode.coding.runner import CodingRunner
     from pytest_specdecode.session import SpecDecodeSession
+    from pytest_specdecode.throughput.runner import LosslessChecker, ThroughputRunner
 
 SESSION_KEY = pytest.StashKey["SpecDecodeSession"]()
 
@@ -105,7 +108,9 @@ def dflash_client(dflash_service: ServiceHandle) -> SGLangClient:
 
 
 @pytest.fixture
-def dflash_throughput(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
+def dflash_throughput(
+    request: pytest.FixtureRequest, dflash_service: ServiceHandle
+) -> ThroughputRunner:
     """Runs a throughput case (``.run(case, benchmark)``) against the verified server."""
     from pytest_specdecode.throughput.runner import ThroughputRunner
 
@@ -114,7 +119,9 @@ def dflash_throughput(request: pytest.FixtureRequest, dflash_service: ServiceHan
 
 
 @pytest.fixture
-def dflash_lossless(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
+def dflash_lossless(
+    request: pytest.FixtureRequest, dflash_service: ServiceHandle
+) -> LosslessChecker:
     """Records the non-speculative baseline or compares greedy outputs with it."""
     from pytest_specdecode.throughput.runner import LosslessChecker
 
@@ -122,7 +129,7 @@ def dflash_lossless(request: pytest.FixtureRequest, dflash_service: ServiceHandl
 
 
 @pytest.fixture
-def dflash_coding(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
+def dflash_coding(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> CodingRunner:
     """Asks the model a coding problem and checks the answer in the sandbox."""
     from pytest_specdecode.coding.runner import CodingRunner
 

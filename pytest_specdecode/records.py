@@ -6,7 +6,8 @@ pytest-xdist carries them from workers to the controller and JUnit XML writes th
 
 from __future__ import annotations
 
-CONFIG = "dflash_config"
+CONFIG = "dflash_config"  # the config's label, for people
+CONFIG_KEY = "dflash_config_key"  # its canonical key (SpecConfig.key), for grouping
 CONFIG_DATA = "dflash_config_data"
 KIND = "dflash_kind"
 RECORD = "dflash_record"

@@ -7,7 +7,8 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,8 +40,13 @@ class SpecDecodeSession:
         self.resolver = ConfigResolver(settings)
         self.results = results.RunResults()
         self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
-        self.lossless_baseline = LosslessBaseline()
+        info = getattr(config, "workerinput", None) or {}
+        # Under xdist the baseline goes to the directory the controller shares.
+        shared = info.get(distributed.LEASE_DIR)
+        self.lossless_baseline = LosslessBaseline(Path(shared) if shared else None)
         self._problems: list[Any] | None = None
+        # Tests whose marker or source is bad, by definition node id: their error line.
+        self.invalid: dict[str, str] = {}
         self.controller = not hasattr(config, "workerinput")
         self._sandbox_warned = False
         if settings.sandbox == "require":
@@ -70,50 +76,48 @@ class SpecDecodeSession:
     # --- collection -------------------------------------------------------
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if PARAM in metafunc.fixturenames:
-            self._parametrize_config(metafunc)
-        elif metafunc.definition.get_closest_marker("dflash") is not None:
-            _collection_error(
-                metafunc,
-                "has @pytest.mark.dflash but uses no dflash fixture; request "
-                "dflash_service (or dflash_client) so the server runs that config",
-            )
-        if "dflash_problem" in metafunc.fixturenames:
-            problems = self.problems(metafunc)
-            metafunc.parametrize(
-                "dflash_problem", problems, ids=[p.name for p in problems], scope="function"
-            )
-        if "dflash_case" in metafunc.fixturenames:
-            try:
+        # A bad marker or source marks only its own test invalid (it errors at setup,
+        # before any fixture runs); the other tests of the module still run.
+        try:
+            if PARAM in metafunc.fixturenames:
+                self._parametrize_config(metafunc)
+            elif metafunc.definition.get_closest_marker("dflash") is not None:
+                raise ConfigError(
+                    "has @pytest.mark.dflash but uses no dflash fixture; request "
+                    "dflash_service (or dflash_client) so the server runs that config"
+                )
+            if "dflash_problem" in metafunc.fixturenames:
+                problems = self.problems()
+                metafunc.parametrize(
+                    "dflash_problem", problems, ids=[p.name for p in problems], scope="function"
+                )
+            if "dflash_case" in metafunc.fixturenames:
                 marker = metafunc.definition.get_closest_marker("throughput")
                 cases = marker_cases(dict(marker.kwargs) if marker else {}, self.settings)
-            except ConfigError as exc:
-                _collection_error(metafunc, str(exc))
-            metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
+                metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
+        except ConfigError as exc:
+            self.invalid[metafunc.definition.nodeid] = f"{metafunc.definition.nodeid}: {exc}"
 
     def _parametrize_config(self, metafunc: pytest.Metafunc) -> None:
         marker = metafunc.definition.get_closest_marker("dflash")
         if marker is not None and marker.args:
-            _collection_error(metafunc, "@pytest.mark.dflash takes keyword arguments only")
+            raise ConfigError("@pytest.mark.dflash takes keyword arguments only")
         try:
             found, in_id = self.resolver.configs(dict(marker.kwargs) if marker else None)
         except ConfigError as exc:
-            problem: str | None = f"bad dflash config: {exc}"
-        else:
-            problem = None
-        if problem is not None:  # outside the except: no "during handling" chain shown
-            _collection_error(metafunc, problem)
+            raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
 
-    def problems(self, metafunc: pytest.Metafunc) -> list[Any]:
+    def problems(self) -> list[Any]:
+        """The run's coding problems, loaded once; a bad source is a :class:`ConfigError`."""
         if self._problems is None:
             from pytest_specdecode.coding.runner import load_problems
 
             try:
                 self._problems = load_problems(self.settings, self.config)
             except ValueError as exc:
-                _collection_error(metafunc, str(exc))
+                raise ConfigError(str(exc)) from None
         return self._problems
 
     @pytest.hookimpl(trylast=True)
@@ -133,9 +137,12 @@ class SpecDecodeSession:
             )
             self.ranks[config] = rank
             keyed.append((rank, position, item))
+            if config.algorithm == "NONE" and item_kind(item) == "lossless":
+                self.lossless_baseline.expected.add(item.nodeid)
             item.user_properties.extend(
                 [
                     (records.CONFIG, config.label()),
+                    (records.CONFIG_KEY, config.key()),
                     (records.CONFIG_DATA, config_to_dict(config)),
                     (records.KIND, item_kind(item)),
                 ]
@@ -147,8 +154,13 @@ class SpecDecodeSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if len(self.settings.hosts) > 1:
             # For the controller's scheduler: each config's tests go to one worker.
-            groups = {i.nodeid: c.test_id() for i in session.items if (c := item_config(i))}
+            groups = {i.nodeid: c.key() for i in session.items if (c := item_config(i))}
             distributed.write_groups(self.config, groups)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and self.controller:
+            # Shown at collection too, so --collect-only tells about them.
+            for message in self.invalid.values():
+                reporter.write_line(f"dflash: collection error: {message}", red=True)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
 
@@ -164,14 +176,31 @@ class SpecDecodeSession:
 
     # --- running ----------------------------------------------------------
 
+    def _await_baseline(self, item: pytest.Item) -> None:
+        """A lossless check under xdist whose baseline another worker has not recorded
+        yet waits for it, holding nothing, so that worker can bring the server to the
+        baseline config meanwhile (serially the baseline tests run first)."""
+        config = item_config(item)
+        baseline = self.lossless_baseline
+        if not (config and config.algorithm != "NONE" and item_kind(item) == "lossless"):
+            return
+        if baseline.directory is not None and baseline.expected and not baseline.load():
+            self.services.announce(self.ranks[config], keep=None)
+            baseline.wait(self.settings.ready_timeout + 300)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        self._await_baseline(item)
         # Under the xdist lease: say which config this worker needs now or next.
         ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
         self.services.announce(min(ranks, default=None), keep=item_config(item))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        message = self.invalid.get(definition_id(item))
+        if message is not None:
+            # Before any fixture: the test's bad marker or source is its error.
+            pytest.fail(f"collection error: {message}", pytrace=False)
         yield
         handle = getattr(item, "funcargs", {}).get("dflash_service")
         if not isinstance(handle, ServiceHandle):
@@ -219,6 +248,7 @@ class SpecDecodeSession:
             report.nodeid, report.when, report.outcome, report.user_properties, report.duration
         )
         if report.when == "teardown":
+            self.lossless_baseline.done(report.nodeid)
             self._flush_messages()
             if self.controller:
                 self.outputs.update()
@@ -274,8 +304,12 @@ def item_kind(item: pytest.Item) -> str:
         return "throughput"
     if item.get_closest_marker("lossless") is not None:
         return "lossless"
+    if "dflash_lossless" in getattr(item, "fixturenames", ()):
+        return "lossless"  # the fixture makes it a lossless check, marker or not
     return "dflash"
 
 
-def _collection_error(metafunc: pytest.Metafunc, message: str) -> NoReturn:
-    pytest.fail(f"{metafunc.definition.nodeid}: {message}", pytrace=False)
+def definition_id(item: pytest.Item) -> str:
+    """The node id of the function an item was generated from (without its params)."""
+    name = getattr(item, "originalname", None) or item.name
+    return f"{item.parent.nodeid}::{name}" if item.parent is not None else item.nodeid

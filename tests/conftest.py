@@ -14,9 +14,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import hypothesis  # noqa: F401  (see below)
 import pytest
 
 from pytest_specdecode.service.ssh import SSHTarget
+
+# Imported here so it stays in sys.modules: pytester's in-process runs drop the
+# modules a run imported, and hypothesis's terminal summary imports the whole
+# package at the end of every run (1.5 s each; 0.1 s once it is loaded).
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
     "records": 1,
     "redact": 1,
+    "figures": 1,
     "progress": 1,
     "client": 1,
     "config": 2,

@@ -10,6 +10,7 @@ session-scoped fixture sees the same parameter for every test of a config.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pytest_specdecode.config import spec as cfg
@@ -39,6 +40,7 @@ class ConfigResolver:
             cfg.parse_config_option(settings.config_override) if settings.config_override else {}
         )
         self.sweep = cfg.parse_sweep_option(settings.sweep) if settings.sweep else []
+        self._sweeps_drafter = any("draft_model" in point for point in self.sweep)
         self._interned: dict[cfg.SpecConfig, cfg.SpecConfig] = {}
 
     def configs(self, marker: Mapping[str, object] | None) -> tuple[list[cfg.SpecConfig], bool]:
@@ -48,6 +50,11 @@ class ConfigResolver:
         for config, _ in resolved:
             config = cfg.canonical(config)
             self._validate(config)
+            if config.draft_model is not None and (
+                self._sweeps_drafter or config.draft_model != self.base.draft_model
+            ):
+                # Configs that differ only in their drafter must not share a name.
+                config = replace(config, show_draft=True)
             found.append(self._interned.setdefault(config, config))
         return found, any(r.in_id for r in resolved)
 

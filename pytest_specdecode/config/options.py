@@ -1,6 +1,8 @@
 """Command-line options and ini keys of the plugin: declarations only.
 
-Every option lives in one ``specdecode`` group and is named ``--dflash-*``.
+Every option lives in one ``specdecode`` group and is named ``--dflash-*``;
+each also declares its ini key ``dflash_*`` (a CI job pins settings in its
+ini), except the API key, a secret that comes from ``DFLASH_API_KEY``.
 Values are resolved (with ini, environment and defaults) by
 :mod:`pytest_specdecode.config.settings`; this module only declares them.
 """
@@ -8,17 +10,28 @@ Values are resolved (with ini, environment and defaults) by
 from __future__ import annotations
 
 import argparse
+import math
+from typing import Any, Literal, get_args
 
 import pytest
 
 from pytest_specdecode import facts
 
-RESTART_MODES = ("auto", "always", "never")
-CONTROL_MODES = ("auto", "local", "systemd", "script", "external")
-DIALECTS = ("sglang", "sglang-legacy", "ddtree", "template")
-API_STYLES = ("chat", "completions")
-SGLANG_VERSIONS = facts.VERSIONS
+RestartMode = Literal["auto", "always", "never"]
+ControlMode = Literal["local", "systemd", "script", "external"]
+DialectName = Literal["sglang", "sglang-legacy", "ddtree", "template"]
+ApiStyle = Literal["chat", "completions"]
+Dataset = Literal["builtin", "humaneval"]
+
+RESTART_MODES: tuple[RestartMode, ...] = get_args(RestartMode)
+CONTROLS: tuple[ControlMode, ...] = get_args(ControlMode)
+# "auto" picks one of CONTROLS from the other options.
+CONTROL_MODES: tuple[Literal["auto"] | ControlMode, ...] = ("auto", *CONTROLS)
+DIALECTS: tuple[DialectName, ...] = get_args(DialectName)
+API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
+DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
+SGLANG_VERSIONS = facts.VERSIONS
 
 
 def _positive_float(text: str) -> float:
@@ -26,8 +39,9 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    # nan compares false with everything: test for the numbers we take, not against.
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
 
 
@@ -65,11 +79,25 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup(
         "specdecode", "speculative-decoding server benchmarks (pytest-specdecode)"
     )
-    add = group.addoption
+
+    def add(*names: str, ini: str | None = None, ini_help: str | None = None, **kw: Any) -> None:
+        # Every option a CI job would pin also has an ini key: dflash_<first name>, or ``ini``.
+        group.addoption(*names, **kw)
+        if ini == "":
+            return
+        name = names[0]
+        key = ini or "dflash_" + name.removeprefix("--dflash-").replace("-", "_")
+        text = ini_help or f"{_first_sentence(kw.get('help', ''))} (as {name})."
+        if kw.get("action") == "append":
+            parser.addini(key, text, type="linelist", default=[])
+        else:
+            parser.addini(key, text, type="string", default="")
 
     # Where the server is and how it is controlled.
     add(
         "--dflash-host",
+        ini="dflash_hosts",
+        ini_help="GPU hosts to control over SSH, one per line (as --dflash-host).",
         action="append",
         default=[],
         metavar="HOST[:PORT]",
@@ -86,6 +114,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--dflash-control",
+        ini_help="Control mode: " + ", ".join(CONTROL_MODES) + " (as --dflash-control).",
         choices=CONTROL_MODES,
         default=None,
         help="How to bring the server to a config: local process, systemd unit over "
@@ -132,6 +161,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--dflash-restart",
+        ini_help="Restart mode: " + ", ".join(RESTART_MODES) + " (as --dflash-restart).",
         choices=RESTART_MODES,
         default=None,
         help="auto: skip the restart when the live server is verified to run the "
@@ -154,6 +184,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--dflash-api-key",
+        ini="",  # a secret: from DFLASH_API_KEY, never from a committed file
         default=None,
         metavar="KEY",
         help="Bearer token for the server (or env DFLASH_API_KEY). Default: none",
@@ -210,6 +241,8 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--dflash-config",
+        ini_help="Default config of every test, under markers and --dflash-config, "
+        "e.g. 'budget=8,window=2048'.",
         default=None,
         metavar="K=V,...",
         help="Override config keys for every test, e.g. 'budget=8,topk=4,window=2048'. "
@@ -241,7 +274,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--dflash-dataset",
-        choices=("builtin", "humaneval"),
+        choices=DATASETS,
         default=None,
         help="Coding problem set. Default: 'builtin'",
     )
@@ -352,24 +385,8 @@ def add_options(parser: pytest.Parser) -> None:
         help="Write PNG plots here (needs the 'plot' extra). Default: none",
     )
 
+    # Ini-only settings: templates and prompts too long for a command line.
     ini = parser.addini
-    ini(
-        "dflash_hosts", "GPU hosts to control over SSH (one per line).", type="linelist", default=[]
-    )
-    ini("dflash_port", "HTTP port of the server.", default="")
-    ini("dflash_control", "Control mode: " + ", ".join(CONTROL_MODES) + ".", default="")
-    ini("dflash_launch", "Base launch command.", default="")
-    ini("dflash_unit", "systemd unit on the host.", default="")
-    ini("dflash_restart_cmd", "Reconfigure script template.", default="")
-    ini("dflash_logs_cmd", "Command printing the server log (script control).", default="")
-    ini("dflash_sudo", "Use sudo -n for systemctl and the drop-in (true/false).", default="")
-    ini("dflash_restart", "Restart mode: " + ", ".join(RESTART_MODES) + ".", default="")
-    ini("dflash_ready_timeout", "Seconds to wait for readiness.", default="")
-    ini("dflash_ssh_user", "SSH user.", default="")
-    ini("dflash_ssh_port", "SSH port.", default="")
-    ini("dflash_ssh_key", "SSH private key file.", default="")
-    ini("dflash_dialect", "Flag dialect: " + ", ".join(DIALECTS) + ".", default="")
-    ini("dflash_sglang_version", "SGLang version of the option table.", default="")
     ini(
         "dflash_args",
         "Flag template of the 'template' dialect, e.g. "
@@ -381,10 +398,6 @@ def add_options(parser: pytest.Parser) -> None:
         "Environment template of the 'template' dialect, e.g. 'MY_TOPK={topk}'.",
         default="",
     )
-    ini("dflash_draft_model", "Drafter model path.", default="")
-    ini("dflash_config", "Default config, e.g. 'budget=8,window=2048'.", default="")
-    ini("dflash_min_pass_rate", "Coding pass-rate gate.", default="")
-    ini("dflash_sandbox", "Coding sandbox: " + ", ".join(SANDBOX_MODES) + ".", default="")
     ini(
         "dflash_system_prompt",
         "System prompt of coding questions (chat). Default: ask for one fenced Python function.",
@@ -395,9 +408,8 @@ def add_options(parser: pytest.Parser) -> None:
         "User prompt of coding questions; {prompt} is the problem's text. Default: '{prompt}'.",
         default="",
     )
-    ini("dflash_contexts", "Throughput prompt lengths.", default="")
-    ini("dflash_concurrency", "Throughput concurrencies.", default="")
-    ini("dflash_output_tokens", "Throughput output tokens.", default="")
-    ini("dflash_rounds", "Throughput rounds.", default="")
-    ini("dflash_report", "JSON report path.", default="")
-    ini("dflash_plot", "Directory for PNG plots (needs the 'plot' extra).", default="")
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". Default:")[0].split("; ")[0]
+    return head.replace("%%", "%").rstrip(".")

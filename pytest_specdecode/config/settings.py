@@ -9,23 +9,35 @@ the plugin turns into ``pytest.UsageError`` (exit 4, one line).
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
+import re
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from pytest_specdecode.config.options import (
     API_STYLES,
     CONTROL_MODES,
+    DATASETS,
     DIALECTS,
     RESTART_MODES,
     SANDBOX_MODES,
     SGLANG_VERSIONS,
+    ApiStyle,
+    ControlMode,
+    Dataset,
+    DialectName,
+    RestartMode,
 )
 from pytest_specdecode.errors import SpecDecodeError
 
 T = TypeVar("T")
+S = TypeVar("S", bound=str)
 
 DEFAULT_PORT = 30000
 SIMULATOR_LAUNCH = f"{sys.executable} -m pytest_specdecode.sim"
@@ -50,6 +62,16 @@ class SettingsError(SpecDecodeError, ValueError):
 class _ConfigLike(Protocol):
     def getoption(self, name: str) -> Any: ...
     def getini(self, name: str) -> Any: ...
+    @property
+    def inipath(self) -> Path | None: ...
+
+
+class _Found(NamedTuple):
+    """A raw setting, the words naming its source, and where that is."""
+
+    value: Any
+    source: str
+    origin: Literal["cli", "env", "ini"]
 
 
 @dataclass(frozen=True)
@@ -70,14 +92,14 @@ class Settings:
     hosts: tuple[Host, ...] = ()
     port: int = DEFAULT_PORT
     port_given: bool = False
-    control: str = "local"
+    control: ControlMode = "local"
     launch: str = SIMULATOR_LAUNCH
     uses_simulator: bool = True
     unit: str | None = None
     restart_cmd: str | None = None
     logs_cmd: str | None = None
     sudo: bool = False
-    restart: str = "auto"
+    restart: RestartMode = "auto"
     restore: bool = False
     ready_timeout: float = 1800.0
     api_key: str | None = None
@@ -85,7 +107,7 @@ class Settings:
     ssh_port: int | None = None
     ssh_key: str | None = None
     ssh_accept_new_host_key: bool = False
-    dialect: str = "sglang"
+    dialect: DialectName = "sglang"
     sglang_version: str | None = None  # None: the newest option table known
     args_template: str | None = None
     env_template: str | None = None
@@ -95,7 +117,7 @@ class Settings:
     sweep: str | None = None
     min_pass_rate: float | None = None
     problem_files: tuple[str, ...] = ()
-    dataset: str = "builtin"
+    dataset: Dataset = "builtin"
     samples: int = 1
     temperature: float = 0.0
     answer_timeout: float = 10.0
@@ -103,7 +125,7 @@ class Settings:
     system_prompt: str | None = None
     prompt_template: str = "{prompt}"
     max_tokens: int = 1024
-    api: str = "chat"
+    api: ApiStyle = "chat"
     contexts: tuple[int, ...] = (60, 1024, 4096)
     concurrency: tuple[int, ...] = (1, 8, 32)
     output_tokens: int = 512
@@ -126,7 +148,7 @@ class _Resolver:
         self._config = config
         self._environ = environ
 
-    def raw(self, name: str, *, option: str = "", ini: str = "") -> tuple[Any, str] | None:
+    def raw(self, name: str, *, option: str = "", ini: str = "") -> _Found | None:
         option = option or name
         ini = ini or name
         try:
@@ -134,16 +156,16 @@ class _Resolver:
         except ValueError:  # no such option: an ini-only setting
             value = None
         if value not in (None, [], ""):
-            return value, f"--dflash-{option.replace('_', '-')}"
+            return _Found(value, f"--dflash-{option.replace('_', '-')}", "cli")
         env = ENV_NAMES.get(name)
         if env and self._environ.get(env):
-            return self._environ[env], f"{env} environment variable"
+            return _Found(self._environ[env], f"{env} environment variable", "env")
         try:
             ini_value = self._config.getini(f"dflash_{ini}")
         except ValueError:  # no such ini key: a command-line-only setting
             return None
         if ini_value not in (None, [], ""):
-            return ini_value, f"dflash_{ini} ini option"
+            return _Found(ini_value, f"dflash_{ini} ini option", "ini")
         return None
 
     def get(
@@ -152,19 +174,19 @@ class _Resolver:
         found = self.raw(name, option=option, ini=ini)
         if found is None:
             return default
-        value, source = found
+        value, source, _ = found
         try:
             return parse(value)
         except (ValueError, TypeError) as exc:
             raise SettingsError(f"Invalid value {value!r} from {source}: {exc}") from None
 
 
-def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
+def _choice(choices: tuple[S, ...]) -> Callable[[Any], S]:
+    def parse(value: Any) -> S:
         text = str(value).strip()
         if text not in choices:
             raise ValueError(f"expected one of {', '.join(choices)}")
-        return text
+        return choices[choices.index(text)]  # the member itself, typed as the Literal
 
     return parse
 
@@ -175,6 +197,8 @@ def _number(kind: Callable[[str], T], *, minimum: float | None = None) -> Callab
             number = kind(str(value).strip())
         except ValueError:
             raise ValueError(f"expected a {getattr(kind, '__name__', 'number')}") from None
+        if not math.isfinite(float(number)):  # type: ignore[arg-type]
+            raise ValueError("expected a finite number")
         if minimum is not None and float(number) < minimum:  # type: ignore[arg-type]
             raise ValueError(f"expected a value >= {minimum:g}")
         return number
@@ -221,11 +245,31 @@ def parse_host(text: str) -> Host:
         name, port_text = text.split(":")
     else:
         name, port_text = text, ""
+    _check_host_name(name, text)
     if not port_text:
         return Host(name)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ValueError(f"bad port {port_text!r} in host {text!r}; use HOST or HOST:PORT")
     return Host(name, int(port_text))
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9._-]*[A-Za-z0-9_])?")
+
+
+def _check_host_name(name: str, text: str) -> None:
+    """A DNS name, an IPv4 address or an IPv6 address: what SSH and a URL both take."""
+    if ":" in name:
+        try:
+            ipaddress.IPv6Address(name)
+        except ValueError:
+            raise ValueError(
+                f"bad host {text!r}: use HOST, HOST:PORT (SSH port) or [IPv6]:PORT"
+            ) from None
+    elif not _HOST_NAME.fullmatch(name):
+        raise ValueError(
+            f"bad host {text!r}: a host is a name or an address like gpu1, gpu1.example.org "
+            "or 192.0.2.7, optionally with :PORT (SSH port)"
+        )
 
 
 def _hosts(value: Any) -> tuple[Host, ...]:
@@ -241,8 +285,52 @@ def _flag(resolver: _Resolver, name: str) -> bool:
     found = resolver.raw(name)
     if found is None:
         return False
-    value = found[0]
-    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+    value, source, _ = found
+    if value is True:
+        return True
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"Invalid value {value!r} from {source}: expected true or false")
+
+
+def _command(name: str) -> Callable[[Any], str]:
+    """A command line: split like a shell would, so an open quote fails here, not later."""
+
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        try:
+            shlex.split(text)
+        except ValueError as exc:
+            raise ValueError(f"{exc} in the {name}; close the quote or escape it") from None
+        return text
+
+    return parse
+
+
+def _paths(resolver: _Resolver, config: _ConfigLike, name: str) -> tuple[str, ...]:
+    """Files named on the command line (relative to the working directory) or in the
+    ini (relative to the ini file's directory, as pytest does for ini paths)."""
+    found = resolver.raw(name)
+    if found is None:
+        return ()
+    value, _, origin = found
+    items = [str(v).strip() for v in (value if isinstance(value, list) else str(value).split())]
+    inipath = config.inipath if origin == "ini" else None
+    if inipath is not None:
+        items = [str(inipath.parent / item) for item in items]
+    return tuple(item for item in items if item)
+
+
+def _lines(resolver: _Resolver, name: str) -> tuple[str, ...]:
+    found = resolver.raw(name)
+    if found is None:
+        return ()
+    value = found.value
+    items = value if isinstance(value, list) else str(value).splitlines()
+    return tuple(str(item).strip() for item in items if str(item).strip())
 
 
 def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Settings:
@@ -251,20 +339,20 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
     no_hosts: tuple[Host, ...] = ()
     hosts = r.get("hosts", _hosts, no_hosts, option="host")
     unit = r.get("unit", _text, "") or None
-    restart_cmd = r.get("restart_cmd", _text, "") or None
+    restart_cmd = r.get("restart_cmd", _command("restart command"), "") or None
     if restart_cmd:
         _check_restart_cmd(restart_cmd)
-    restart = r.get("restart", _choice(RESTART_MODES), "auto")
-    control = r.get("control", _choice(CONTROL_MODES), "auto")
-    if control == "auto":
-        control = _auto_control(hosts, unit, restart_cmd, restart)
+    restart: RestartMode = r.get("restart", _choice(RESTART_MODES), "auto")
+    chosen: ControlMode | Literal["auto"] = r.get("control", _choice(CONTROL_MODES), "auto")
+    _check_restart_means(r, unit, restart_cmd, restart)
+    control = _auto_control(hosts, unit, restart_cmd, restart) if chosen == "auto" else chosen
     _check_control(control, hosts, unit, restart_cmd)
-    launch = r.get("launch", _text, "")
+    launch = r.get("launch", _command("launch command"), "")
     # Remote modes run whatever the host has: never assume the bundled simulator there.
     uses_simulator = control == "local" and (not launch or "pytest_specdecode.sim" in launch)
     port_found = r.raw("port")
     port = r.get("port", _number(int, minimum=1), DEFAULT_PORT)
-    dialect = r.get("dialect", _choice(DIALECTS), "sglang")
+    dialect: DialectName = r.get("dialect", _choice(DIALECTS), "sglang")
     args_template = r.get("args", _text, "") or None
     if dialect == "template" and not args_template:
         raise SettingsError(
@@ -296,7 +384,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         uses_simulator=uses_simulator,
         unit=unit,
         restart_cmd=restart_cmd,
-        logs_cmd=r.get("logs_cmd", _text, "") or None,
+        logs_cmd=r.get("logs_cmd", _command("logs command"), "") or None,
         sudo=_flag(r, "sudo"),
         restart="never" if control == "external" else restart,
         restore=_flag(r, "restore"),
@@ -314,10 +402,10 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         # The ini dflash_config is the default config; --dflash-config overrides markers.
         base_config=_ini_text(config, "dflash_config"),
         config_override=_cli_text(config, "dflash_config"),
-        sweep=_cli_text(config, "dflash_sweep"),
+        sweep=r.get("sweep", _text, "") or None,
         min_pass_rate=r.get("min_pass_rate", _fraction, None),
-        problem_files=tuple(config.getoption("dflash_problems") or ()),
-        dataset=r.get("dataset", _text, "builtin"),
+        problem_files=_paths(r, config, "problems"),
+        dataset=r.get("dataset", _choice(DATASETS), "builtin"),
         samples=samples,
         temperature=temperature,
         system_prompt=r.get("system_prompt", _text, "") or None,
@@ -331,7 +419,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         output_tokens=r.get("output_tokens", _number(int, minimum=1), 512),
         rounds=r.get("rounds", _number(int, minimum=1), 3),
         compare=r.get("compare", _text, "") or None,
-        compare_fail=tuple(config.getoption("dflash_compare_fail") or ()),
+        compare_fail=_lines(r, "compare_fail"),
         min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),
         report=r.get("report", _text, ".dflash/report.json"),
         plot=r.get("plot", _text, "") or None,
@@ -349,6 +437,23 @@ def _check_restart_cmd(template: str) -> None:
         raise SettingsError(str(exc)) from None
 
 
+def _check_restart_means(
+    r: _Resolver, unit: str | None, restart_cmd: str | None, restart: str
+) -> None:
+    """Refuse combinations where one option would silently win over another."""
+    given = [(name, found.source) for name in ("unit", "restart_cmd") if (found := r.raw(name))]
+    if len(given) == 2:
+        raise SettingsError(
+            f"{given[0][1]} and {given[1][1]} are both given: the server is restarted either "
+            "by its systemd unit or by your script; drop one (or pick with --dflash-control)"
+        )
+    if restart == "never" and given:
+        raise SettingsError(
+            f"--dflash-restart=never never restarts the server, so {given[0][1]} would never "
+            "be used; drop one of them"
+        )
+
+
 def _cli_text(config: _ConfigLike, name: str) -> str | None:
     value = config.getoption(name)
     return str(value) if value else None
@@ -361,7 +466,7 @@ def _ini_text(config: _ConfigLike, name: str) -> str | None:
 
 def _auto_control(
     hosts: tuple[Host, ...], unit: str | None, restart_cmd: str | None, restart: str
-) -> str:
+) -> ControlMode:
     if restart == "never":
         return "external"
     if not hosts:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_specdecode.errors import SpecDecodeError
@@ -79,6 +80,11 @@ class SpecConfig:
     DDTree tree budget; ``window`` is the drafter's sliding window (``None``
     means full attention); ``extra`` holds further ``--flag value`` pairs,
     sorted, so equal configs compare and hash equal.
+
+    ``show_draft`` is how the config is *named*, not what it is (it takes no
+    part in equality): the collection sets it when the draft model differs
+    from the run's default or a sweep varies it, so the label and test id of
+    two configs that differ only in their drafter differ too.
     """
 
     algorithm: str = "DFLASH"
@@ -88,24 +94,39 @@ class SpecConfig:
     draft_model: str | None = None
     extra: tuple[tuple[str, str], ...] = ()
     steps: int | None = None
+    show_draft: bool = field(default=False, compare=False, repr=False)
+
+    def key(self) -> str:
+        """The canonical key: equal for equal configs, different otherwise.
+
+        Results, xdist groups and comparisons are keyed by it; labels are for
+        people and may leave out what does not vary in a run.
+        """
+        return json.dumps(config_to_dict(self), sort_keys=True, separators=(",", ":"))
 
     def label(self) -> str:
-        """Human-readable, e.g. ``DFLASH budget=8 window=2048``."""
+        """Human-readable, e.g. ``DFLASH budget=8 window=2048`` (plus
+        ``draft_model=...`` when :attr:`show_draft`)."""
         parts = [self.algorithm]
         for key in ("budget", "topk", "window", "steps"):
             value = getattr(self, key)
             if value is not None:
                 parts.append(f"{key}={value}")
+        if self.show_draft and self.draft_model is not None:
+            parts.append(f"draft_model={self.draft_model}")
         parts.extend(f"{k}={v}" for k, v in self.extra)
         return " ".join(parts)
 
     def test_id(self) -> str:
-        """Compact id for test ids under a sweep, e.g. ``DFLASH-b8-w2048``."""
+        """Compact id for test ids under a sweep, e.g. ``DFLASH-b8-w2048``
+        (``DFLASH-b8-d/models/a`` when :attr:`show_draft`)."""
         parts = [self.algorithm]
         for key, short in (("budget", "b"), ("topk", "k"), ("window", "w"), ("steps", "s")):
             value = getattr(self, key)
             if value is not None:
                 parts.append(f"{short}{value}")
+        if self.show_draft and self.draft_model is not None:
+            parts.append(f"d{self.draft_model}")
         parts.extend(f"{k}{v}" for k, v in self.extra)
         return "-".join(parts)
 

@@ -8,6 +8,7 @@ config does, while every other test must still pass.
 
 from __future__ import annotations
 
+from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.report.results import ConfigResults, RunResults
 
@@ -27,12 +28,8 @@ def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) 
             if rate < threshold:
                 shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
                 lines.append(f"pass rate: {r.label}: {shown} = {rate:.0%} < {threshold:.0%}")
-    minimum = settings.min_accept_length
-    if minimum is not None:
-        for r in results.ordered():
-            accept = r.accept_length()
-            if accept is not None and accept < minimum:
-                lines.append(f"accept length: {r.label}: {accept:.2f} < {minimum:g}")
+    if settings.min_accept_length is not None:
+        lines.extend(_accept_length(settings.min_accept_length, results))
     lines.extend(f"throughput regression: {line}" for line in compare_lines)
     return lines
 
@@ -58,3 +55,32 @@ def exit_status(
 
 def _single_sample(results: ConfigResults) -> bool:
     return all(record.samples == 1 for record in results.coding.values())
+
+
+def _accept_length(minimum: float, results: RunResults) -> list[str]:
+    """The accept-length gate: a figure the server did not report is unknown, and an
+    unknown figure fails the gate (it cannot show the drafter still helps)."""
+    lines: list[str] = []
+    measured = [
+        r
+        for r in results.ordered()
+        if r.config.get("algorithm") != "NONE" and (r.throughput or r.coding)
+    ]
+    for r in measured:
+        accept = r.accept_length()
+        if accept is None:
+            lines.append(
+                f"accept length: {r.label}: unknown < {figures.plain(minimum)}: the server "
+                "reported no speculation counts (spec_verify_ct, spec_accept_length); check "
+                "that it runs speculative decoding and reports them"
+            )
+        elif accept < minimum:
+            lines.append(
+                f"accept length: {r.label}: {figures.number(accept, 2)} < {figures.plain(minimum)}"
+            )
+    if not measured:
+        lines.append(
+            f"accept length: unknown < {figures.plain(minimum)}: no throughput or coding test "
+            "of a speculative config ran, so nothing measured it"
+        )
+    return lines

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode import figures
+
 TITLE = "pytest-specdecode run"
 SIM_NOTE = (
     "**simulated (not GPU):** these figures come from the bundled simulator, not a GPU server."
@@ -147,7 +149,7 @@ def _throughput_table(configs: list[dict[str, Any]]) -> list[str]:
                 row.append("-")
                 continue
             accept = m.get("accept_length")
-            shown = f"{m['tok_s']:.1f}"
+            shown = figures.rate(m["tok_s"])
             row.append(f"{shown} ({accept:.2f})" if isinstance(accept, (int, float)) else shown)
         rows.append(row)
     return _table(
@@ -227,8 +229,8 @@ def _esc(text: str) -> str:
 
 
 def _num(value: Any, digits: int, unit: str = "") -> str:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return f"{value:.{digits}f}{unit}" if ok else "-"
+    shown = figures.number(value, digits)
+    return shown if shown == figures.MISSING else f"{shown}{unit}"
 
 
 def _int_or_text(key: str) -> tuple[int, str]:

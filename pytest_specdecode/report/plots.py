@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_specdecode import figures
 from pytest_specdecode.errors import SpecDecodeError
 
 if TYPE_CHECKING:
@@ -399,7 +400,7 @@ def _number(value: Any) -> float | None:
 
 
 def _fmt(value: float, digits: int) -> str:
-    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+    return figures.number(value, digits)
 
 
 def _wrap(label: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_specdecode.records import CONFIG, CONFIG_DATA, KIND, RECORD, SERVICE
+from pytest_specdecode.records import CONFIG, CONFIG_DATA, CONFIG_KEY, KIND, RECORD, SERVICE
 
 
 @dataclass
@@ -49,9 +49,10 @@ class LosslessRecord:
 
 @dataclass
 class ConfigResults:
-    """Everything measured under one config."""
+    """Everything measured under one config (``key``: its canonical key)."""
 
     label: str
+    key: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     service: dict[str, Any] = field(default_factory=dict)
     coding: dict[str, CodingRecord] = field(default_factory=dict)
@@ -98,7 +99,7 @@ class RunResults:
     """Collects per-config results from test reports (controller side)."""
 
     def __init__(self) -> None:
-        self.configs: dict[str, ConfigResults] = {}
+        self.configs: dict[str, ConfigResults] = {}  # by canonical key
         self.other_failures: list[str] = []
         self.tests: list[dict[str, Any]] = []
 
@@ -109,14 +110,19 @@ class RunResults:
         def key(r: ConfigResults) -> tuple[Any, ...]:
             c = r.config
             numbers = [-1 if c.get(k) is None else c[k] for k in ("budget", "topk", "window")]
-            return (c.get("algorithm") != "NONE", str(c.get("algorithm")), *numbers, r.label)
+            drafter = str(c.get("draft_model") or "")
+            return (c.get("algorithm") != "NONE", str(c.get("algorithm")), *numbers, drafter, r.key)
 
         return sorted(self.configs.values(), key=key)
 
-    def for_config(self, label: str, config: Mapping[str, Any] | None = None) -> ConfigResults:
-        results = self.configs.get(label)
+    def for_config(
+        self, label: str, config: Mapping[str, Any] | None = None, key: str | None = None
+    ) -> ConfigResults:
+        """The results of the config with canonical ``key`` (reports without one: the label)."""
+        key = key or label
+        results = self.configs.get(key)
         if results is None:
-            results = self.configs[label] = ConfigResults(label)
+            results = self.configs[key] = ConfigResults(label, key)
         if config and not results.config:
             results.config = dict(config)
         return results
@@ -148,7 +154,8 @@ class RunResults:
             if failed:
                 self.other_failures.append(nodeid)
             return
-        results = self.for_config(str(label), data.get(CONFIG_DATA))
+        key = data.get(CONFIG_KEY)
+        results = self.for_config(str(label), data.get(CONFIG_DATA), str(key) if key else None)
         service = data.get(SERVICE)
         # Under xdist every worker reports the server; keep the restart's record.
         if isinstance(service, dict) and (
@@ -175,6 +182,7 @@ class RunResults:
             "configs": [
                 {
                     "label": r.label,
+                    "key": r.key,
                     "config": r.config,
                     "service": r.service,
                     "pass_rate": _rate_json(r.pass_rate()),

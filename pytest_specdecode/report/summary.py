@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pytest_specdecode import figures
 from pytest_specdecode.throughput.comparison import CaseRow, render_sweep
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
@@ -115,8 +116,8 @@ def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
                 [
                     c["label"],
                     t["case"],
-                    _num(m.get("tok_s"), 1),
-                    _num(m.get("req_tok_s_p50"), 1),
+                    figures.rate(m.get("tok_s")),
+                    figures.rate(m.get("req_tok_s_p50")),
                     f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",
                     _num(m.get("tpot_ms_p50"), 2),
                     _num(m.get("itl_ms_p50"), 2),
@@ -149,7 +150,7 @@ def _restarted(value: Any) -> str:
 
 
 def _num(value: Any, digits: int) -> str:
-    return "-" if not isinstance(value, (int, float)) else f"{value:.{digits}f}"
+    return figures.number(value, digits)
 
 
 def _table(header: list[str], body: list[list[str]]) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode import figures
 from pytest_specdecode.errors import SpecDecodeError
 
 METRICS = ("tok_s", "accept_length")
@@ -163,7 +164,7 @@ def pair(base: Iterable[CaseRow], current: Iterable[CaseRow]) -> list[CaseDelta]
 
 
 def _fmt(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return figures.number(value, digits)
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -197,8 +198,8 @@ def render_compare(deltas: Sequence[CaseDelta], base_label: str, current_label: 
     rows = [
         [
             d.case,
-            _fmt(d.value("tok_s", "base"), 1),
-            _fmt(d.value("tok_s", "current"), 1),
+            figures.rate(d.value("tok_s", "base")),
+            figures.rate(d.value("tok_s", "current")),
             _fmt_pct(d.change_pct("tok_s")),
             _fmt(d.value("accept_length", "base"), 2),
             _fmt(d.value("accept_length", "current"), 2),
@@ -218,7 +219,7 @@ class FailSpec:
     percent: bool
 
     def __str__(self) -> str:
-        return f"{self.metric}:{self.limit:g}{'%' if self.percent else ''}"
+        return f"{self.metric}:{figures.plain(self.limit)}{'%' if self.percent else ''}"
 
 
 _FAIL_RE = re.compile(r"^(?P<metric>[a-z_]+):(?P<num>\d+(?:\.\d+)?)(?P<pct>%?)$")
@@ -250,15 +251,17 @@ def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[
                 continue
             now = d.value(spec.metric, "current")
             if now is None:
-                lines.append(f"{d.case}: {spec.metric} missing in the current run (was {base:g})")
+                was = figures.metric(spec.metric, base)
+                lines.append(f"{d.case}: {spec.metric} missing in the current run (was {was})")
                 continue
             if spec.percent and base <= 0:
                 continue
             drop = (base - now) / base * 100 if spec.percent else base - now
             if drop > spec.limit:
-                shown = f"{-drop:+.1f}%" if spec.percent else f"{-drop:+.3g}"
+                shown = f"{-drop:+.1f}%" if spec.percent else f"{-drop:+.2f}"
+                before, after = figures.metric(spec.metric, base), figures.metric(spec.metric, now)
                 lines.append(
-                    f"{d.case}: {spec.metric} {base:.4g} -> {now:.4g} ({shown}), "
+                    f"{d.case}: {spec.metric} {before} -> {after} ({shown}), "
                     f"beyond the allowed drop {spec}"
                 )
     return lines
@@ -279,7 +282,7 @@ def render_sweep(rows: Iterable[CaseRow], *, configs: Sequence[str] | None = Non
         for config in order:
             r = cell.get((case, config))
             line += [
-                _fmt(r.tok_s if r else None, 1),
+                figures.rate(r.tok_s if r else None),
                 _fmt(r.accept_length if r else None, 2),
             ]
         body.append(line)

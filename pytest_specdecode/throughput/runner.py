@@ -9,7 +9,11 @@ see it, under pytest-xdist too.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +24,7 @@ from pytest_specdecode.records import RECORD
 from pytest_specdecode.service.manager import ServiceHandle
 from pytest_specdecode.throughput import lossless
 from pytest_specdecode.throughput.comparison import pairing_key
-from pytest_specdecode.throughput.load import ThroughputError, run_case
+from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
 from pytest_specdecode.throughput.workload import ThroughputCase
 
 # Greedy prompts of the lossless check: code and prose, short and long.
@@ -48,7 +52,7 @@ class ThroughputRunner:
         self.node = node
         self.progress = progress
 
-    def run(self, case: ThroughputCase, benchmark: Any | None) -> dict[str, Any]:
+    def run(self, case: ThroughputCase, benchmark: BenchmarkLike | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
         label = self.service.config.label()
         if benchmark is not None and getattr(benchmark, "disabled", False):
@@ -94,11 +98,87 @@ class ThroughputRunner:
 
 
 class LosslessBaseline:
-    """Greedy outputs of the non-speculative baseline, kept for the session."""
+    """Greedy outputs of the non-speculative baseline, shared by the run's workers.
 
-    def __init__(self) -> None:
+    Serially the outputs live in memory. Under pytest-xdist the worker that ran
+    the baseline test (algorithm NONE) is rarely the one checking a config, so
+    the outputs also go to a file in the directory the xdist controller shares
+    (``directory``), and each baseline test leaves a *done* marker whatever its
+    outcome, so a worker waiting for the baseline knows when to stop waiting.
+    ``expected`` holds the node ids of the run's baseline tests (set at
+    collection); with none, a check skips at once with that reason.
+    """
+
+    FILE = "lossless-baseline.json"
+
+    def __init__(
+        self,
+        directory: Path | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_interval: float = 0.1,
+    ) -> None:
         self.outputs: list[lossless.GreedyOutput] | None = None
         self.label: str | None = None
+        self.expected: set[str] = set()
+        self.directory = directory
+        self._clock = clock
+        self._sleep = sleep
+        self._poll = poll_interval
+
+    def record(self, outputs: list[lossless.GreedyOutput], label: str) -> None:
+        """Keep the baseline (and share it with the other workers)."""
+        self.outputs, self.label = outputs, label
+        if self.directory is not None:
+            target = self.directory / self.FILE
+            tmp = target.with_name(f".{self.FILE}.{os.getpid()}")
+            lossless.save_baseline(tmp, outputs, meta={"label": label})
+            tmp.replace(target)  # readers never see half a file
+
+    def done(self, nodeid: str) -> None:
+        """A baseline test finished (passed or not); called from its teardown report."""
+        if self.directory is not None and nodeid in self.expected:
+            (self.directory / f"lossless-done-{_digest(nodeid)}").touch()
+
+    def load(self) -> bool:
+        """Whether a baseline is at hand, reading the shared file if need be."""
+        if self.outputs is None and self.directory is not None:
+            path = self.directory / self.FILE
+            if path.exists():
+                self.outputs, meta = lossless.load_baseline(path)
+                self.label = str(meta.get("label") or "the baseline")
+        return self.outputs is not None
+
+    def finished(self) -> bool:
+        """Every baseline test of the run is done (in any worker)."""
+        if self.directory is None:
+            return True  # serially the baseline tests run first (see the session's order)
+        return all((self.directory / f"lossless-done-{_digest(n)}").exists() for n in self.expected)
+
+    def wait(self, timeout: float) -> None:
+        """Block until the baseline is at hand or every baseline test is done."""
+        deadline = self._clock() + timeout
+        while self.expected and not self.load() and not self.finished():
+            if self._clock() > deadline:
+                return
+            self._sleep(self._poll)
+
+    def missing(self) -> str:
+        """Why there is no baseline to compare with: one line."""
+        if not self.expected:
+            return (
+                "no non-speculative baseline in this run: run the lossless test under "
+                "algorithm=NONE too (the built-in suite does)"
+            )
+        names = ", ".join(sorted(self.expected))
+        if self.finished():
+            return f"the non-speculative baseline was not recorded: {names} did not pass"
+        return f"the non-speculative baseline was not recorded in time: {names} did not finish"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class LosslessChecker:
@@ -118,15 +198,11 @@ class LosslessChecker:
         """Baseline config: record; speculative config: compare, fail on the first difference."""
         config = self.service.config
         if config.algorithm == "NONE":
-            self.baseline.outputs = self.outputs()
-            self.baseline.label = config.label()
+            self.baseline.record(self.outputs(), config.label())
             self._record(True, "baseline recorded")
             return
-        if self.baseline.outputs is None:
-            pytest.skip(
-                "no non-speculative baseline in this run: run the lossless test under "
-                "algorithm=NONE too (the built-in suite does)"
-            )
+        if not self.baseline.load() or self.baseline.outputs is None:
+            pytest.skip(self.baseline.missing())
         problems = lossless.compare_outputs(self.baseline.outputs, self.outputs())
         detail = "; ".join(problems) if problems else "identical to the baseline"
         self._record(not problems, detail)

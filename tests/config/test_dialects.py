@@ -8,6 +8,7 @@ import pytest
 
 from pytest_specdecode.config.dialects import (
     Rendered,
+    SGLangDialect,
     dialect_names,
     get_dialect,
 )
@@ -392,7 +393,9 @@ def test_dialect_names_and_lookup() -> None:
 )
 def test_get_dialect_errors(name: str, kwargs: dict[str, str], fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
-        get_dialect(name, **kwargs)
+        get_dialect(
+            name, args_template=kwargs.get("args_template"), env_template=kwargs.get("env_template")
+        )
     assert fragment in str(info.value)
 
 
@@ -448,8 +451,10 @@ def test_legacy_and_ddtree_check_their_known_differences() -> None:
     ddtree = SpecConfig("DDTREE", budget=16, topk=4, window=2048, draft_model=DRAFT)
     assert get_dialect("ddtree").problems(ddtree) == []
     # The release table has no DDTree budget flag.
-    assert get_dialect("sglang").table is not None
-    assert get_dialect("sglang").table.option("--speculative-ddtree-budget") is None  # type: ignore[union-attr]
+    release = get_dialect("sglang")
+    assert isinstance(release, SGLangDialect)
+    assert release.table is not None
+    assert release.table.option("--speculative-ddtree-budget") is None
 
 
 def test_unknown_sglang_version_is_refused() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .test_acceptance_step_summary import render
+from ..report.markdown_tables import render
 
 PROBLEMS = "fib or gcd"
 

@@ -38,7 +38,8 @@ def coding_project(
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", CORE, *args)
+    # In-process: the plugin's own state is per Config, and servers stop at session end.
+    return pytester.runpytest("-p", "no:cacheprovider", "-k", CORE, *args)
 
 
 def test_problems_are_items_and_a_wrong_answer_shows_its_counterexample(
@@ -94,7 +95,7 @@ def test_prompt_templates_reach_the_model(
             dflash_coding.check(dflash_problem)
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "gcd or fib")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "gcd or fib")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*gcd under DFLASH*: failed: gcd(*"])
 
@@ -129,7 +130,7 @@ def test_problems_from_a_toml_file_given_by_a_relative_path(
             dflash_coding.check(dflash_problem)
         """
     )
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:cacheprovider", "-v", "-k", "add_one", "--dflash-problems", "probs.toml"
     )
     result.assert_outcomes(passed=1)

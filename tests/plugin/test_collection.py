@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 TWO_CONFIGS = """
+import json
+
 import pytest
 
 @pytest.mark.dflash(budget=8, window=2048)
@@ -74,29 +78,45 @@ def test_ini_default_config(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
-        ("budget=0", "*test_m.py::test_bad: bad dflash config: budget=0*"),
-        ("budget=8, window=4", "*test_m.py::test_bad: bad dflash config: window=4 < budget=8*"),
-        ("topk=4", "*topk=4 with DFLASH*use algorithm=DDTREE or drop topk*"),
-        ("budgte=8", "*test_m.py::test_bad*budgte*"),
-        ("algorithm='MEDUSA'", "*test_m.py::test_bad*MEDUSA*"),
+        ("budget=0", "test_m.py::test_bad: bad dflash config: budget=0*"),
+        ("budget=8, window=4", "test_m.py::test_bad: bad dflash config: window=4 < budget=8*"),
+        ("topk=4", "test_m.py::test_bad: *topk=4 with DFLASH*use algorithm=DDTREE or drop topk*"),
+        ("budgte=8", "test_m.py::test_bad: *budgte*"),
+        ("algorithm='MEDUSA'", "test_m.py::test_bad: *MEDUSA*"),
+        ("8", "test_m.py::test_bad: @pytest.mark.dflash takes keyword arguments only"),
     ],
 )
-def test_bad_marker_is_a_collection_error_naming_the_test(
+def test_a_bad_marker_errors_only_its_own_test(
     pytester: pytest.Pytester, marker: str, message: str
 ) -> None:
     pytester.makepyfile(
         test_m=f"""
         import pytest
 
+        def test_before(dflash_config): pass
+
         @pytest.mark.dflash({marker})
         def test_bad(dflash_service): pass
+
+        def test_after(dflash_config): pass
         """
     )
     result = pytester.runpytest()
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*ERROR collecting test_m.py*", message])
+    # The rest of the module is collected and runs; the bad test errors, named.
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"dflash: collection error: {message}",
+            "*ERROR at setup of test_bad*",
+            f"collection error: {message}",
+        ]
+    )
     assert "INTERNALERROR" not in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
+    # --collect-only lists every test and still names the bad one.
+    listed = pytester.runpytest("--collect-only", "-q")
+    listed.stdout.fnmatch_lines([f"dflash: collection error: {message}"])
+    assert {"test_m.py::test_before", "test_m.py::test_after"} <= set(listed.stdout.lines)
 
 
 def test_marker_without_the_fixture_is_an_error(pytester: pytest.Pytester) -> None:
@@ -106,11 +126,30 @@ def test_marker_without_the_fixture_is_an_error(pytester: pytest.Pytester) -> No
 
         @pytest.mark.dflash(budget=8)
         def test_forgot(): pass
+
+        class TestK:
+            def test_fine(self): pass
         """
     )
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*test_m.py::test_forgot: has @pytest.mark.dflash but uses no*"])
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(passed=1, errors=1)
+
+
+def test_a_bad_throughput_marker_errors_only_its_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="""
+        import pytest
+
+        @pytest.mark.throughput(contexts=[0])
+        def test_bad(dflash_case): pass
+
+        def test_fine(): pass
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["collection error: test_m.py::test_bad: *"])
 
 
 def test_dialect_rejects_what_it_cannot_render(pytester: pytest.Pytester) -> None:
@@ -125,3 +164,47 @@ def test_dialect_rejects_what_it_cannot_render(pytester: pytest.Pytester) -> Non
     )
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*test_m.py::test_w: bad dflash config:*window*"])
+
+
+def test_a_sweep_over_draft_models_gives_each_its_own_id(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_m="def test_x(dflash_config): pass")
+    ids = collected(pytester, "--dflash-sweep", "draft_model=/m/a,/m/b")
+    assert ids == ["test_m.py::test_x[DFLASH-d/m/a]", "test_m.py::test_x[DFLASH-d/m/b]"]
+
+
+def test_configs_differing_only_in_draft_model_stay_apart_in_the_report(
+    sim_ini: pytest.Pytester,
+) -> None:
+    sim_ini.makepyfile(
+        test_m="""
+        def test_x(dflash_service, record_property):
+            record_property("drafter", dflash_service.config.draft_model)
+        """
+    )
+    result = sim_ini.runpytest("--dflash-sweep", "draft_model=/m/a,/m/b")
+    result.assert_outcomes(passed=2)
+    report = json.loads((sim_ini.path / "report.json").read_text())
+    labels = [c["label"] for c in report["configs"]]
+    assert labels == ["DFLASH draft_model=/m/a", "DFLASH draft_model=/m/b"]
+    assert len({c["key"] for c in report["configs"]}) == 2
+    assert [c["config"]["draft_model"] for c in report["configs"]] == ["/m/a", "/m/b"]
+    # Each config's own server facts (recorded after its test's setup).
+    assert [c["service"]["restarted"] for c in report["configs"]] == [True, True]
+    result.stdout.fnmatch_lines(["DFLASH draft_model=/m/a *", "DFLASH draft_model=/m/b *"])
+
+
+def test_the_default_drafter_stays_out_of_labels(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="""
+        import pytest
+
+        def test_default(dflash_config):
+            assert dflash_config.label() == "DFLASH"
+
+        @pytest.mark.dflash(draft_model="/m/other")
+        def test_other(dflash_config):
+            assert dflash_config.label() == "DFLASH draft_model=/m/other"
+        """
+    )
+    # Config-only tests: nothing starts a server (dflash_config alone restarts nothing).
+    pytester.runpytest().assert_outcomes(passed=2)

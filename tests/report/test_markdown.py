@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode import figures
 from pytest_specdecode.report.markdown import SIM_NOTE, append_step_summary, render_markdown
 from pytest_specdecode.throughput.comparison import CaseRow, pair, render_compare
 
@@ -70,7 +71,7 @@ def test_throughput_table_rows_are_cases_and_columns_configs(report: dict[str, A
         for t in c["throughput"]:
             m = t["metrics"]
             accept = "" if m["accept_length"] is None else f" ({m['accept_length']:.2f})"
-            assert cells[(t["case"], c["label"])] == f"{m['tok_s']:.1f}{accept}"
+            assert cells[(t["case"], c["label"])] == f"{figures.rate(m['tok_s'])}{accept}"
 
 
 def test_comparison_becomes_a_table(report: dict[str, Any]) -> None:
@@ -86,9 +87,9 @@ def test_comparison_becomes_a_table(report: dict[str, Any]) -> None:
         "accept now",
         "delta",
     ]
-    assert compare[1] == ["ctx60-c1-t128", "200.0", "180.0", "-10.0%", "3.00", "3.10", "+0.10"]
-    assert compare[2] == ["ctx60-c8-t128", "-", "800.0", "-", "-", "-", "-"]
-    assert compare[3] == ["ctx1024-c32-t128", "1500.0", "-", "-", "3.20", "-", "-"]
+    assert compare[1] == ["ctx60-c1-t128", "200", "180", "-10.0%", "3.00", "3.10", "+0.10"]
+    assert compare[2] == ["ctx60-c8-t128", "-", "800", "-", "-", "-", "-"]
+    assert compare[3] == ["ctx1024-c32-t128", "1,500", "-", "-", "3.20", "-", "-"]
 
 
 def test_gates_and_the_simulator_note_render(report: dict[str, Any]) -> None:

@@ -154,14 +154,14 @@ def run_gate(
         controller.start = clock.now
     session = FakeSession(clock, behaviour)
     progress: list[tuple[str, float, str | None]] = []
-    result = None
+    result: Any = None
     try:
         result = wait_until_ready(
             URL,
             verify=verify or verify_draft_tokens(8),
             label="DFLASH budget=8 window=2048",
             timeout=timeout,
-            controller=controller,  # type: ignore[arg-type]
+            controller=controller,
             session=session,  # type: ignore[arg-type]
             clock=clock,
             sleep=clock.sleep,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,7 +219,7 @@ def recorder(tmp_path: Path) -> Recorder:
 @pytest.fixture
 def make_controller(
     sshd: SSHD, recorder: Recorder, tmp_path: Path
-) -> Iterator[type[SystemdController]]:
+) -> Iterator[Callable[..., SystemdController]]:
     made: list[SystemdController] = []
 
     def make(**kwargs: object) -> SystemdController:
@@ -235,7 +235,7 @@ def make_controller(
         made.append(controller)
         return controller
 
-    yield make  # type: ignore[misc]
+    yield make
     for controller in made:
         controller.stop()
 
@@ -244,7 +244,7 @@ LAUNCH = LaunchSpec(argv=ARGV, env=ENV, label="DFLASH budget=8")
 
 
 def test_apply_writes_dropin_reloads_restarts_and_reads_identity(
-    make_controller: type[SystemdController], recorder: Recorder, tmp_path: Path
+    make_controller: Callable[..., SystemdController], recorder: Recorder, tmp_path: Path
 ) -> None:
     controller = make_controller()
     identity = controller.apply(LAUNCH)
@@ -263,7 +263,7 @@ def test_apply_writes_dropin_reloads_restarts_and_reads_identity(
 
 
 def test_failure_logs_and_restore(
-    make_controller: type[SystemdController], recorder: Recorder, tmp_path: Path
+    make_controller: Callable[..., SystemdController], recorder: Recorder, tmp_path: Path
 ) -> None:
     controller = make_controller()
     controller.apply(LAUNCH)
@@ -295,7 +295,7 @@ def test_failure_logs_and_restore(
 
 
 def test_a_crash_restarted_by_systemd_counts_as_failure(
-    make_controller: type[SystemdController], recorder: Recorder
+    make_controller: Callable[..., SystemdController], recorder: Recorder
 ) -> None:
     controller = make_controller()
     controller.apply(LAUNCH)
@@ -304,7 +304,7 @@ def test_a_crash_restarted_by_systemd_counts_as_failure(
 
 
 def test_failed_restart_is_one_line_with_the_journal_after(
-    make_controller: type[SystemdController], recorder: Recorder
+    make_controller: Callable[..., SystemdController], recorder: Recorder
 ) -> None:
     recorder.set("fail-restart", "")
     controller = make_controller()
@@ -318,7 +318,7 @@ def test_failed_restart_is_one_line_with_the_journal_after(
 
 
 def test_same_process_after_restart_is_refused(
-    make_controller: type[SystemdController], recorder: Recorder
+    make_controller: Callable[..., SystemdController], recorder: Recorder
 ) -> None:
     recorder.set("frozen", "")
     with pytest.raises(ServiceStartError, match="left the same process running"):
@@ -326,7 +326,7 @@ def test_same_process_after_restart_is_refused(
 
 
 def test_sudo_prefixes_privileged_commands(
-    make_controller: type[SystemdController], recorder: Recorder, tmp_path: Path
+    make_controller: Callable[..., SystemdController], recorder: Recorder, tmp_path: Path
 ) -> None:
     controller = make_controller(sudo=True)
     controller.apply(LAUNCH)

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +106,7 @@ def dflash_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
         yield sim
 
 
-def stream_events(url: str, body: dict[str, object], **kw: object) -> list[dict[str, object]]:
+def stream_events(url: str, body: Mapping[str, object], **kw: object) -> list[dict[str, object]]:
     """POST with stream=true; the decoded JSON events before ``[DONE]`` (which must come)."""
     import json
 

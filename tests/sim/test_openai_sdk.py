@@ -56,8 +56,13 @@ def test_streaming_usage_and_sglext_in_their_own_chunks(client: openai.OpenAI) -
             prompt="def fib(n):",
             max_tokens=24,
             stream=True,
-            stream_options={"include_usage": True, "continuous_usage_stats": True},  # type: ignore[typeddict-unknown-key]
-            extra_body={"return_spec_tokens_details": True, "ignore_eos": True},
+            stream_options={"include_usage": True},
+            # continuous_usage_stats is SGLang's, not in the SDK's types: sent as extra body.
+            extra_body={
+                "return_spec_tokens_details": True,
+                "ignore_eos": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            },
         )
     )
     content = [c for c in chunks if c.choices]

@@ -19,7 +19,7 @@ def request(prompt: str = "tell me a story", n: int = 512, **kw: object) -> GenR
 
 
 async def drain(seq: Sequence) -> list[tuple[int, int]]:
-    steps = []
+    steps: list[tuple[int, int]] = []
     while not steps or steps[-1][0] < seq.total:
         steps.append(await seq.queue.get())
     return steps

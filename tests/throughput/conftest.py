@@ -117,7 +117,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"text": "", "meta_info": {"prompt_tokens": prompt_tokens, "completion_tokens": 0}},
             )
             return
-        events, total, ids = [], 0, []
+        events: list[dict[str, Any]] = []
+        total, ids = 0, []
         for n, step in enumerate(s.chunk_tokens):
             if s.stream_error_after is not None and n == s.stream_error_after:
                 events.append({"error": {"message": "scheduler died"}})

@@ -124,8 +124,8 @@ def test_pairs_across_configs_and_renders_deltas(storage: Path) -> None:
     lines = table.splitlines()
     assert lines[0].split() == ["case", "tok/s", "0001", "tok/s", "now", "delta",
                                 "accept", "0001", "accept", "now", "delta"]  # fmt: skip
-    assert lines[2].split() == ["ctx60-c1", "100.0", "104.0", "+4.0%", "3.00", "4.00", "+1.00"]
-    assert lines[3].split() == ["ctx60-c8", "600.0", "540.0", "-10.0%", "3.10", "2.90", "-0.20"]
+    assert lines[2].split() == ["ctx60-c1", "100", "104", "+4.0%", "3.00", "4.00", "+1.00"]
+    assert lines[3].split() == ["ctx60-c8", "600", "540", "-10.0%", "3.10", "2.90", "-0.20"]
 
 
 def test_sweep_ids_pair_by_case_from_extra_info(tmp_path: Path) -> None:
@@ -158,11 +158,11 @@ def test_regressions_one_line_per_regressed_case(storage: Path) -> None:
     deltas = pair(load_run(find_saved_run("0001", storage)),
                   load_run(find_saved_run("0002", storage)))  # fmt: skip
     assert regressions(deltas, [parse_fail_spec("tok_s:5%")]) == [
-        "ctx60-c8: tok_s 600 -> 540 (-10.0%), beyond the allowed drop tok_s:5%"
+        "ctx60-c8: tok_s 600 tok/s -> 540 tok/s (-10.0%), beyond the allowed drop tok_s:5%"
     ]
     assert regressions(deltas, [parse_fail_spec("tok_s:10%")]) == []
     assert regressions(deltas, [parse_fail_spec("accept_length:0.1")]) == [
-        "ctx60-c8: accept_length 3.1 -> 2.9 (-0.2), beyond the allowed drop accept_length:0.1"
+        "ctx60-c8: accept_length 3.10 -> 2.90 (-0.20), beyond the allowed drop accept_length:0.1"
     ]
 
 
@@ -170,7 +170,7 @@ def test_missing_case_is_a_regression(storage: Path, tmp_path: Path) -> None:
     now = write(tmp_path / "now.json", saved_run([bench("ctx60-c1", "ctx60-c1", "b", 100.0, 3)]))
     deltas = pair(load_run(find_saved_run("0001", storage)), load_run(now))
     assert regressions(deltas, [parse_fail_spec("tok_s:5%")]) == [
-        "ctx60-c8: tok_s missing in the current run (was 600)"
+        "ctx60-c8: tok_s missing in the current run (was 600 tok/s)"
     ]
 
 
@@ -180,5 +180,5 @@ def test_sweep_table_rows_cases_columns_configs(storage: Path) -> None:
     assert lines[0].split() == ["case", "tok/s", "DFLASH", "budget=8", "accept", "DFLASH",
                                 "budget=8", "tok/s", "DFLASH", "budget=16", "accept", "DFLASH",
                                 "budget=16"]  # fmt: skip
-    assert lines[2].split() == ["ctx60-c1", "100.0", "3.00", "104.0", "4.00"]
-    assert lines[3].split() == ["ctx60-c8", "600.0", "3.10", "540.0", "2.90"]
+    assert lines[2].split() == ["ctx60-c1", "100", "3.00", "104", "4.00"]
+    assert lines[3].split() == ["ctx60-c8", "600", "3.10", "540", "2.90"]

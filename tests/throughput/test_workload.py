@@ -87,4 +87,4 @@ def test_prompt_builder_rejects_nonpositive_target() -> None:
 
 
 def test_batches_split_in_order() -> None:
-    assert batches([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]  # type: ignore[list-item]
+    assert batches([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]  # type: ignore[list-item,comparison-overlap]

@@ -24,7 +24,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", CORE, *args)
 
 
-def outcome(pytester: pytest.Pytester) -> dict[str, object]:
+def outcome(pytester: pytest.Pytester) -> dict[str, dict[str, float]]:
     report = json.loads((pytester.path / "report.json").read_text())
     return {c["label"]: c["pass_rate"] for c in report["configs"]}
 

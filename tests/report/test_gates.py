@@ -1,0 +1,99 @@
+"""Gates and the exit status, from synthetic results (no pytest run, no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report import gates
+from pytest_specdecode.report.results import RunResults
+
+from .feed import B4, B8, NONE, coding, errored, throughput
+
+OK, FAILED = pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED
+
+
+def two_of_three() -> RunResults:
+    results = RunResults()
+    for problem, passed in (("fib", True), ("gcd", True), ("flatten", False)):
+        coding(results, B8, problem, passed)
+    return results
+
+
+def test_pass_rate_gate_names_the_config_and_the_figures() -> None:
+    lines = gates.evaluate(Settings(min_pass_rate=0.8), two_of_three(), [])
+    assert lines == ["pass rate: DFLASH budget=8 window=2048: 2/3 = 67% < 80%"]
+    assert gates.exit_status(FAILED, Settings(min_pass_rate=0.8), two_of_three(), lines) == FAILED
+
+
+def test_a_held_pass_rate_gate_turns_coding_failures_into_a_pass() -> None:
+    settings = Settings(min_pass_rate=0.6)
+    assert gates.evaluate(settings, two_of_three(), []) == []
+    assert gates.exit_status(FAILED, settings, two_of_three(), []) == OK
+    # Without the gate the failed answer fails the run as pytest says.
+    assert gates.exit_status(FAILED, Settings(), two_of_three(), []) == FAILED
+
+
+def test_other_failures_and_errors_still_fail_under_a_held_gate() -> None:
+    settings = Settings(min_pass_rate=0.5)
+    results = two_of_three()
+    errored(results, B4, "t.py::test_behind_a_failed_gate")
+    assert gates.evaluate(settings, results, []) == []
+    assert gates.exit_status(FAILED, settings, results, []) == FAILED
+
+
+@pytest.mark.parametrize("status", [2, 3, 4, 5])
+def test_interrupts_and_usage_errors_keep_pytests_status(status: int) -> None:
+    lines = ["pass rate: x"]
+    assert gates.exit_status(status, Settings(min_pass_rate=0.9), two_of_three(), lines) == status
+
+
+def accept_results(*pairs: tuple[object, dict[str, float]]) -> RunResults:
+    results = RunResults()
+    for config, metrics in pairs:
+        throughput(results, config, "ctx60-c1", {"tok_s": 30572.4, **metrics})  # type: ignore[arg-type]
+    return results
+
+
+def test_accept_length_gate_fails_below_the_minimum() -> None:
+    results = accept_results(
+        (B4, {"completion_tokens": 300, "spec_verify_ct": 200}),
+        (B8, {"completion_tokens": 300, "spec_verify_ct": 100}),
+    )
+    lines = gates.evaluate(Settings(min_accept_length=2.5), results, [])
+    assert lines == ["accept length: DFLASH budget=4 window=2048: 1.50 < 2.5"]
+
+
+def test_accept_length_unknown_fails_the_gate_that_was_asked_for() -> None:
+    # The server reported no speculation counts: the gate cannot hold, so it fails.
+    results = accept_results((B8, {"completion_tokens": 300}))
+    lines = gates.evaluate(Settings(min_accept_length=2), results, [])
+    assert len(lines) == 1
+    assert lines[0].startswith("accept length: DFLASH budget=8 window=2048: unknown < 2: ")
+    assert "no speculation counts" in lines[0]
+    assert gates.exit_status(OK, Settings(min_accept_length=2), results, lines) == FAILED
+    # Not asked for: nothing to say.
+    assert gates.evaluate(Settings(), results, []) == []
+
+
+def test_accept_length_gate_ignores_the_baseline_but_not_an_empty_run() -> None:
+    both = accept_results(
+        (NONE, {"completion_tokens": 300}),
+        (B8, {"completion_tokens": 300, "spec_verify_ct": 100}),
+    )
+    assert gates.evaluate(Settings(min_accept_length=2), both, []) == []
+    only_baseline = accept_results((NONE, {"completion_tokens": 300}))
+    (line,) = gates.evaluate(Settings(min_accept_length=2), only_baseline, [])
+    assert "nothing measured it" in line
+
+
+def test_coding_answers_carry_the_accept_length_without_throughput() -> None:
+    results = RunResults()
+    coding(results, B8, "fib", passed=True, accept=1.2, tokens=12)
+    (line,) = gates.evaluate(Settings(min_accept_length=2), results, [])
+    assert line == "accept length: DFLASH budget=8 window=2048: 1.20 < 2"
+
+
+def test_regression_lines_come_after_the_other_gates() -> None:
+    lines = gates.evaluate(Settings(min_pass_rate=0.8), two_of_three(), ["ctx60-c1: tok_s ..."])
+    assert lines[-1] == "throughput regression: ctx60-c1: tok_s ..."

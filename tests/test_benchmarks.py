@@ -1,0 +1,52 @@
+"""Benchmarks that state a requirement exit non-zero when they miss it."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = sorted(ROOT.glob("*.py")) if ROOT.is_dir() else []
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_a_script_with_a_requirement_exits_with_mains_status(script: Path) -> None:
+    source = script.read_text(encoding="utf-8")
+    assert "requirement" in source, f"{script.name} states no requirement"
+    tree = ast.parse(source)
+    (main,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+    assert main.returns is not None, f"{script.name}: main() must return the exit status"
+    assert ast.unparse(main.returns) == "int", f"{script.name}: main() must return an int"
+    assert "raise SystemExit(main())" in source or "sys.exit(main())" in source
+
+
+@pytest.mark.parametrize(
+    ("serial", "parallel", "status"), [(80.0, 25.0, 0), (80.0, 28.0, 0), (80.0, 40.0, 1)]
+)
+def test_xdist_scaling_fails_above_the_ratio(serial: float, parallel: float, status: int) -> None:
+    assert load("xdist_scaling").verdict(serial, parallel, 0.35) == status
+
+
+def test_sim_throughput_fails_below_its_minimum(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("sim_throughput")
+    assert bench.verdict(19_999.0, bench.REQUIREMENT_TOK_S) == 1
+    assert bench.verdict(20_000.0, bench.REQUIREMENT_TOK_S) == 0
+    # A real short run against a requirement no machine meets.
+    status = bench.main(["--seconds", "0.3", "--concurrency", "2", "--min-tok-s", "1e12"])
+    assert status == 1
+    out = capsys.readouterr().out
+    assert "requirement >= 1,000,000,000,000" in out
+    assert out.rstrip().endswith("FAIL")
