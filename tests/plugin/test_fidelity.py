@@ -55,7 +55,8 @@ def test_a_flag_sglang_refuses_fails_collection_and_starts_nothing(
     )
     pytester.makepyfile(TEST)
     result = pytester.runpytest("--dflash-config", "cuda_graph_max_bs=32")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
             "*test_*.py::test_runs: bad dflash config: SGLang 0.5.23 (dialect 'sglang') refuses "
