@@ -19,7 +19,9 @@ from typing import Any
 
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import (
+    UNKNOWN_LISTENER,
     LaunchSpec,
+    ListenerCheck,
     ProcessIdentity,
     ScriptFailed,
     ServiceError,
@@ -27,6 +29,9 @@ from pytest_specdecode.service.base import (
     SSHError,
     last_lines,
 )
+
+# Reading a log tail is quick, or the connection is in trouble.
+LOGS_TIMEOUT = 10.0
 
 
 class ScriptController:
@@ -69,7 +74,13 @@ class ScriptController:
     def _run(self, command: str, timeout: float) -> Any:
         if self._conn is None:
             self._conn = self._connect()
-        return ssh.run(self._conn, self._prefix + command, timeout=timeout, where=self._where)
+        try:
+            return ssh.run(self._conn, self._prefix + command, timeout=timeout, where=self._where)
+        except SSHError:
+            # A stalled or broken connection is not reused: the next step reconnects.
+            conn, self._conn = self._conn, None
+            ssh.close_quietly(conn)
+            raise
 
     def apply(self, launch: LaunchSpec) -> ProcessIdentity:
         """Run the script; raise :class:`ScriptFailed` on a non-zero exit status."""
@@ -111,7 +122,7 @@ class ScriptController:
         """``logs_command``'s output if configured, else the script's output."""
         if self._logs_command and tail > 0:
             try:
-                result = self._run(self._logs_command.format(tail=int(tail)), 30.0)
+                result = self._run(self._logs_command.format(tail=int(tail)), LOGS_TIMEOUT)
             except ServiceError as exc:
                 return f"(cannot read the logs: {exc})"
             return last_lines((result.stdout or "") + (result.stderr or ""), tail)
@@ -126,6 +137,10 @@ class ScriptController:
     def identity(self) -> ProcessIdentity | None:
         """The script run's identity (no pid: the script does not report one)."""
         return self._identity
+
+    def check_listener(self) -> ListenerCheck:
+        """Unknown in script mode: the script does not say which process serves."""
+        return UNKNOWN_LISTENER
 
     def stop(self) -> None:
         """Close the SSH connection; the remote server keeps running."""
