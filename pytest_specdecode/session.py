@@ -6,7 +6,7 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, NoReturn
 
 import pytest
@@ -20,6 +20,7 @@ from pytest_specdecode.report import results
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
+from pytest_specdecode.service.signals import TermAsInterrupt
 from pytest_specdecode.throughput.runner import LosslessBaseline
 from pytest_specdecode.throughput.workload import marker_cases
 
@@ -40,7 +41,6 @@ class SpecDecodeSession:
         self._problems: list[Any] | None = None
         self.controller = not hasattr(config, "workerinput")
         distributed.check_options(config, settings)
-        self.ranks: dict[SpecConfig, int] = {}
         self.progress = Progress.for_stderr(enabled=self.controller)
         lease, target, port = distributed.worker_lease(config, settings) or (None, None, None)
         self.services = ServiceManager(
@@ -53,10 +53,11 @@ class SpecDecodeSession:
             lease=lease,
         )
         if distributed.is_xdist_controller(config):
-            controller = distributed.XdistController(
-                self.services.port, group_configs=len(settings.hosts) > 1
-            )
+            controller = distributed.XdistController(settings, self.services.port)
             config.pluginmanager.register(controller, "specdecode-xdist")
+        # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
+        self.term = TermAsInterrupt()
+        self.term.install()
 
     # --- collection -------------------------------------------------------
 
@@ -118,7 +119,6 @@ class SpecDecodeSession:
             rank = order.setdefault(config, len(order)) + (
                 0 if config.algorithm == "NONE" else 1 << 20
             )
-            self.ranks[config] = rank
             keyed.append((rank, position, item))
             item.user_properties.extend(
                 [
@@ -132,10 +132,11 @@ class SpecDecodeSession:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if len(self.settings.hosts) > 1:
-            # For the controller's scheduler: each config's tests go to one worker.
-            groups = {i.nodeid: c.test_id() for i in session.items if (c := item_config(i))}
-            distributed.write_groups(self.config, groups)
+        # For the xdist controller's scheduler: one config at a time per host.
+        groups = {
+            i.nodeid: distributed.config_key(c) for i in session.items if (c := item_config(i))
+        }
+        distributed.write_groups(self.config, groups)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             from pytest_specdecode.coding import sandbox_warning
 
@@ -146,28 +147,36 @@ class SpecDecodeSession:
 
     # --- running ----------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        # Under the xdist lease: say which config this worker needs now or next.
-        ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
-        self.services.announce(min(ranks, default=None), keep=item_config(item))
-
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         yield
-        handle = getattr(item, "funcargs", {}).get("dflash_service")
-        if not isinstance(handle, ServiceHandle):
+        handle = _service_of(item)
+        if handle is None:
             return
-        if self.services.lease is not None:
-            # The fixture is cached per worker; the lease is taken per test.
-            self.services.acquire(handle.config, handle.log_dir, self.ranks[handle.config])
         # The verified server's facts travel with the report (to the xdist controller too).
         item.user_properties.append((records.SERVICE, handle.summary()))
+        gone = handle.gone()
+        if gone is not None:
+            # Asking a dead server would count as a wrong answer: error at once instead.
+            item.user_properties.append((records.DIED, gone.summary))
+            pytest.fail(str(gone), pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        handle = _service_of(item)
+        if call.when == "call" and report.failed and handle is not None:
+            gone = handle.gone()
+            if gone is not None:  # it died during this test
+                report.user_properties.append((records.DIED, gone.summary))
+        return report
 
     # --- reporting --------------------------------------------------------
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return self.services.header_lines()
+        return header_lines(self.settings, self.services.base_url)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.results.add(
@@ -205,8 +214,30 @@ class SpecDecodeSession:
             terminalreporter.write_line(note)
 
     def pytest_unconfigure(self) -> None:
-        self.services.shutdown()
-        self.progress.close()
+        try:
+            self.services.shutdown()
+            self.progress.close()
+        finally:
+            self.term.restore()
+
+
+def header_lines(settings: Settings, base_url: str) -> list[str]:
+    """The run header: where the server is, how it is controlled, and the simulator note."""
+    target = ", ".join(str(h) for h in settings.hosts) or "localhost"
+    lines = [
+        f"dflash: target {target} ({base_url}), control {settings.control}, "
+        f"dialect {settings.dialect}, restart {settings.restart}"
+    ]
+    if settings.uses_simulator:
+        lines.append(
+            "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
+        )
+    return lines
+
+
+def _service_of(item: pytest.Item) -> ServiceHandle | None:
+    handle = getattr(item, "funcargs", {}).get("dflash_service")
+    return handle if isinstance(handle, ServiceHandle) else None
 
 
 def item_config(item: pytest.Item | None) -> SpecConfig | None:
