@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
+
+from pytest_specdecode.service.local import group_running
 
 
 def server_logs(pytester: pytest.Pytester) -> list[str]:
@@ -153,3 +157,40 @@ def test_auto_restart_reuses_a_live_server_already_verified(
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines(["*live server already verified, no restart*"])
     assert server_logs(sim_ini) == []
+
+
+def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
+    sim_ini: pytest.Pytester,
+) -> None:
+    # CI cancelling a job, or timeout(1): SIGTERM, not Ctrl-C.
+    sim_ini.makepyfile(
+        test_t="""
+        import os, signal
+        import pytest
+
+        @pytest.mark.dflash(budget=8)
+        def test_first(dflash_service):
+            with open("server.pid", "w") as fh:
+                fh.write(str(dflash_service.identity.pid))
+
+        @pytest.mark.dflash(budget=8)
+        def test_cancelled(dflash_service):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        @pytest.mark.dflash(budget=8)
+        def test_never_runs(dflash_service):
+            pass
+        """
+    )
+    result = run(sim_ini)
+    pid = int((sim_ini.path / "server.pid").read_text())
+    try:
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        assert not group_running(pid), "the server outlived pytest"
+    finally:
+        if group_running(pid):
+            os.killpg(pid, signal.SIGKILL)
+    report = json.loads((sim_ini.path / "report.json").read_text())
+    outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    assert outcomes["test_first"] == "passed"
+    assert "test_never_runs" not in outcomes
