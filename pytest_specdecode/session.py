@@ -168,7 +168,7 @@ class SpecDecodeSession:
         report = yield
         handle = _service_of(item)
         if call.when == "call" and report.failed and handle is not None:
-            gone = handle.gone()
+            gone = handle.gone(settle=2.0)
             if gone is not None:  # it died during this test
                 report.user_properties.append((records.DIED, gone.summary))
         return report

@@ -9,16 +9,28 @@ once instead of asking a dead server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import requests
 
 from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import ProcessIdentity, ServiceError
 
 NOT_PROVEN = "restart not proven"
+
+
+def _answers_http(base_url: str) -> bool:
+    """Whether the server answers an HTTP request at all (any status) within a second."""
+    try:
+        requests.get(base_url + "/model_info", timeout=1.0).close()
+    except requests.RequestException:
+        return False
+    return True
 
 
 class ServerGone(ServiceError):
@@ -56,9 +68,21 @@ class ServiceHandle:
     log_dir: Path = Path()
     watch: Watch = _never_gone
 
-    def gone(self) -> ServerGone | None:
-        """Why the server is known to be gone, or None (running, or unknowable)."""
-        return self.watch()
+    def gone(self, *, settle: float = 0.0) -> ServerGone | None:
+        """Why the server is known to be gone, or None (running, or unknowable).
+
+        ``settle``: after a failed test, a server that no longer answers HTTP
+        is given up to that long to be seen exiting (its process may still be
+        on its way out); one that answers is not waited for.
+        """
+        found = self.watch()
+        if found is not None or settle <= 0 or _answers_http(self.base_url):
+            return found
+        deadline = time.monotonic() + settle
+        while found is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = self.watch()
+        return found
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts for the report."""

@@ -194,3 +194,51 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
     assert outcomes["test_first"] == "passed"
     assert "test_never_runs" not in outcomes
+
+
+def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
+    sim_ini: pytest.Pytester,
+) -> None:
+    # The simulator exits after N generate requests (the gate's health check is one).
+    sim_ini.makepyfile(
+        test_d="""
+        import pytest
+
+        @pytest.mark.coding
+        @pytest.mark.dflash(budget=8, sim_fault="die-after:3")
+        def test_coding(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
+
+        @pytest.mark.throughput(contexts=[60], concurrency=[1, 2], output_tokens=8)
+        @pytest.mark.dflash(budget=4, sim_fault="die-after:2")
+        def test_tp(dflash_case, dflash_throughput, benchmark):
+            dflash_throughput.run(dflash_case, benchmark)
+        """
+    )
+    problems = "tp or fib or gcd or is_palindrome or merge_sorted or word_count"
+    result = run(sim_ini, "-k", problems, "--dflash-min-pass-rate", "0.8", "--dflash-rounds", "1")
+    result.assert_outcomes(passed=3, failed=1, errors=3)
+    out = result.stdout.str()
+    # The tests after the death error at once, naming the exit, with the log tail.
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_coding*",
+            "server for config 'DFLASH budget=8 sim-fault=die-after:3' at * exited after it "
+            "passed the gate: exited with status 1; full log: *",
+            "--- last * log lines ---",
+        ]
+    )
+    # The gate says so instead of a pass rate; the throughput failure is one line, no traceback.
+    result.stdout.fnmatch_lines(
+        [
+            "  config DFLASH budget=4 sim-fault=die-after:2: server died after 0 tests (*",
+            "  config DFLASH budget=8 sim-fault=die-after:3: server died after 3 tests (*",
+        ]
+    )
+    assert "pass rate: DFLASH budget=8" not in out
+    assert "Traceback" not in out
+    assert "def _request" not in out
+    assert len(result.stdout.lines) < 150
+    report = json.loads((sim_ini.path / "report.json").read_text())
+    died = {c["label"]: c["server_died"] for c in report["configs"]}
+    assert died["DFLASH budget=8 sim-fault=die-after:3"]["after_tests"] == 3
