@@ -41,6 +41,8 @@ class ScriptController:
     exit status and the last output lines. ``logs_command`` (optional, with a
     ``{tail}`` placeholder, e.g. ``tail -n {tail} /var/log/sglang.log``) is
     run remotely by :meth:`logs`; without it the logs are the script's output.
+    ``timeout`` bounds the script (the plugin passes the ready timeout); a
+    host or network that stalls is an error ``answer_margin`` s after that.
     """
 
     kind = "script"
@@ -54,13 +56,15 @@ class ScriptController:
         logs_command: str | None = None,
         command_prefix: str = "",
         timeout: float = 1800.0,
+        answer_margin: float = ssh.ANSWER_MARGIN,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._connect = connect
         self._where = where
         self._logs_command = logs_command
         self._prefix = command_prefix
-        self._timeout = timeout
+        self.timeout = timeout
+        self._margin = answer_margin
         self._clock = clock
         self._conn: Any = None
         self._output = ""
@@ -75,7 +79,13 @@ class ScriptController:
         if self._conn is None:
             self._conn = self._connect()
         try:
-            return ssh.run(self._conn, self._prefix + command, timeout=timeout, where=self._where)
+            return ssh.run(
+                self._conn,
+                self._prefix + command,
+                timeout=timeout,
+                where=self._where,
+                answer_margin=self._margin,
+            )
         except SSHError:
             # A stalled or broken connection is not reused: the next step reconnects.
             conn, self._conn = self._conn, None
@@ -90,7 +100,7 @@ class ScriptController:
             )
         self._identity = None
         started = self._clock()
-        result = self._run(launch.script, self._timeout)
+        result = self._run(launch.script, self.timeout)
         self._output = (result.stdout or "") + (result.stderr or "")
         if result.exited != 0:
             tail = last_lines(self._output, 30)

@@ -127,20 +127,28 @@ def connection_factory(target: SSHTarget) -> Callable[[], Any]:
 
 
 # The remote timeout(1) sends SIGKILL this long after SIGTERM.
-KILL_GRACE = 2.0
+KILL_GRACE = 1.0
 # Locally, the remote kill must have reported back this long after that.
 ANSWER_MARGIN = 3.0
 
 
-def run(conn: Any, command: str, *, timeout: float | None, where: str) -> Any:
+def run(
+    conn: Any,
+    command: str,
+    *,
+    timeout: float | None,
+    where: str,
+    answer_margin: float = ANSWER_MARGIN,
+) -> Any:
     """Run ``command`` remotely without raising on non-zero exit; return the invoke Result.
 
     Raises :class:`SSHError` when the command times out or the transport fails.
     The deadline holds on both sides: remotely with coreutils' timeout(1)
     (invoke's own timer thread can fire after the connection is closed), and
     locally, because a stalled network or host sends nothing back at all,
-    not even the remote timeout's exit status. Then the connection is closed
-    (the caller opens a new one) and the error says so.
+    not even the remote timeout's exit status: ``answer_margin`` seconds after
+    the remote kill, the connection is closed (the caller opens a new one) and
+    the error says so.
     """
     if timeout is None:
         return _run(conn, command, command, where)
@@ -155,7 +163,7 @@ def run(conn: Any, command: str, *, timeout: float | None, where: str) -> Any:
 
     worker = threading.Thread(target=target, name="specdecode-ssh", daemon=True)
     worker.start()
-    deadline = timeout + KILL_GRACE + ANSWER_MARGIN
+    deadline = timeout + KILL_GRACE + answer_margin
     worker.join(deadline)
     if worker.is_alive():
         close_quietly(conn)

@@ -159,6 +159,24 @@ def test_auto_restart_reuses_a_live_server_already_verified(
     assert server_logs(sim_ini) == []
 
 
+def test_restart_always_refuses_a_port_another_server_holds(
+    sim_ini: pytest.Pytester, live_sim: int
+) -> None:
+    # The foreign simulator runs the same config: before, the new process never
+    # bound the port and the gate "verified" the old one in 0.0 s.
+    sim_ini.makepyfile(test_m=LIVE_TESTS)
+    started = time.monotonic()
+    result = run(
+        sim_ini, "--dflash-restart", "always", "--dflash-port", str(live_sim), "-k", "same"
+    )
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [f"*port {live_sim} on 127.0.0.1 is already served by another process (pid *"]
+    )
+    assert time.monotonic() - started < 20
+    assert server_logs(sim_ini) == []  # nothing was launched
+
+
 def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     sim_ini: pytest.Pytester,
 ) -> None:
