@@ -93,7 +93,7 @@ class ServiceManager:
         self._sleep = sleep
         self._controller: ServiceController | None = None
         self._live: ServiceHandle | None = None
-        self._failed: dict[SpecConfig, str] = {}
+        self._failed: dict[SpecConfig, SpecDecodeError] = {}
         self._messages: list[str] = []
 
     @property
@@ -115,9 +115,7 @@ class ServiceManager:
         if self._live is not None and self._live.config == config:
             return self._live
         if config in self._failed:
-            raise ServiceUnavailable(
-                self._failed[config], reason="unavailable", config=config.label()
-            )
+            raise _unavailable(self._failed[config], config)
         try:
             if self.lease is not None:
                 handle = self._leased(self.lease, config, log_dir)
@@ -126,12 +124,9 @@ class ServiceManager:
         except OtherConfigLive:
             raise
         except SpecDecodeError as exc:
-            message = str(exc)
-            self._failed[config] = message
-            self._messages.append(f"{config.label()}: not ready: {message.splitlines()[0]}")
-            raise ServiceUnavailable(
-                message, reason=exc.reason or "unavailable", config=config.label()
-            ) from None
+            self._failed[config] = exc
+            self._messages.append(f"{config.label()}: not ready: {exc.summary}")
+            raise _unavailable(exc, config) from None
         self._messages.append(handle.ready_message())
         handle.log_dir = log_dir
         self._live = handle
@@ -371,6 +366,18 @@ class ServiceManager:
         if self._live is not None:
             self._live.client.close()
             self._live = None
+
+
+def _unavailable(exc: SpecDecodeError, config: SpecConfig) -> ServiceUnavailable:
+    """The user-facing error for a config that could not be brought up, keeping the cause's
+    reason, phase and log tail."""
+    return ServiceUnavailable(
+        exc.message or exc.summary,
+        reason=exc.reason or "unavailable",
+        phase=exc.phase,
+        log_tail=exc.log_tail,
+        config=config.label(),
+    )
 
 
 def _unknown() -> ServerGone | None:

@@ -103,7 +103,12 @@ def test_a_failed_config_keeps_its_error_and_is_not_started_again(tmp_path: Path
     with pytest.raises(ServiceUnavailable, match="exited with status 3") as again:
         manager.acquire(A, tmp_path)
     assert len(world.controller.launches) == 1
-    assert "\n" not in again.value.summary
+    err = again.value
+    assert "\n" not in err.summary
+    # The cause's details travel with it: reason, phase, log tail, config.
+    assert (err.reason, err.phase, err.config) == ("died", "loading", A.label())
+    assert err.log_tail.endswith("log line 49")
+    assert str(err).endswith("log line 49")
     assert again.value.__context__ is None  # no "During handling of the above exception"
 
 

@@ -193,3 +193,9 @@ def test_the_plan_hands_out_free_tests_first_and_configs_in_order() -> None:
     assert plan.active("h") == "B"
     assert plan.next_for("h") is None
     assert plan.exhausted
+
+
+def test_dist_each_is_refused_in_one_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("-n", "1", "--dist", "each", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dist each runs every test on every worker*"])
