@@ -28,6 +28,7 @@ class SpecDecodeError(Exception):
         if log_tail.strip():
             text += f"\n--- last {len(log_tail.splitlines())} log lines ---\n{log_tail}"
         super().__init__(text)
+        self.message = message
         self.reason = reason
         self.phase = phase
         self.log_tail = log_tail

@@ -12,3 +12,5 @@ CONFIG_DATA = "dflash_config_data"
 KIND = "dflash_kind"
 RECORD = "dflash_record"
 SERVICE = "dflash_service"
+# The server of the test's config exited (a one-line reason): set by the session.
+DIED = "dflash_server_died"

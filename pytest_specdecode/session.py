@@ -21,6 +21,7 @@ from pytest_specdecode.report import results
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
+from pytest_specdecode.service.signals import TermAsInterrupt
 from pytest_specdecode.throughput.runner import LosslessBaseline
 from pytest_specdecode.throughput.workload import marker_cases
 
@@ -54,7 +55,6 @@ class SpecDecodeSession:
 
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
         distributed.check_options(config, settings)
-        self.ranks: dict[SpecConfig, int] = {}
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
         lease, target, port = distributed.worker_lease(config, settings) or (None, None, None)
         self.services = ServiceManager(
@@ -68,10 +68,11 @@ class SpecDecodeSession:
             redactor=self.redactor,
         )
         if distributed.is_xdist_controller(config):
-            controller = distributed.XdistController(
-                self.services.port, group_configs=len(settings.hosts) > 1
-            )
+            controller = distributed.XdistController(settings, self.services.port)
             config.pluginmanager.register(controller, "specdecode-xdist")
+        # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
+        self.term = TermAsInterrupt()
+        self.term.install()
 
     # --- collection -------------------------------------------------------
 
@@ -135,7 +136,6 @@ class SpecDecodeSession:
             rank = order.setdefault(config, len(order)) + (
                 0 if config.algorithm == "NONE" else 1 << 20
             )
-            self.ranks[config] = rank
             keyed.append((rank, position, item))
             if config.algorithm == "NONE" and item_kind(item) == "lossless":
                 self.lossless_baseline.expected.add(item.nodeid)
@@ -152,10 +152,11 @@ class SpecDecodeSession:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if len(self.settings.hosts) > 1:
-            # For the controller's scheduler: each config's tests go to one worker.
-            groups = {i.nodeid: c.key() for i in session.items if (c := item_config(i))}
-            distributed.write_groups(self.config, groups)
+        # For the xdist controller's scheduler: one config at a time per host.
+        groups = {
+            i.nodeid: distributed.config_key(c) for i in session.items if (c := item_config(i))
+        }
+        distributed.write_groups(self.config, groups)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.controller:
             # Shown at collection too, so --collect-only tells about them.
@@ -185,15 +186,11 @@ class SpecDecodeSession:
         if not (config and config.algorithm != "NONE" and item_kind(item) == "lossless"):
             return
         if baseline.directory is not None and baseline.expected and not baseline.load():
-            self.services.announce(self.ranks[config], keep=None)
             baseline.wait(self.settings.ready_timeout + 300)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         self._await_baseline(item)
-        # Under the xdist lease: say which config this worker needs now or next.
-        ranks = [self.ranks[c] for c in (item_config(item), item_config(nextitem)) if c]
-        self.services.announce(min(ranks, default=None), keep=item_config(item))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
@@ -202,23 +199,32 @@ class SpecDecodeSession:
             # Before any fixture: the test's bad marker or source is its error.
             pytest.fail(f"collection error: {message}", pytrace=False)
         yield
-        handle = getattr(item, "funcargs", {}).get("dflash_service")
-        if not isinstance(handle, ServiceHandle):
+        handle = _service_of(item)
+        if handle is None:
             return
-        if self.services.lease is not None:
-            # The fixture is cached per worker; the lease is taken per test.
-            self.services.acquire(handle.config, handle.log_dir, self.ranks[handle.config])
         # The verified server's facts travel with the report (to the xdist controller too).
         item.user_properties.append((records.SERVICE, handle.summary()))
+        gone = handle.gone()
+        if gone is not None:
+            # Asking a dead server would count as a wrong answer: error at once instead.
+            item.user_properties.append((records.DIED, gone.summary))
+            pytest.fail(str(gone), pytrace=False)
 
     # --- reporting --------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        handle = _service_of(item)
+        if call.when == "call" and report.failed and handle is not None:
+            gone = handle.gone(settle=2.0)
+            if gone is not None:  # it died during this test
+                report.user_properties.append((records.DIED, gone.summary))
         # Masked where the report is made, as the outermost wrapper (after every
         # other plugin changed it): the terminal, JUnit XML, xdist and every
         # other plugin only ever see the masked report.
-        report = yield
         redact.scrub_report(report, self.redactor)
         return report
 
@@ -235,7 +241,7 @@ class SpecDecodeSession:
         self.redactor.value_in_place(output_json)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        lines = self.services.header_lines()
+        lines = header_lines(self.settings, self.services.base_url)
         s = self.settings
         if config.get_verbosity() > 0 and s.control != "external":
             script = s.control == "script"
@@ -282,8 +288,30 @@ class SpecDecodeSession:
             terminalreporter.write_line(note)
 
     def pytest_unconfigure(self) -> None:
-        self.services.shutdown()
-        self.progress.close()
+        try:
+            self.services.shutdown()
+            self.progress.close()
+        finally:
+            self.term.restore()
+
+
+def header_lines(settings: Settings, base_url: str) -> list[str]:
+    """The run header: where the server is, how it is controlled, and the simulator note."""
+    target = ", ".join(str(h) for h in settings.hosts) or "localhost"
+    lines = [
+        f"dflash: target {target} ({base_url}), control {settings.control}, "
+        f"dialect {settings.dialect}, restart {settings.restart}"
+    ]
+    if settings.uses_simulator:
+        lines.append(
+            "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
+        )
+    return lines
+
+
+def _service_of(item: pytest.Item) -> ServiceHandle | None:
+    handle = getattr(item, "funcargs", {}).get("dflash_service")
+    return handle if isinstance(handle, ServiceHandle) else None
 
 
 def item_config(item: pytest.Item | None) -> SpecConfig | None:

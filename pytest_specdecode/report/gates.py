@@ -18,10 +18,13 @@ OK, TESTS_FAILED = 0, 1
 def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) -> list[str]:
     """One line per failed gate; empty when every gate holds."""
     lines: list[str] = []
+    for r in results.ordered():
+        if r.died is not None:  # what it answered after that says nothing about the model
+            lines.append(f"config {r.label}: server died after {r.died_after()} tests ({r.died})")
     threshold = settings.min_pass_rate
     if threshold is not None:
         for r in results.ordered():
-            found = r.pass_rate()
+            found = r.pass_rate() if r.died is None else None
             if found is None:
                 continue
             rate, passed, total = found

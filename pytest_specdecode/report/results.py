@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_specdecode.records import CONFIG, CONFIG_DATA, CONFIG_KEY, KIND, RECORD, SERVICE
+from pytest_specdecode.records import (
+    CONFIG,
+    CONFIG_DATA,
+    CONFIG_KEY,
+    DIED,
+    KIND,
+    RECORD,
+    SERVICE,
+)
 
 
 @dataclass
@@ -59,6 +67,14 @@ class ConfigResults:
     throughput: dict[str, ThroughputRecord] = field(default_factory=dict)
     lossless: dict[str, LosslessRecord] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # The server exited mid-run: the first reason, and the tests it cut short.
+    died: str | None = None
+    died_tests: set[str] = field(default_factory=set)
+    called: set[str] = field(default_factory=set)
+
+    def died_after(self) -> int:
+        """How many tests of this config ran before its server died."""
+        return len(self.called - self.died_tests)
 
     def pass_rate(self) -> tuple[float, int, int] | None:
         """(mean pass@1, passed problems, problems), or None without coding tests."""
@@ -162,6 +178,12 @@ class RunResults:
             not results.service or service.get("restarted") or not results.service.get("restarted")
         ):
             results.service = service
+        died = data.get(DIED)
+        if isinstance(died, str):
+            results.died = results.died or died
+            results.died_tests.add(nodeid)
+        if when == "call":
+            results.called.add(nodeid)
         record = data.get(RECORD)
         if isinstance(record, dict) and when == "call":
             if kind == "coding":
@@ -194,6 +216,9 @@ class RunResults:
                     "throughput": [asdict(t) for t in r.throughput.values()],
                     "lossless": {k: asdict(v) for k, v in r.lossless.items()},
                     "errors": r.errors,
+                    "server_died": (
+                        {"reason": r.died, "after_tests": r.died_after()} if r.died else None
+                    ),
                 }
                 for r in self.ordered()
             ],

@@ -85,7 +85,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
             [
                 c["label"],
                 f"{service['ready_seconds']:.1f}s" if "ready_seconds" in service else "-",
-                _restarted(service.get("restarted")),
+                _restarted(service.get("restarted"), service.get("restart_proven")),
                 _rate_cell(rate, c.get("coding", [])),
                 " ".join(f"@{k} {v:.2f}" for k, v in passk.items()) if _sampled(c) else "-",
                 f"{accept:.2f}" if accept else "-",
@@ -145,8 +145,12 @@ def _rate_cell(rate: dict[str, Any] | None, coding: list[dict[str, Any]]) -> str
     return f"{rate['rate']:.0%} (mean pass@1)"
 
 
-def _restarted(value: Any) -> str:
-    return "-" if value is None else ("yes" if value else "no (live)")
+def _restarted(value: Any, proven: Any = True) -> str:
+    if value is None:
+        return "-"
+    if value and proven is False:
+        return "not proven"
+    return "yes" if value else "no (live)"
 
 
 def _num(value: Any, digits: int) -> str:

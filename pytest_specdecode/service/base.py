@@ -50,13 +50,17 @@ class LaunchSpec:
     variables the dialect adds on top of the inherited environment.
     ``script`` is the user's reconfigure command for script mode, with the
     config's values already shell-quoted by the caller. ``label`` names the
-    config in error messages.
+    config in error messages. ``host`` and ``port`` are where the server
+    will answer HTTP (the gate polls there); a local controller given a port
+    checks it is free before launching and who listens on it afterwards.
     """
 
     argv: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     script: str | None = None
     label: str = ""
+    host: str = "127.0.0.1"
+    port: int | None = None
 
     @property
     def shell(self) -> str:
@@ -70,13 +74,16 @@ class ProcessIdentity:
 
     ``pid`` and ``started`` come from the service manager (the local
     ``Popen``, systemd's ``MainPID`` / ``ExecMainStartTimestamp``); either may
-    be ``None`` where the mode cannot know it (script, external).
+    be ``None`` where the mode cannot know it (script, external). ``proof``
+    says how the controller knows the process is new (systemd: the MainPID
+    changed), or is None where it cannot tell by itself.
     """
 
     kind: str
     pid: int | None = None
     started: str | None = None
     command: str | None = None
+    proof: str | None = None
 
     def describe(self) -> str:
         """Short human form, e.g. ``local pid 4242 started 2026-11-29 23:05:17``."""
@@ -86,6 +93,21 @@ class ProcessIdentity:
         if self.started:
             parts.append(f"started {self.started}")
         return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ListenerCheck:
+    """Whether the process answering on the server's port is the one started.
+
+    ``ok`` is True (proven, ``detail`` says how), False (another process
+    answers, ``detail`` says which) or None (this controller cannot see it).
+    """
+
+    ok: bool | None
+    detail: str = ""
+
+
+UNKNOWN_LISTENER = ListenerCheck(None)
 
 
 @runtime_checkable
@@ -128,6 +150,10 @@ class ServiceController(Protocol):
 
     def identity(self) -> ProcessIdentity | None:
         """The identity returned by the last successful ``apply()``."""
+        ...
+
+    def check_listener(self) -> ListenerCheck:
+        """Who listens on the launched port: the started process, another one, or unknown."""
         ...
 
     def stop(self) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pytest_specdecode.service.base import LaunchSpec, ProcessIdentity
+from pytest_specdecode.service.base import (
+    UNKNOWN_LISTENER,
+    LaunchSpec,
+    ListenerCheck,
+    ProcessIdentity,
+)
 
 
 class ExternalController:
@@ -43,6 +48,10 @@ class ExternalController:
     def identity(self) -> ProcessIdentity | None:
         """The fixed external identity (no pid, no start time)."""
         return self._identity
+
+    def check_listener(self) -> ListenerCheck:
+        """Unknown: the server is not started here."""
+        return UNKNOWN_LISTENER
 
     def stop(self) -> None:
         """Nothing to stop."""

@@ -5,17 +5,25 @@ workers run tests against the same host, so they agree through a small JSON
 state file next to a lock file (filelock) in a directory they all share:
 
 - the *live* config and the server facts every worker needs to use it
-  (base URL, local process group);
-- *users*: workers running tests of the live config (the shared mode);
-- *needs*: per worker, the lowest config rank it still needs (from the test it
-  runs and the next one); configs are ranked in collection order;
-- *switching*: the worker restarting the server right now (the exclusive mode).
+  (base URL, local process group, log file);
+- *switching*: the worker restarting the server right now (exclusive);
+- *failed*: configs whose switch failed, with the message, so no other worker
+  tries again;
+- *users*: workers using the live config.
 
-A worker may switch only when nobody uses the live config, nobody is already
-switching, and no live worker needs a config ranked before the one it wants:
-so each config is applied once, in order, and a worker that waits holds
-nothing (no deadlock). Entries of dead workers (their pid is gone) are
-dropped on every read, so a killed worker never leaves the others waiting.
+Which config may become live is the xdist controller's decision, not the
+workers': its scheduler (:mod:`pytest_specdecode.service.xdist`) writes the
+*active* config of each host to a file once every test of the configs before
+it has completed, and a worker may switch the server only to the active
+config. So each config is applied once, in order, by construction: a worker
+that joins late cannot bring an old config back. The file also names the
+workers holding the active config's remaining tests: if all of them exited
+(``-x``, a crash), nobody waits for those tests. Without that file (another
+plugin's scheduler), a worker may switch once nobody uses the live config.
+
+Entries of dead workers (their pid is gone) are dropped on every read, so a
+killed worker never leaves the others waiting; a switcher that died leaves
+no live config, so the next worker switches again.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from pytest_specdecode.errors import SpecDecodeError
 
 
 class LeaseTimeout(SpecDecodeError):
-    """Waiting for a config to become live took longer than the deadline."""
+    """Waiting for another worker's switch took longer than the deadline."""
 
 
 class SwitchFailed(SpecDecodeError):
@@ -60,6 +68,23 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
+def safe_name(host_key: str) -> str:
+    """``host_key`` as a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host_key)
+
+
+def write_active(
+    directory: Path, host_key: str, key: str | None, holders: list[str] | None = None
+) -> None:
+    """The scheduler's word: ``key`` is the config host ``host_key`` may switch to now,
+    and ``holders`` are the workers holding its remaining tests."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{safe_name(host_key)}.active"
+    tmp = path.with_suffix(".active-tmp")
+    tmp.write_text(json.dumps({"active": key, "holders": holders or []}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class HostLease:
     """One worker's view of the lease on one host's server."""
 
@@ -75,9 +100,11 @@ class HostLease:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in host_key)
+        safe = safe_name(host_key)
         directory.mkdir(parents=True, exist_ok=True)
         self.state_path = directory / f"{safe}.json"
+        self._workers = directory / "workers"
+        self.active_path = directory / f"{safe}.active"
         self._lock = FileLock(str(directory / f"{safe}.lock"))
         self.worker = worker
         self.pid = os.getpid() if pid is None else pid
@@ -97,18 +124,47 @@ class HostLease:
         state.setdefault("live", None)
         state.setdefault("server", None)
         state.setdefault("users", {})
-        state.setdefault("needs", {})
         state.setdefault("switching", None)
         state.setdefault("failed", {})
         state.setdefault("history", [])
         state["users"] = {w: p for w, p in state["users"].items() if self._alive(p)}
-        state["needs"] = {w: v for w, v in state["needs"].items() if self._alive(v[1])}
         switching = state["switching"]
         if switching and not self._alive(switching["pid"]):
             # The switcher died half-way: the server is in an unknown state.
             state["switching"] = None
             state["live"] = None
         return state
+
+    def register(self) -> None:
+        """Record this worker's pid, so others can tell when it is gone."""
+        self._workers.mkdir(parents=True, exist_ok=True)
+        (self._workers / f"{safe_name(self.worker)}.pid").write_text(str(self.pid))
+
+    def active(self) -> tuple[bool, str | None, list[str]]:
+        """(whether a scheduler decides, the config it lets this host switch to, its holders)."""
+        try:
+            data = json.loads(self.active_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False, None, []
+        if not isinstance(data, dict):
+            return False, None, []
+        key = data.get("active")
+        holders = [str(h) for h in data.get("holders") or []]
+        return True, key if isinstance(key, str) else None, holders
+
+    def _abandoned(self, holders: list[str]) -> bool:
+        """Every worker holding the active config's tests exited (``-x``, a crash):
+        those tests will never run, so waiting for them would never end."""
+        if not holders:
+            return False
+        for worker in holders:
+            try:
+                pid = int((self._workers / f"{safe_name(worker)}.pid").read_text())
+            except (OSError, ValueError):
+                return False  # not started yet, as far as we know
+            if self._alive(pid):
+                return False
+        return True
 
     def _write(self, state: dict[str, Any]) -> None:
         tmp = self.state_path.with_suffix(".tmp")
@@ -117,22 +173,9 @@ class HostLease:
 
     # --- what workers call ----------------------------------------------------
 
-    def announce(self, need: int | None, keep: str | None) -> None:
-        """Say the lowest rank this worker still needs; stop using anything but ``keep``."""
-        with self._lock:
-            state = self.read()
-            if need is None:
-                state["needs"].pop(self.worker, None)
-            else:
-                state["needs"][self.worker] = [need, self.pid]
-            if keep is None or state["live"] != keep:
-                state["users"].pop(self.worker, None)
-            self._write(state)
-
     def hold(
         self,
         key: str,
-        rank: int,
         switch: Callable[[dict[str, Any] | None], dict[str, Any]],
         *,
         timeout: float,
@@ -143,22 +186,29 @@ class HostLease:
         new server facts; it runs without the file lock held, marked as
         *switching*. If it raises, the failure is recorded so other workers
         needing ``key`` fail the same way instead of restarting again.
+        ``timeout`` bounds the wait for another worker's switch (and, without a
+        scheduler, for the users of another config); waiting for the
+        scheduler to make ``key`` active has no deadline of its own: it moves
+        on as tests complete.
         """
-        deadline = self._clock() + timeout
+        waiting_since: float | None = None
         while True:
             with self._lock:
                 state = self.read()
-                state["needs"][self.worker] = [rank, self.pid]
                 if key in state["failed"]:
-                    self._write(state)
                     raise SwitchFailed(state["failed"][key])
                 if state["live"] == key and not state["switching"]:
                     state["users"][self.worker] = self.pid
                     self._write(state)
                     return state["server"], False
                 state["users"].pop(self.worker, None)
-                lowest = min((v[0] for v in state["needs"].values()), default=rank)
-                may_switch = not state["users"] and not state["switching"] and rank <= lowest
+                scheduled, active, holders = self.active()
+                blocked_by_others = bool(state["switching"]) or (
+                    not scheduled and bool(state["users"])
+                )
+                may_switch = not blocked_by_others and (
+                    not scheduled or active in (key, None) or self._abandoned(holders)
+                )
                 if may_switch:
                     old = state["server"]
                     state["switching"] = {"worker": self.worker, "pid": self.pid, "key": key}
@@ -166,12 +216,16 @@ class HostLease:
                 self._write(state)
             if may_switch:
                 return self._switch(key, switch, old), True
-            if self._clock() > deadline:
-                raise LeaseTimeout(
-                    f"waited {timeout:.0f}s for the server to switch to {key}; live: "
-                    f"{state['live']!r}, used by {sorted(state['users'])}, "
-                    f"switching: {state['switching']!r}"
-                )
+            if blocked_by_others:
+                waiting_since = self._clock() if waiting_since is None else waiting_since
+                if self._clock() - waiting_since > timeout:
+                    raise LeaseTimeout(
+                        f"waited {timeout:.0f} s for the server to switch to {key}; live: "
+                        f"{state['live']!r}, used by {sorted(state['users'])}, "
+                        f"switching: {state['switching']!r}"
+                    )
+            else:
+                waiting_since = None
             self._sleep(self._poll)
 
     def _switch(
@@ -198,9 +252,8 @@ class HostLease:
         return server
 
     def leave(self) -> None:
-        """This worker is done: drop its use and its needs."""
+        """This worker is done: drop its use."""
         with self._lock:
             state = self.read()
             state["users"].pop(self.worker, None)
-            state["needs"].pop(self.worker, None)
             self._write(state)

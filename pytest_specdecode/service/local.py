@@ -17,8 +17,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from pytest_specdecode.service import identity
 from pytest_specdecode.service.base import (
+    UNKNOWN_LISTENER,
     LaunchSpec,
+    ListenerCheck,
     ProcessIdentity,
     ServiceStartError,
     last_lines,
@@ -58,6 +61,7 @@ class LocalController:
         self._log_file: IO[bytes] | None = None
         self._log_path: Path | None = None
         self._identity: ProcessIdentity | None = None
+        self._port: int | None = None
         self._count = 0
 
     @property
@@ -72,6 +76,9 @@ class LocalController:
                 f"no command to launch for config {launch.label!r}: give a launch command"
             )
         self.stop()
+        self._port = launch.port
+        if launch.port is not None:
+            self._check_port_free(launch)
         self._log_dir.mkdir(parents=True, exist_ok=True)
         self._count += 1
         self._log_path = self._log_dir / f"{self._name}-{self._count}.log"
@@ -101,6 +108,43 @@ class LocalController:
         )
         return self._identity
 
+    def _check_port_free(self, launch: LaunchSpec) -> None:
+        # A server already on the port would answer the gate while the new
+        # one fails to bind: the gate would verify the wrong process.
+        assert launch.port is not None
+        if not identity.port_busy(launch.host, launch.port):
+            return
+        holder = identity.listener(launch.port)
+        who = holder.describe() if holder is not None else "a process"
+        raise ServiceStartError(
+            f"port {launch.port} on {launch.host} is already served by another process "
+            f"({who}) before starting config {launch.label!r}: stop it, or give the plugin "
+            "another port (--dflash-port), or --dflash-restart=never to test that server as it is",
+            reason="port-busy",
+            config=launch.label,
+        )
+
+    def check_listener(self) -> ListenerCheck:
+        """Whether the process listening on the launched port belongs to the started server.
+
+        The server was started as a session leader, so each of its processes
+        (SGLang's HTTP server may be a child) has the leader's pid as session id.
+        """
+        if self._proc is None or self._port is None:
+            return UNKNOWN_LISTENER
+        holder = identity.listener(self._port)
+        if holder is None or not holder.pids:
+            return UNKNOWN_LISTENER
+        ours = {pid for pid in holder.pids if identity.session_of(pid) == self._proc.pid}
+        if ours:
+            shown = ", ".join(map(str, sorted(ours)))
+            return ListenerCheck(True, f"port {self._port} is served by pid {shown} (started here)")
+        return ListenerCheck(
+            False,
+            f"port {self._port} is served by {holder.describe()}, not by the server started "
+            f"here (pid {self._proc.pid})",
+        )
+
     def alive(self) -> bool:
         """Whether the started process (the group leader) still runs."""
         return self._proc is not None and self._proc.poll() is None
@@ -116,16 +160,7 @@ class LocalController:
 
     def logs(self, tail: int = 30) -> str:
         """The last ``tail`` lines of the current log file."""
-        if self._log_path is None:
-            return ""
-        try:
-            with open(self._log_path, "rb") as fh:
-                size = fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, size - _TAIL_BYTES))
-                data = fh.read()
-        except OSError:
-            return ""
-        return last_lines(data.decode("utf-8", "replace"), tail)
+        return "" if self._log_path is None else read_tail(self._log_path, tail)
 
     def process_log(self) -> str | None:
         """The current process's whole log (its own file, from its start), up to 16 MB."""
@@ -160,6 +195,18 @@ class LocalController:
     def restore(self) -> None:
         """Nothing to undo locally beyond stopping the process."""
         self.stop()
+
+
+def read_tail(path: str | os.PathLike[str], tail: int) -> str:
+    """The last ``tail`` lines of a log file ("" when unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - _TAIL_BYTES))
+            data = fh.read()
+    except OSError:
+        return ""
+    return last_lines(data.decode("utf-8", "replace"), tail)
 
 
 def describe_exit(code: int) -> str:

@@ -1,45 +1,53 @@
 """Bringing the target server to each config, once, and proving it.
 
-:class:`ServiceManager` is what the ``dflash_service`` fixture calls: it
-builds the controller the settings ask for (local, systemd, script,
-external), renders each config with the dialect, applies it, and passes the
-readiness gate before any test request is sent. A config whose gate failed
-keeps its error, so every test of that config reports the same message while
-the next config is still tried.
+:class:`ServiceManager` is what the ``dflash_service`` fixture calls. Per
+config it decides *whether* to restart (``--dflash-restart``: ``auto`` keeps
+a live server that already passes the probe, ``always`` restarts, ``never``
+only verifies), then has the pieces do the work: the controller
+(:mod:`.controllers`) applies the launch the renderer made (:mod:`.launch`),
+the readiness gate (:mod:`.readiness`) proves the result, and under
+pytest-xdist the lease (:mod:`.switch`) makes one worker restart while the
+others join. A config whose gate failed keeps its error, so every test of
+that config reports the same message while the next config is still tried.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
-import socket
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from pytest_specdecode import redact
-from pytest_specdecode.client import SGLangClient, SGLangError
+from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.collection import template_args
 from pytest_specdecode.config.settings import Host, Settings
-from pytest_specdecode.config.spec import SpecConfig, config_to_dict
+from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.service import drafter
-from pytest_specdecode.service.base import (
-    LaunchSpec,
-    ProcessIdentity,
-    ServiceController,
-    ServiceError,
-)
-from pytest_specdecode.service.lease import HostLease, LeaseTimeout, SwitchFailed
-from pytest_specdecode.service.local import stop_group_id
-from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
+from pytest_specdecode.service import drafter, switch
+from pytest_specdecode.service.base import ServiceController, ServiceError
+from pytest_specdecode.service.controllers import build_controller
+from pytest_specdecode.service.handle import ServerGone, ServiceHandle, Watch
+from pytest_specdecode.service.identity import Fingerprint
+from pytest_specdecode.service.launch import LaunchRenderer, endpoint
+from pytest_specdecode.service.lease import HostLease
+from pytest_specdecode.service.local import group_running, read_tail
+from pytest_specdecode.service.probe import LOADING, Look, ProbeFailed, ServerProbe, probe_live
+from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
+from pytest_specdecode.service.xdist import config_key
+
+__all__ = ["OtherConfigLive", "ServiceHandle", "ServiceManager", "ServiceUnavailable"]
+
+ControllerFactory = Callable[[Settings, Path, "Path | None", "Host | None"], ServiceController]
+
+# A live server (auto mode, joining workers) gets this long to answer health.
+LIVE_PROBE_TIMEOUT = 30.0
+# Waiting for another worker's switch: the ready timeout plus a margin for the restart.
+SWITCH_MARGIN = 300.0
 
 
 class ServiceUnavailable(SpecDecodeError):
@@ -48,48 +56,6 @@ class ServiceUnavailable(SpecDecodeError):
 
 class OtherConfigLive(SpecDecodeError):
     """External mode: the live server runs another config than the test needs."""
-
-
-@dataclass
-class ServiceHandle:
-    """A server verified to run ``config``: what tests get from ``dflash_service``."""
-
-    config: SpecConfig
-    base_url: str
-    server_info: dict[str, Any]
-    client: SGLangClient
-    identity: ProcessIdentity | None
-    ready_seconds: float
-    phases: list[tuple[str, float]] = field(default_factory=list)
-    unverified: list[str] = field(default_factory=list)
-    restarted: bool = True
-    simulated: bool = False
-    log_dir: Path = Path()
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-able facts for the report."""
-        info = self.server_info
-        return {
-            "base_url": self.base_url,
-            "restarted": self.restarted,
-            "ready_seconds": round(self.ready_seconds, 3),
-            "phases": [[name, round(at, 3)] for name, at in self.phases],
-            "identity": self.identity.describe() if self.identity else None,
-            "unverified": self.unverified,
-            "simulated": self.simulated,
-            "version": info.get("version"),
-            "speculative_algorithm": info.get("speculative_algorithm"),
-            "speculative_num_draft_tokens": info.get("speculative_num_draft_tokens"),
-            "speculative_eagle_topk": info.get("speculative_eagle_topk"),
-            "speculative_draft_window_size": info.get("speculative_draft_window_size"),
-        }
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (for the local simulator)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class ServiceManager:
@@ -102,124 +68,72 @@ class ServiceManager:
         progress: Progress,
         dialect: dialects.Dialect | None = None,
         root: Path | None = None,
-        controller_factory: Callable[[Settings, Path, Path | None, Host | None], ServiceController]
-        | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        controller_factory: ControllerFactory | None = None,
         target: Host | None = None,
         port: int | None = None,
         lease: HostLease | None = None,
+        http: requests.Session | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
         redactor: redact.Redactor | None = None,
     ) -> None:
         self.settings = settings
         self.redactor = redactor or redact.for_settings(settings)
         self.progress = progress
-        self.dialect = dialect or dialects.get_dialect(
-            settings.dialect,
-            **template_args(settings),
-        )
-        self._controller_factory = controller_factory or build_controller
-        # A local server starts in the project's root, so relative paths in
-        # the launch command (e.g. --sim-answers answers.json) work from anywhere.
-        self.root = root
-        self._controller: ServiceController | None = None
-        self._clock = clock
-        self._live: ServiceHandle | None = None
-        self._failed: dict[SpecConfig, str] = {}
-        self._messages: list[str] = []
-        local = settings.control == "local"
+        self.dialect = dialect or dialects.get_dialect(settings.dialect, **template_args(settings))
         # Under pytest-xdist each worker is bound to one host and shares its
         # server with the other workers bound there, through ``lease``.
         self.target = target or (settings.hosts[0] if settings.hosts else None)
-        self.host = self.target.name if self.target and not local else "127.0.0.1"
-        if port is not None:
-            self.port = port
-        elif local and settings.uses_simulator and not settings.port_given:
-            self.port = free_port()
-        else:
-            self.port = settings.port
-        self.base_url = f"http://{_url_host(self.host)}:{self.port}"
-        self.lease = lease
-        self._switched: ServiceHandle | None = None
+        self.where = endpoint(settings, self.target, port)
+        self.renderer = LaunchRenderer(settings, self.dialect, self.where, self.redactor)
+        self.lease = lease if settings.restart != "never" else None
+        # A local server starts in the project's root, so relative paths in
+        # the launch command (e.g. --sim-answers answers.json) work from anywhere.
+        self.root = root
+        self._factory = controller_factory or build_controller
+        self._http = http
+        self._clock = clock
+        self._sleep = sleep
+        self._controller: ServiceController | None = None
+        self._live: ServiceHandle | None = None
+        self._failed: dict[SpecConfig, SpecDecodeError] = {}
+        self._messages: list[str] = []
 
-    # --- what tests see ---------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self.where.port
 
-    def header_lines(self) -> list[str]:
-        s = self.settings
-        target = ", ".join(str(h) for h in s.hosts) or "localhost"
-        lines = [
-            f"dflash: target {target} ({self.base_url}), control {s.control}, "
-            f"dialect {s.dialect}, restart {s.restart}"
-        ]
-        if s.uses_simulator:
-            lines.append(
-                "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
-            )
-        return lines
+    @property
+    def base_url(self) -> str:
+        return self.where.base_url
 
-    def acquire(self, config: SpecConfig, log_dir: Path, rank: int = 0) -> ServiceHandle:
+    # --- what the session calls -------------------------------------------
+
+    def acquire(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
         """Return a handle on a server verified to run ``config``.
 
         Raises :class:`ServiceUnavailable` (gate failed, now or earlier for this
         config) or :class:`OtherConfigLive` (external mode, other config).
-        ``rank`` orders configs for the xdist lease (collection order).
         """
-        if self.lease is None and self._live is not None and self._live.config == config:
+        if self._live is not None and self._live.config == config:
             return self._live
         if config in self._failed:
-            raise ServiceUnavailable(self._failed[config])
+            raise _unavailable(self._failed[config], config)
         try:
             if self.lease is not None:
-                handle = self._acquire_leased(self.lease, config, log_dir, rank)
+                handle = self._leased(self.lease, config, log_dir)
             else:
-                handle = self._bring_up(config, log_dir)
-        except (ServiceNotReady, ServiceError, SwitchFailed, LeaseTimeout) as exc:
-            message = str(exc)
-            self._failed[config] = message
-            self._messages.append(f"{config.label()}: not ready: {message.splitlines()[0]}")
-            raise ServiceUnavailable(message) from None
-        if handle is not self._live:
-            self._messages.append(_ready_message(handle))
+                handle = self._bring_up(config, log_dir, None)[0]
+        except OtherConfigLive:
+            raise
+        except SpecDecodeError as exc:
+            self._failed[config] = exc
+            self._messages.append(f"{config.label()}: not ready: {exc.summary}")
+            raise _unavailable(exc, config) from None
+        self._messages.append(handle.ready_message())
         handle.log_dir = log_dir
         self._live = handle
         return handle
-
-    def announce(self, need: int | None, keep: SpecConfig | None) -> None:
-        """Under the lease: the lowest config rank this worker still needs."""
-        if self.lease is not None:
-            self.lease.announce(need, None if keep is None else _lease_key(keep))
-
-    def _acquire_leased(
-        self, lease: HostLease, config: SpecConfig, log_dir: Path, rank: int
-    ) -> ServiceHandle:
-        self._switched = None
-        _, switched = lease.hold(
-            _lease_key(config),
-            rank,
-            lambda old: self._switch(config, log_dir, old),
-            timeout=self.settings.ready_timeout + 300,
-        )
-        if switched and self._switched is not None:
-            return self._switched
-        if self._live is not None and self._live.config == config:
-            return self._live
-        handle = self._probe(config, self._verifier(config))
-        if handle is None:
-            raise ServiceUnavailable(
-                f"the server at {self.base_url} should run {config.label()} (another worker "
-                "brought it up) but does not answer /health_generate or verify"
-            )
-        return handle
-
-    def _switch(
-        self, config: SpecConfig, log_dir: Path, old: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        """Restart for ``config`` under the lease; stops a local server another worker started."""
-        if old and old.get("pgid") and self.settings.control == "local":
-            stop_group_id(int(old["pgid"]))
-        handle = self._restart(config, log_dir, self._verifier(config))
-        self._switched = handle
-        identity = handle.identity if self.settings.control == "local" else None
-        return {"base_url": handle.base_url, "pgid": identity.pid if identity else None}
 
     def drain_messages(self) -> list[str]:
         messages, self._messages = self._messages, []
@@ -227,9 +141,7 @@ class ServiceManager:
 
     def shutdown(self) -> None:
         """Stop what was started (and restore, when asked); safe to call twice."""
-        if self._live is not None:
-            self._live.client.close()
-            self._live = None
+        self._drop_live()
         if self.lease is not None:
             self.lease.leave()
             if self.settings.control == "local":
@@ -246,80 +158,203 @@ class ServiceManager:
         finally:
             controller.stop()
 
-    # --- bringing a server up ---------------------------------------------
+    # --- deciding whether to restart --------------------------------------
 
-    def _bring_up(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
-        verify = self._verifier(config)
+    def _bring_up(
+        self, config: SpecConfig, log_dir: Path, old_pgid: int | None
+    ) -> tuple[ServiceHandle, dict[str, Any]]:
+        """The handle and its lease facts; restarts unless the mode says otherwise."""
         if self.settings.restart == "never":
-            return self._external(config, verify)
-        if self.settings.restart == "auto":
-            live = self._probe(config, verify)
-            if live is not None:
-                return live
-        return self._restart(config, log_dir, verify)
+            return self._external(config), {"base_url": self.base_url}
+        look: Look | None = None
+        if self.settings.restart == "auto" or self.settings.control == "script":
+            # auto: maybe no restart is needed; script: what answered before,
+            # so a restart can be told from a no-op.
+            look = self._look(config)
+            if self.settings.restart == "auto" and look is not None and look.verified:
+                return self._live_handle(config, look), {"base_url": self.base_url}
+        switch.stop_old_group(old_pgid if self.settings.control == "local" else None)
+        return self._restart(config, log_dir, look)
 
     def _restart(
-        self, config: SpecConfig, log_dir: Path, verify: Callable[[Any], Any]
-    ) -> ServiceHandle:
-        if self._live is not None:
-            self._live.client.close()
-            self._live = None
+        self, config: SpecConfig, log_dir: Path, before: Look | None
+    ) -> tuple[ServiceHandle, dict[str, Any]]:
+        self._drop_live()
         controller = self._get_controller(log_dir)
         started = self._clock()
         self.progress.update(config.label(), "restarting", 0.0)
-        identity = controller.apply(self.launch_spec(config))
-        return self._gate(config, verify, controller, identity, started)
-
-    def _gate(
-        self,
-        config: SpecConfig,
-        verify: Callable[[Any], Any],
-        controller: ServiceController | None,
-        identity: ProcessIdentity | None,
-        started: float,
-    ) -> ServiceHandle:
         try:
-            ready = wait_until_ready(
-                self.base_url,
-                controller=controller,
-                verify=verify,
-                timeout=self.settings.ready_timeout,
-                label=config.label(),
-                api_key=self.settings.api_key,
-                redact=self.redactor.text,
-                on_progress=lambda phase, elapsed, line: self.progress.update(
-                    config.label(), phase, elapsed, line or ""
-                ),
+            controller.apply(self.renderer.render(config))
+            ready = self._gate(
+                config,
+                controller,
+                before=Fingerprint.of(before.info) if before is not None else None,
+                down_before=before is not None and before.phase == LOADING,
             )
         finally:
             self.progress.done()
         # The drafter's own start-up line must agree too (raises DrafterMismatch).
-        proof = drafter.check(config, controller, identity, self.settings, url=self.base_url)
+        proof = drafter.check(config, controller, ready.identity, self.settings, url=self.base_url)
         self._messages.extend([proof.summary] if proof.summary else [])
-        return ServiceHandle(
-            config=config,
-            base_url=self.base_url,
-            server_info=dict(ready.server_info),
-            client=self._client(),
-            identity=identity,
-            ready_seconds=self._clock() - started,
-            phases=[(p.phase, p.at) for p in ready.phases],
-            unverified=[*ready.unverified, *proof.unverified],
-            restarted=controller is not None,
-            simulated=bool(ready.server_info.get("simulator")),
-        )
+        ready.unverified.extend(proof.unverified)
+        watch = self._watch(controller, config)
+        handle = self._handle(config, ready, self._clock() - started, watch)
+        log = controller.log_location() if self.settings.control == "local" else None
+        return handle, switch.server_facts(handle, local=self.settings.control == "local", log=log)
 
-    def _external(self, config: SpecConfig, verify: Callable[[Any], Any]) -> ServiceHandle:
-        """``--dflash-restart=never``: wait for the live server; another config skips."""
+    def _external(self, config: SpecConfig) -> ServiceHandle:
+        """``--dflash-restart=never``: verify the live server; another config skips."""
+        started = self._clock()
         try:
-            return self._gate(config, verify, None, None, self._clock())
+            ready = self._gate(config, None, expect_running=True)
         except ServiceNotReady as exc:
             if exc.reason != "mismatch":
                 raise
             raise OtherConfigLive(
                 f"the server at {self.base_url} does not run {config.label()} "
-                f"({'; '.join(exc.mismatches)}) and --dflash-restart=never forbids restarting it"
+                f"({'; '.join(exc.mismatches)}) and --dflash-restart=never forbids restarting it",
+                reason="other-config",
+                config=config.label(),
             ) from None
+        finally:
+            self.progress.done()
+        handle = self._handle(config, ready, self._clock() - started, _unknown)
+        handle.restarted = False
+        return handle
+
+    def _leased(self, lease: HostLease, config: SpecConfig, log_dir: Path) -> ServiceHandle:
+        def join(server: dict[str, Any]) -> ServiceHandle:
+            look = self._look(config)
+            if look is None or not look.verified:
+                seen = f" ({look.phase}: {look.detail})" if look is not None else ""
+                raise ServiceUnavailable(
+                    f"the server at {self.base_url} should run {config.label()} (another worker "
+                    f"brought it up) but does not pass the probe{seen}",
+                    reason="mismatch",
+                    config=config.label(),
+                )
+            handle = self._live_handle(config, look)
+            if server.get("pgid"):
+                handle.watch = _group_watch(
+                    config.label(), self.base_url, int(server["pgid"]), server.get("log")
+                )
+            return handle
+
+        return switch.acquire_leased(
+            lease,
+            config_key(config),
+            bring_up=lambda old_pgid: self._bring_up(config, log_dir, old_pgid),
+            join=join,
+            timeout=self.settings.ready_timeout + SWITCH_MARGIN,
+        )
+
+    # --- the pieces -------------------------------------------------------
+
+    def _look(self, config: SpecConfig) -> Look | None:
+        """One probe of the live server (no waiting for a startup); None if it cannot tell."""
+        probe = self._probe(config, request_timeout=LIVE_PROBE_TIMEOUT)
+        try:
+            return probe_live(probe)
+        except ProbeFailed:
+            return None
+        finally:
+            probe.close()
+
+    def _probe(self, config: SpecConfig, *, request_timeout: float) -> ServerProbe:
+        return ServerProbe(
+            self.base_url,
+            verify=self._verifier(config),
+            label=config.label(),
+            api_key=self.settings.api_key,
+            session=self._http,
+            request_timeout=request_timeout,
+        )
+
+    def _gate(
+        self,
+        config: SpecConfig,
+        controller: ServiceController | None,
+        *,
+        expect_running: bool = False,
+        before: Fingerprint | None = None,
+        down_before: bool = False,
+    ) -> ReadyResult:
+        label = config.label()
+        return wait_until_ready(
+            self.base_url,
+            controller=controller,
+            verify=self._verifier(config),
+            timeout=self.settings.ready_timeout,
+            label=label,
+            api_key=self.settings.api_key,
+            expect_running=expect_running,
+            before=before,
+            down_before=down_before,
+            session=self._http,
+            clock=self._clock,
+            sleep=self._sleep,
+            redact=self.redactor.text,
+            on_progress=lambda phase, elapsed, line: self.progress.update(
+                label, phase, elapsed, line or ""
+            ),
+        )
+
+    def _handle(
+        self, config: SpecConfig, ready: ReadyResult, seconds: float, watch: Watch
+    ) -> ServiceHandle:
+        return ServiceHandle(
+            config=config,
+            base_url=self.base_url,
+            server_info=dict(ready.server_info),
+            client=self._client(),
+            identity=ready.identity,
+            ready_seconds=seconds,
+            phases=[(p.phase, p.at) for p in ready.phases],
+            unverified=list(ready.unverified),
+            restarted=True,
+            proof=ready.proof,
+            simulated=bool(ready.server_info.get("simulator")),
+            watch=watch,
+        )
+
+    def _live_handle(self, config: SpecConfig, look: Look) -> ServiceHandle:
+        assert look.info is not None
+        return ServiceHandle(
+            config=config,
+            base_url=self.base_url,
+            server_info=dict(look.info),
+            client=self._client(),
+            identity=None,
+            ready_seconds=0.0,
+            phases=[("verified", 0.0)],
+            unverified=list(look.unverified),
+            restarted=False,
+            simulated=bool(look.info.get("simulator")),
+        )
+
+    def _watch(self, controller: ServiceController, config: SpecConfig) -> Watch:
+        label, url = config.label(), self.base_url
+        started = controller.identity()
+
+        def gone() -> ServerGone | None:
+            try:
+                failure = controller.failure()
+                current = controller.identity()
+            except ServiceError:
+                return None  # cannot tell (SSH down): the requests will say
+            if not failure and current is started:
+                return None
+            where = controller.log_location()
+            what = failure or "it was stopped (the controller started another config)"
+            return ServerGone(
+                f"server for config {label!r} at {url} exited after it passed the gate: {what}"
+                + (f"; full log: {where}" if where else ""),
+                reason="died",
+                log_tail=controller.logs(30) if failure else "",
+                config=label,
+            )
+
+        return gone
 
     def _verifier(self, config: SpecConfig) -> Callable[[Any], Any]:
         def verify(server_info: Any) -> Any:
@@ -327,120 +362,48 @@ class ServiceManager:
 
         return verify
 
-    def _probe(self, config: SpecConfig, verify: Callable[[Any], Any]) -> ServiceHandle | None:
-        """The live server, if it is ready and verified for ``config`` (no restart)."""
-        client = self._client()
-        try:
-            health = client.session.get(f"{self.base_url}/health_generate", timeout=30.0)
-            health.close()
-            if health.status_code != 200:
-                client.close()
-                return None
-            info = client.server_info()
-        except (requests.RequestException, SGLangError):
-            client.close()
-            return None
-        verification = verify(info)
-        if not verification.ok:
-            client.close()
-            return None
-        return ServiceHandle(
-            config=config,
-            base_url=self.base_url,
-            server_info=dict(info),
-            client=client,
-            identity=None,
-            ready_seconds=0.0,
-            phases=[("verified", 0.0)],
-            unverified=list(verification.unverified),
-            restarted=False,
-            simulated=bool(info.get("simulator")),
-        )
-
-    def launch_spec(self, config: SpecConfig) -> LaunchSpec:
-        """The command line (or script) that brings the target to ``config``."""
-        rendered = self.dialect.render(config)
-        s = self.settings
-        script = dialects.script_args(s.restart_cmd, config) if s.restart_cmd else None
-        argv = shlex.split(s.launch)
-        if s.control == "local":
-            # "python" means the interpreter running pytest (its venv), as users expect.
-            if argv and argv[0] in ("python", "python3"):
-                argv[0] = sys.executable
-            if "--port" not in argv:
-                argv += ["--host", self.host, "--port", str(self.port)]
-            if s.uses_simulator:  # play the SGLang build the dialect targets
-                argv += dialects.simulator_flags(self.dialect)
-        argv += list(rendered.argv)
-        # A key among the config's extra flags is masked from now on, everywhere.
-        self.redactor.learn(shlex.join(argv))
-        return LaunchSpec(
-            argv=tuple(argv), env=dict(rendered.env), script=script, label=config.label()
-        )
-
     def _get_controller(self, log_dir: Path) -> ServiceController:
         if self._controller is None:
-            self._controller = self._controller_factory(
-                self.settings, log_dir, self.root, self.target
-            )
+            self._controller = self._factory(self.settings, log_dir, self.root, self.target)
         return self._controller
 
     def _client(self) -> SGLangClient:
         return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
 
+    def _drop_live(self) -> None:
+        if self._live is not None:
+            self._live.client.close()
+            self._live = None
 
-def build_controller(
-    settings: Settings, log_dir: Path, root: Path | None, host: Host | None
-) -> ServiceController:
-    """The controller the settings ask for."""
-    if settings.control == "local":
-        from pytest_specdecode.service.local import LocalController
 
-        return LocalController(log_dir, cwd=root)
-    if settings.control == "external":
-        from pytest_specdecode.service.external import ExternalController
-
-        return ExternalController(where=", ".join(map(str, settings.hosts)) or "localhost")
-    from pytest_specdecode.service import ssh
-
-    host = host or settings.hosts[0]
-    target = ssh.SSHTarget(
-        host=host.name,
-        user=settings.ssh_user,
-        port=host.port or settings.ssh_port,
-        key_filename=settings.ssh_key,
-        accept_unknown_host_keys=settings.ssh_accept_new_host_key,
+def _unavailable(exc: SpecDecodeError, config: SpecConfig) -> ServiceUnavailable:
+    """The user-facing error for a config that could not be brought up, keeping the cause's
+    reason, phase and log tail."""
+    return ServiceUnavailable(
+        exc.message or exc.summary,
+        reason=exc.reason or "unavailable",
+        phase=exc.phase,
+        log_tail=exc.log_tail,
+        config=config.label(),
     )
-    factory = ssh.connection_factory(target)
-    where = ssh.describe(target)
-    if settings.control == "systemd":
-        from pytest_specdecode.service.systemd import SystemdController
-
-        assert settings.unit is not None
-        return SystemdController(factory, settings.unit, where=where, sudo=settings.sudo)
-    from pytest_specdecode.service.script import ScriptController
-
-    return ScriptController(factory, where=where, logs_command=settings.logs_cmd)
 
 
-def _lease_key(config: SpecConfig) -> str:
-    return json.dumps(config_to_dict(config), sort_keys=True)
+def _unknown() -> ServerGone | None:
+    return None
 
 
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+def _group_watch(label: str, url: str, pgid: int, log: str | None) -> Watch:
+    """For a local server another worker started: gone once its process group is."""
 
+    def gone() -> ServerGone | None:
+        if group_running(pgid):
+            return None
+        return ServerGone(
+            f"server for config {label!r} at {url} exited after it passed the gate: its "
+            f"process group {pgid} is gone" + (f"; full log: {log}" if log else ""),
+            reason="died",
+            log_tail=read_tail(log, 30) if log else "",
+            config=label,
+        )
 
-# What the server answered in each phase of the gate, for the -v line.
-_PHASE_NAMES = {"loading": "loading (refused)", "warming up": "warming up (503)"}
-
-
-def _ready_message(handle: ServiceHandle) -> str:
-    label = handle.config.label()
-    if not handle.restarted:
-        return f"{label}: live server already verified, no restart"
-    phases = " -> ".join(_PHASE_NAMES.get(name, name) for name, _ in handle.phases)
-    command = handle.identity.command if handle.identity else None
-    # The session masks secrets (an --api-key on this line) before showing it.
-    launched = f"; launched: {command}" if command else ""
-    return f"{label}: ready in {handle.ready_seconds:.1f}s ({phases}){launched}"
+    return gone

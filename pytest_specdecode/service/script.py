@@ -19,7 +19,9 @@ from typing import Any
 
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import (
+    UNKNOWN_LISTENER,
     LaunchSpec,
+    ListenerCheck,
     ProcessIdentity,
     ScriptFailed,
     ServiceError,
@@ -27,6 +29,9 @@ from pytest_specdecode.service.base import (
     SSHError,
     last_lines,
 )
+
+# Reading a log tail is quick, or the connection is in trouble.
+LOGS_TIMEOUT = 10.0
 
 
 class ScriptController:
@@ -36,6 +41,8 @@ class ScriptController:
     exit status and the last output lines. ``logs_command`` (optional, with a
     ``{tail}`` placeholder, e.g. ``tail -n {tail} /var/log/sglang.log``) is
     run remotely by :meth:`logs`; without it the logs are the script's output.
+    ``timeout`` bounds the script (the plugin passes the ready timeout); a
+    host or network that stalls is an error ``answer_margin`` s after that.
     """
 
     kind = "script"
@@ -49,13 +56,15 @@ class ScriptController:
         logs_command: str | None = None,
         command_prefix: str = "",
         timeout: float = 1800.0,
+        answer_margin: float = ssh.ANSWER_MARGIN,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._connect = connect
         self._where = where
         self._logs_command = logs_command
         self._prefix = command_prefix
-        self._timeout = timeout
+        self.timeout = timeout
+        self._margin = answer_margin
         self._clock = clock
         self._conn: Any = None
         self._output = ""
@@ -69,7 +78,19 @@ class ScriptController:
     def _run(self, command: str, timeout: float) -> Any:
         if self._conn is None:
             self._conn = self._connect()
-        return ssh.run(self._conn, self._prefix + command, timeout=timeout, where=self._where)
+        try:
+            return ssh.run(
+                self._conn,
+                self._prefix + command,
+                timeout=timeout,
+                where=self._where,
+                answer_margin=self._margin,
+            )
+        except SSHError:
+            # A stalled or broken connection is not reused: the next step reconnects.
+            conn, self._conn = self._conn, None
+            ssh.close_quietly(conn)
+            raise
 
     def apply(self, launch: LaunchSpec) -> ProcessIdentity:
         """Run the script; raise :class:`ScriptFailed` on a non-zero exit status."""
@@ -79,7 +100,7 @@ class ScriptController:
             )
         self._identity = None
         started = self._clock()
-        result = self._run(launch.script, self._timeout)
+        result = self._run(launch.script, self.timeout)
         self._output = (result.stdout or "") + (result.stderr or "")
         if result.exited != 0:
             tail = last_lines(self._output, 30)
@@ -111,7 +132,7 @@ class ScriptController:
         """``logs_command``'s output if configured, else the script's output."""
         if self._logs_command and tail > 0:
             try:
-                result = self._run(self._logs_line(tail), 30.0)
+                result = self._run(self._logs_line(tail), LOGS_TIMEOUT)
             except ServiceError as exc:
                 return f"(cannot read the logs: {exc})"
             return last_lines((result.stdout or "") + (result.stderr or ""), tail)
@@ -138,6 +159,10 @@ class ScriptController:
     def identity(self) -> ProcessIdentity | None:
         """The script run's identity (no pid: the script does not report one)."""
         return self._identity
+
+    def check_listener(self) -> ListenerCheck:
+        """Unknown in script mode: the script does not say which process serves."""
+        return UNKNOWN_LISTENER
 
     def stop(self) -> None:
         """Close the SSH connection; the remote server keeps running."""

@@ -9,9 +9,11 @@ loads the known_hosts files and installs a refusing policy instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -124,26 +126,82 @@ def connection_factory(target: SSHTarget) -> Callable[[], Any]:
     return connect
 
 
-def run(conn: Any, command: str, *, timeout: float | None, where: str) -> Any:
+# The remote timeout(1) sends SIGKILL this long after SIGTERM.
+KILL_GRACE = 1.0
+# Locally, the remote kill must have reported back this long after that.
+ANSWER_MARGIN = 3.0
+
+
+def run(
+    conn: Any,
+    command: str,
+    *,
+    timeout: float | None,
+    where: str,
+    answer_margin: float = ANSWER_MARGIN,
+) -> Any:
     """Run ``command`` remotely without raising on non-zero exit; return the invoke Result.
 
     Raises :class:`SSHError` when the command times out or the transport fails.
+    The deadline holds on both sides: remotely with coreutils' timeout(1)
+    (invoke's own timer thread can fire after the connection is closed), and
+    locally, because a stalled network or host sends nothing back at all,
+    not even the remote timeout's exit status: ``answer_margin`` seconds after
+    the remote kill, the connection is closed (the caller opens a new one) and
+    the error says so.
     """
-    timed_out = SSHError(
-        f"command {command!r} on {where} did not finish within {timeout} s; "
-        "run it by hand there to see why it hangs"
-    )
-    if timeout is not None:
-        # The deadline is kept on the remote side with coreutils' timeout(1):
-        # invoke's own timer thread can fire after the connection is closed.
-        command = f"timeout -k 5 {timeout:g} sh -c {shlex.quote(command)}"
-    try:
-        result = conn.run(command, hide=True, warn=True, in_stream=False, pty=False)
-    except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise SSHError(f"SSH command {command!r} on {where} failed: {exc}") from exc
-    if timeout is not None and result.exited in (124, 137):
-        raise timed_out
+    if timeout is None:
+        return _run(conn, command, command, where)
+    wrapped = f"timeout -k {KILL_GRACE:g} {timeout:g} sh -c {shlex.quote(command)}"
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append(_run(conn, wrapped, command, where))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=target, name="specdecode-ssh", daemon=True)
+    worker.start()
+    deadline = timeout + KILL_GRACE + answer_margin
+    worker.join(deadline)
+    if worker.is_alive():
+        close_quietly(conn)
+        worker.join(5.0)
+        raise SSHError(
+            f"no answer from {where} within {deadline:g} s while running {command!r} "
+            f"(its own limit is {timeout:g} s): the network or the host stalled; check the "
+            "connection (ssh there by hand)",
+            reason="stalled",
+        )
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    if result.exited in (124, 137):
+        raise SSHError(
+            f"command {command!r} on {where} did not finish within {timeout:g} s; "
+            "run it by hand there to see why it hangs",
+            reason="timeout",
+        )
     return result
+
+
+def _run(conn: Any, command: str, shown: str, where: str) -> Any:
+    try:
+        return conn.run(command, hide=True, warn=True, in_stream=False, pty=False)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise SSHError(f"SSH command {shown!r} on {where} failed: {exc}") from None
+
+
+def close_quietly(conn: Any) -> None:
+    """Close a fabric connection and its paramiko client; errors do not matter here."""
+    for close in (
+        getattr(conn, "close", None),
+        getattr(getattr(conn, "client", None), "close", None),
+    ):
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
 
 
 def _known_hosts_files(target: SSHTarget, ssh_config: dict[str, Any]) -> list[str]:

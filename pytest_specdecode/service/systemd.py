@@ -19,7 +19,9 @@ from typing import Any
 
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import (
+    UNKNOWN_LISTENER,
     LaunchSpec,
+    ListenerCheck,
     ProcessIdentity,
     ServiceError,
     ServiceStartError,
@@ -32,6 +34,9 @@ DROPIN_NAME = "50-specdecode.conf"
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_./:=,+@%$-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Reading a log tail is quick, or the connection is in trouble.
+LOGS_TIMEOUT = 10.0
 
 
 def quote_exec_word(word: str) -> str:
@@ -131,12 +136,18 @@ class SystemdController:
     def _run(self, command: str, *, timeout: float | None = None) -> Any:
         if self._conn is None:
             self._conn = self._connect()
-        return ssh.run(
-            self._conn,
-            self._prefix + command,
-            timeout=self._timeout if timeout is None else timeout,
-            where=self._where,
-        )
+        try:
+            return ssh.run(
+                self._conn,
+                self._prefix + command,
+                timeout=self._timeout if timeout is None else timeout,
+                where=self._where,
+            )
+        except SSHError:
+            # A stalled or broken connection is not reused: the next step reconnects.
+            conn, self._conn = self._conn, None
+            ssh.close_quietly(conn)
+            raise
 
     def _check(self, command: str) -> Any:
         result = self._run(command)
@@ -191,8 +202,13 @@ class SystemdController:
                 f"ExecReload/RefuseManualStart settings"
             )
         # MainPID 0 means the process already exited: the gate's failure() says so.
+        old = before.get("MainPID") or "0"
         self._identity = ProcessIdentity(
-            kind=self.kind, pid=pid or None, started=started, command=launch.shell
+            kind=self.kind,
+            pid=pid or None,
+            started=started,
+            command=launch.shell,
+            proof=f"MainPID {old} -> {pid}, started {started}" if pid else None,
         )
         return self._identity
 
@@ -268,7 +284,7 @@ class SystemdController:
             f"--no-pager -o cat -n {int(tail)}"
         )
         try:
-            result = self._run(command, timeout=30.0)
+            result = self._run(command, timeout=LOGS_TIMEOUT)
         except ServiceError as exc:
             return f"(cannot read the journal: {exc})"
         return last_lines(result.stdout or "", tail)
@@ -299,6 +315,10 @@ class SystemdController:
     def identity(self) -> ProcessIdentity | None:
         """Identity from the last successful ``apply()``."""
         return self._identity
+
+    def check_listener(self) -> ListenerCheck:
+        """Unknown remotely: ``MainPID`` is the identity ``apply()`` proves."""
+        return UNKNOWN_LISTENER
 
     def restore(self) -> None:
         """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""

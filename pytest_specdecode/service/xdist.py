@@ -1,18 +1,18 @@
-"""pytest-xdist support: workers share each host's server through a lease.
+"""pytest-xdist support: the controller schedules by config; workers share servers.
 
 Registered only when pytest-xdist runs the session with workers. The
 controller process makes a lease directory and, for the local simulator, one
 port, and hands both to every worker (``pytest_configure_node``); each worker
 binds to one host (worker N to host N modulo the number of hosts) and takes
-its server through :class:`pytest_specdecode.service.lease.HostLease`. At the end the
-controller stops the local servers the workers left running.
+its server through :class:`pytest_specdecode.service.lease.HostLease`.
 
-With several hosts, whole configs go to one worker each: workers write which
-config each collected test runs under to the lease directory, and the
-controller schedules with :class:`ConfigGroupScheduling`, which groups tests by
-that config (xdist's own ``--dist loadgroup`` marks do not group on pytest 9.2,
-whose node ids ignore the suffix it adds). Throughput cases skip under xdist
-(pytest-benchmark switches itself off there): they need the server to
+Workers write which config each collected test runs under to the lease
+directory; the controller schedules with :class:`ConfigScheduling`, which
+hands each host one config's tests at a time (:mod:`.schedule`) and tells the
+lease which config each host may switch to. So each config starts once, by
+construction, however the workers' timing falls. At the end the controller
+stops the local servers the workers left running. Throughput cases skip under
+xdist (pytest-benchmark switches itself off there): they need the server to
 themselves.
 """
 
@@ -21,18 +21,27 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScopeScheduling
+from xdist.remote import Producer
+from xdist.report import report_collection_diff
+from xdist.workermanage import WorkerController, parse_tx_spec_config
 
 from pytest_specdecode.config.settings import Host, Settings, SettingsError
-from pytest_specdecode.service.lease import HostLease
+from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.local import stop_group_id
+from pytest_specdecode.service.schedule import ConfigPlan
 
 LEASE_DIR = "dflash_lease_dir"
 PORT = "dflash_port"
+GROUPS = "groups.json"
+LEASES = "leases"
+# Tests a worker holds: xdist runs a test once the worker holds the next one.
+PENDING_PER_WORKER = 2
 
 
 def is_xdist_controller(config: pytest.Config) -> bool:
@@ -53,13 +62,38 @@ def check_options(config: pytest.Config, settings: Settings) -> None:
         raise SettingsError(
             "--dflash-restore does not work with -n: run the restore in a run without workers"
         )
+    if getattr(config.option, "dist", None) == "each":
+        raise SettingsError(
+            "--dist each runs every test on every worker, so every worker would restart the "
+            "server for every config: use the default --dist load with -n"
+        )
 
 
-GROUPS = "groups.json"
+def config_key(config: SpecConfig) -> str:
+    """The key of a config in lease files and the controller's schedule: its canonical key."""
+    return config.key()
+
+
+def worker_index(worker: str) -> int:
+    """``gw3`` -> 3."""
+    return int("".join(ch for ch in worker if ch.isdigit()) or 0)
+
+
+def bound_host(settings: Settings, worker: str) -> Host | None:
+    """The host worker ``worker`` is bound to (N modulo the number of hosts)."""
+    if not settings.hosts:
+        return None
+    return settings.hosts[worker_index(worker) % len(settings.hosts)]
+
+
+def host_key(settings: Settings, host: Host | None, port: int) -> str:
+    """The lease name of the server a worker bound to ``host`` uses."""
+    name = host.name if host is not None and settings.control != "local" else "localhost"
+    return f"{name}-{port}"
 
 
 def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
-    """On a worker: which config group each collected test id belongs to."""
+    """On a worker: which config each collected test id runs under."""
     info: dict[str, Any] | None = getattr(config, "workerinput", None)
     if not info or LEASE_DIR not in info:
         return
@@ -69,36 +103,187 @@ def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
     tmp.replace(path)  # every worker writes the same content; atomically
 
 
-class ConfigGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
-    """xdist scheduling that keeps each config's tests on one worker (so one host)."""
+class ConfigScheduling:
+    """xdist scheduling: per host, one config's tests at a time (see :mod:`.schedule`).
 
-    def __init__(self, config: pytest.Config, log: Any, lease_dir: Path) -> None:
-        super().__init__(config, log)
-        self._path = lease_dir / GROUPS
-        self._groups: dict[str, str] | None = None
+    Implements xdist's ``Scheduling`` protocol. ``host_of(worker_id)`` is the
+    lease name of the host a worker is bound to; ``publish(host, key, holders)``
+    tells that host's lease its active config and the workers holding its
+    remaining tests (default: the file the lease reads).
+    """
 
-    def _split_scope(self, nodeid: str) -> str:
-        if self._groups is None:
-            try:
-                self._groups = json.loads(self._path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                self._groups = {}
-        groups: dict[str, str] = self._groups or {}
-        return groups.get(nodeid, nodeid)
+    def __init__(
+        self,
+        config: pytest.Config,
+        log: Producer | None,
+        lease_dir: Path,
+        host_of: Callable[[str], str],
+        *,
+        publish: Callable[[str, str | None, list[str]], None] | None = None,
+    ) -> None:
+        self.numnodes = len(parse_tx_spec_config(config))
+        self.config = config
+        self.log = (log or Producer("configsched")).configsched
+        self.lease_dir = lease_dir
+        self.host_of = host_of
+        self._publish = publish or (
+            lambda host, key, holders: write_active(lease_dir / LEASES, host, key, holders)
+        )
+        self.node2collection: dict[WorkerController, list[str]] = {}
+        self.node2pending: dict[WorkerController, list[int]] = {}
+        self.plan: ConfigPlan | None = None
+        self._written: dict[str, tuple[str | None, list[str]]] = {}
+
+    # --- the protocol's properties --------------------------------------
+
+    @property
+    def nodes(self) -> list[WorkerController]:
+        return list(self.node2pending)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return len(self.node2collection) >= self.numnodes
+
+    @property
+    def tests_finished(self) -> bool:
+        if not self.collection_is_completed or self.plan is None:
+            return False
+        if not self.plan.exhausted:
+            return False
+        return all(len(pending) < PENDING_PER_WORKER for pending in self.node2pending.values())
+
+    @property
+    def has_pending(self) -> bool:
+        if self.plan is not None and not self.plan.exhausted:
+            return True
+        return any(self.node2pending.values())
+
+    # --- events -----------------------------------------------------------
+
+    def add_node(self, node: WorkerController) -> None:
+        assert node not in self.node2pending
+        self.node2pending[node] = []
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        assert node in self.node2pending
+        if self.plan is not None and list(collection) != self.plan.collection:
+            first = next(iter(self.node2collection))
+            self.log(
+                report_collection_diff(
+                    self.plan.collection, collection, first.gateway.id, node.gateway.id
+                )
+            )
+            return
+        self.node2collection[node] = list(collection)
+
+    def mark_test_complete(
+        self, node: WorkerController, item_index: int, duration: float = 0
+    ) -> None:
+        assert self.plan is not None
+        self.node2pending[node].remove(item_index)
+        self.plan.complete(item_index)
+        self._top_up(node)
+        self._write_actives()
+
+    def mark_test_pending(self, item: str) -> None:
+        assert self.plan is not None
+        self.plan.put_back([self.plan.collection.index(item)])
+        for node in self.nodes:
+            self._top_up(node)
+        self._write_actives()
+
+    def remove_pending_tests_from_node(
+        self, node: WorkerController, indices: Sequence[int]
+    ) -> None:
+        raise NotImplementedError("ConfigScheduling does not steal tests")
+
+    def remove_node(self, node: WorkerController) -> str | None:
+        pending = self.node2pending.pop(node)
+        if not pending or self.plan is None:
+            return None
+        # The worker crashed running pending[0]: that test is reported as
+        # failed; the ones it held go to the other workers.
+        crashed = pending.pop(0)
+        self.plan.complete(crashed)
+        self.plan.put_back(pending)
+        for other in self.nodes:
+            self._top_up(other)
+        self._write_actives()
+        return self.plan.collection[crashed]
+
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        if self.plan is None:
+            collections = list(self.node2collection.values())
+            if any(c != collections[0] for c in collections[1:]):
+                self.log("**Different tests collected, aborting run**")
+                return
+            self.plan = ConfigPlan(collections[0], self._read_groups())
+        for node in self.nodes:
+            self._top_up(node)
+        self._write_actives()
+
+    # --- helpers ----------------------------------------------------------
+
+    def _read_groups(self) -> dict[str, str]:
+        try:
+            data = json.loads((self.lease_dir / GROUPS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _top_up(self, node: WorkerController) -> None:
+        if self.plan is None or node.shutting_down:
+            return
+        host = self.host_of(node.gateway.id)
+        served = {self.host_of(n.gateway.id) for n in self.nodes if not n.shutting_down}
+        orphans = [h for h in self.plan.assigned if h not in served]
+        pending = self.node2pending[node]
+        sent: list[int] = []
+        ran_out = False
+        while len(pending) < PENDING_PER_WORKER:
+            index = self.plan.next_for(host, orphans=orphans)
+            if index is None:
+                ran_out = True
+                break
+            pending.append(index)
+            sent.append(index)
+        if sent:
+            node.send_runtest_some(sent)
+        if ran_out:
+            # Nothing more for this host: the worker runs what it holds and ends.
+            node.shutdown()
+
+    def _write_actives(self) -> None:
+        plan = self.plan
+        if plan is None:
+            return
+        for host in plan.assigned:
+            g = plan.active_group(host)
+            key = None if g is None else plan.groups[g].key
+            holders = sorted(
+                node.gateway.id
+                for node, pending in self.node2pending.items()
+                if g is not None and any(plan.group_of[i] == g for i in pending)
+            )
+            if self._written.get(host) != (key, holders):
+                self._publish(host, key, holders)
+                self._written[host] = (key, holders)
 
 
 class XdistController:
-    """Controller-side hooks: share the lease directory and port, clean up at the end."""
+    """Controller-side hooks: share the lease directory and port, schedule, clean up."""
 
-    def __init__(self, port: int, *, group_configs: bool) -> None:
+    def __init__(self, settings: Settings, port: int) -> None:
+        self.settings = settings
         self.port = port
-        self.group_configs = group_configs
         self.lease_dir = Path(tempfile.mkdtemp(prefix="dflash-lease-"))
 
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if not self.group_configs:
-            return None
-        return ConfigGroupScheduling(config, log, self.lease_dir)
+    def host_of(self, worker: str) -> str:
+        return host_key(self.settings, bound_host(self.settings, worker), self.port)
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> Any:
+        return ConfigScheduling(config, log, self.lease_dir, self.host_of)
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[LEASE_DIR] = str(self.lease_dir)
@@ -114,7 +299,7 @@ class XdistController:
 
 def stop_local_servers(lease_dir: Path) -> None:
     """Stop every local server a worker left running (recorded in the lease files)."""
-    for path in (lease_dir / "leases").glob("*.json"):
+    for path in (lease_dir / LEASES).glob("*.json"):
         try:
             server = json.loads(path.read_text(encoding="utf-8")).get("server") or {}
         except (OSError, ValueError):
@@ -131,8 +316,8 @@ def worker_lease(
     if not info or LEASE_DIR not in info:
         return None
     worker = str(info["workerid"])
-    index = int("".join(ch for ch in worker if ch.isdigit()) or 0)
-    host = settings.hosts[index % len(settings.hosts)] if settings.hosts else None
+    host = bound_host(settings, worker)
     port = int(info[PORT])
-    key = f"{host.name if host and settings.control != 'local' else 'localhost'}-{port}"
-    return HostLease(Path(info[LEASE_DIR]) / "leases", key, worker), host, port
+    lease = HostLease(Path(info[LEASE_DIR]) / LEASES, host_key(settings, host, port), worker)
+    lease.register()
+    return lease, host, port

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.client import SGLangError
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.records import RECORD
@@ -77,8 +78,8 @@ class ThroughputRunner:
                 config=label,
                 on_round=show,
             )
-        except ThroughputError as exc:
-            failure = f"{label}: {exc}"
+        except (ThroughputError, SGLangError) as exc:
+            failure = failure_text(self.service, exc)
         finally:
             if self.progress is not None:
                 self.progress.done()
@@ -95,6 +96,14 @@ class ThroughputRunner:
         }
         self.node.user_properties.append((RECORD, record))
         return info
+
+
+def failure_text(service: ServiceHandle, exc: Exception) -> str:
+    """One line for a failed measurement; when the server died, its exit and log tail."""
+    gone = service.gone(settle=2.0)
+    if gone is not None:
+        return str(gone)
+    return f"{service.config.label()}: {exc}"
 
 
 class LosslessBaseline:
@@ -192,7 +201,13 @@ class LosslessChecker:
         self.node = node
 
     def outputs(self) -> list[lossless.GreedyOutput]:
-        return lossless.collect_greedy(self.service.client, LOSSLESS_PROMPTS, LOSSLESS_TOKENS)
+        """Greedy outputs of the prompts; a failed request fails the test in one line."""
+        failure: str | None = None
+        try:
+            return lossless.collect_greedy(self.service.client, LOSSLESS_PROMPTS, LOSSLESS_TOKENS)
+        except SGLangError as exc:
+            failure = failure_text(self.service, exc)
+        pytest.fail(failure, pytrace=False)
 
     def check(self) -> None:
         """Baseline config: record; speculative config: compare, fail on the first difference."""

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
+
+from pytest_specdecode.service.local import group_running
 
 
 def server_logs(pytester: pytest.Pytester) -> list[str]:
@@ -153,3 +157,106 @@ def test_auto_restart_reuses_a_live_server_already_verified(
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines(["*live server already verified, no restart*"])
     assert server_logs(sim_ini) == []
+
+
+def test_restart_always_refuses_a_port_another_server_holds(
+    sim_ini: pytest.Pytester, live_sim: int
+) -> None:
+    # The foreign simulator runs the same config: before, the new process never
+    # bound the port and the gate "verified" the old one in 0.0 s.
+    sim_ini.makepyfile(test_m=LIVE_TESTS)
+    started = time.monotonic()
+    result = run(
+        sim_ini, "--dflash-restart", "always", "--dflash-port", str(live_sim), "-k", "same"
+    )
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [f"*port {live_sim} on 127.0.0.1 is already served by another process (pid *"]
+    )
+    assert time.monotonic() - started < 20
+    assert server_logs(sim_ini) == []  # nothing was launched
+
+
+def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
+    sim_ini: pytest.Pytester,
+) -> None:
+    # CI cancelling a job, or timeout(1): SIGTERM, not Ctrl-C.
+    sim_ini.makepyfile(
+        test_t="""
+        import os, signal
+        import pytest
+
+        @pytest.mark.dflash(budget=8)
+        def test_first(dflash_service):
+            with open("server.pid", "w") as fh:
+                fh.write(str(dflash_service.identity.pid))
+
+        @pytest.mark.dflash(budget=8)
+        def test_cancelled(dflash_service):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        @pytest.mark.dflash(budget=8)
+        def test_never_runs(dflash_service):
+            pass
+        """
+    )
+    result = run(sim_ini)
+    pid = int((sim_ini.path / "server.pid").read_text())
+    try:
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        assert not group_running(pid), "the server outlived pytest"
+    finally:
+        if group_running(pid):
+            os.killpg(pid, signal.SIGKILL)
+    report = json.loads((sim_ini.path / "report.json").read_text())
+    outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    assert outcomes["test_first"] == "passed"
+    assert "test_never_runs" not in outcomes
+
+
+def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
+    sim_ini: pytest.Pytester,
+) -> None:
+    # The simulator exits after N generate requests (the gate's health check is one).
+    sim_ini.makepyfile(
+        test_d="""
+        import pytest
+
+        @pytest.mark.coding
+        @pytest.mark.dflash(budget=8, sim_fault="die-after:3")
+        def test_coding(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
+
+        @pytest.mark.throughput(contexts=[60], concurrency=[1, 2], output_tokens=8)
+        @pytest.mark.dflash(budget=4, sim_fault="die-after:2")
+        def test_tp(dflash_case, dflash_throughput, benchmark):
+            dflash_throughput.run(dflash_case, benchmark)
+        """
+    )
+    problems = "tp or fib or gcd or is_palindrome or merge_sorted or word_count"
+    result = run(sim_ini, "-k", problems, "--dflash-min-pass-rate", "0.8", "--dflash-rounds", "1")
+    result.assert_outcomes(passed=3, failed=1, errors=3)
+    out = result.stdout.str()
+    # The tests after the death error at once, naming the exit, with the log tail.
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_coding*",
+            "server for config 'DFLASH budget=8 sim-fault=die-after:3' at * exited after it "
+            "passed the gate: exited with status 1; full log: *",
+            "--- last * log lines ---",
+        ]
+    )
+    # The gate says so instead of a pass rate; the throughput failure is one line, no traceback.
+    result.stdout.fnmatch_lines(
+        [
+            "  config DFLASH budget=4 sim-fault=die-after:2: server died after 0 tests (*",
+            "  config DFLASH budget=8 sim-fault=die-after:3: server died after 3 tests (*",
+        ]
+    )
+    assert "pass rate: DFLASH budget=8" not in out
+    assert "Traceback" not in out
+    assert "def _request" not in out
+    assert len(result.stdout.lines) < 150
+    report = json.loads((sim_ini.path / "report.json").read_text())
+    died = {c["label"]: c["server_died"] for c in report["configs"]}
+    assert died["DFLASH budget=8 sim-fault=die-after:3"]["after_tests"] == 3

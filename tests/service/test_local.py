@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,3 +202,75 @@ def test_process_runs_in_its_own_session(tmp_path: Path) -> None:
         assert subprocess.run(["true"], check=False).returncode == 0
     finally:
         controller.stop()
+
+
+# A foreign program holding a port: listens, says so, never answers (a silent listener).
+LISTENER = (
+    "import socket, sys, time; s = socket.socket(); "
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+    "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); print('listening', flush=True); "
+    "time.sleep(60)"
+)
+
+
+@pytest.fixture
+def foreign(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Start a silent listener on a port (another process); yields (port, its pid)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(port: int) -> int:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LISTENER, str(port)], stdout=subprocess.PIPE, text=True
+        )
+        started.append(proc)
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "listening\n"
+        return proc.pid
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_a_port_held_by_another_process_is_refused_before_launch_within_seconds(
+    controller: LocalController, foreign: Any
+) -> None:
+    port = free_port()
+    pid = foreign(port)
+    started = time.monotonic()
+    with pytest.raises(ServiceStartError) as info:
+        controller.apply(LaunchSpec(argv=sim_argv(port), label=LABEL, port=port))
+    assert time.monotonic() - started < 2.0
+    err = info.value
+    assert err.reason == "port-busy"
+    assert f"port {port} on 127.0.0.1 is already served by another process (pid {pid} (" in (
+        err.summary
+    )
+    assert "--dflash-port" in err.summary
+    assert controller.identity() is None  # nothing was started
+
+
+def test_the_listener_is_proven_to_be_the_started_server_or_named_as_foreign(
+    controller: LocalController, foreign: Any
+) -> None:
+    port = free_port()
+    controller.apply(LaunchSpec(argv=(sys.executable, "-c", LISTENER, str(port)), port=port))
+    deadline = time.monotonic() + 10
+    while "listening" not in controller.logs() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    identity = controller.identity()
+    assert identity is not None
+    check = controller.check_listener()
+    assert check.ok is True
+    assert check.detail == f"port {port} is served by pid {identity.pid} (started here)"
+    # A server that never binds, while another process takes its port.
+    other = free_port()
+    controller.apply(LaunchSpec(argv=("sleep", "30"), port=other))
+    pid = foreign(other)
+    check = controller.check_listener()
+    assert check.ok is False
+    assert f"port {other} is served by pid {pid} (" in check.detail
+    assert "not by the server started here" in check.detail

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import requests
 
-from pytest_specdecode.service.base import LaunchSpec, ProcessIdentity
+from pytest_specdecode.service.base import ListenerCheck, ProcessIdentity
+from pytest_specdecode.service.identity import Fingerprint
 from pytest_specdecode.service.readiness import (
     LOADING,
     STALE,
@@ -20,124 +20,19 @@ from pytest_specdecode.service.readiness import (
     wait_until_ready,
 )
 
-URL = "http://127.0.0.1:30000"
-GOOD_INFO = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-class FakeResponse:
-    def __init__(self, status: int, body: Any = None) -> None:
-        self.status_code = status
-        self._body = body
-        self.closed = False
-
-    def json(self) -> Any:
-        if self._body is None:
-            raise ValueError("no JSON")
-        return self._body
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def refused() -> Exception:
-    return requests.exceptions.ConnectionError(ConnectionRefusedError(111, "Connection refused"))
-
-
-# A behaviour maps (path, seconds since start) to a response or an exception to raise.
-Behaviour = Callable[[str, float], "FakeResponse | Exception"]
-
-
-class FakeSession:
-    def __init__(self, clock: FakeClock, behaviour: Behaviour) -> None:
-        self.clock = clock
-        self.start = clock.now
-        self.behaviour = behaviour
-        self.calls: list[tuple[str, float, dict[str, str]]] = []
-
-    def get(self, url: str, *, timeout: float, headers: Mapping[str, str]) -> FakeResponse:
-        assert 0 < timeout <= 10.0
-        path = url.removeprefix(URL)
-        self.calls.append((path, self.clock.now - self.start, dict(headers)))
-        outcome = self.behaviour(path, self.clock.now - self.start)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-
-def startup(load: float = 1.0, warm: float = 1.0, info: dict[str, Any] | None = None) -> Behaviour:
-    """A server that refuses for ``load`` s, answers 503 for ``warm`` s, then 200."""
-
-    def behaviour(path: str, t: float) -> FakeResponse | Exception:
-        if t < load:
-            return refused()
-        if path == "/health_generate":
-            return FakeResponse(503 if t < load + warm else 200)
-        return FakeResponse(200, info if info is not None else GOOD_INFO)
-
-    return behaviour
-
-
-def verify_draft_tokens(expected: int) -> Callable[[Mapping[str, Any]], list[str]]:
-    def verify(info: Mapping[str, Any]) -> list[str]:
-        got = info.get("speculative_num_draft_tokens")
-        if got != expected:
-            return [f"speculative_num_draft_tokens: expected {expected!r}, server has {got!r}"]
-        return []
-
-    return verify
-
-
-@dataclass
-class FakeController:
-    kind: str = "fake"
-    may_answer_stale: bool = False
-    fail_at: float | None = None
-    clock: FakeClock | None = None
-    start: float = 100.0
-    log_lines: list[str] = field(default_factory=lambda: [f"log line {i}" for i in range(50)])
-    failure_calls: int = 0
-
-    def apply(self, launch: LaunchSpec) -> ProcessIdentity:
-        return ProcessIdentity(kind=self.kind, pid=42)
-
-    def alive(self) -> bool:
-        return self.failure() is None
-
-    def failure(self) -> str | None:
-        self.failure_calls += 1
-        assert self.clock is not None
-        if self.fail_at is not None and self.clock.now - self.start >= self.fail_at:
-            return "exited with status 3"
-        return None
-
-    def logs(self, tail: int = 30) -> str:
-        return "\n".join(self.log_lines[-tail:])
-
-    def log_location(self) -> str | None:
-        return "/tmp/fake.log"
-
-    def identity(self) -> ProcessIdentity | None:
-        return ProcessIdentity(kind=self.kind, pid=42)
-
-    def stop(self) -> None:
-        pass
-
-    def restore(self) -> None:
-        pass
+from .fakes import (
+    GOOD_INFO,
+    URL,
+    Behaviour,
+    FakeClock,
+    FakeController,
+    FakeResponse,
+    FakeSession,
+    read_timeout,
+    refused,
+    startup,
+    verify_draft_tokens,
+)
 
 
 def run_gate(
@@ -347,14 +242,17 @@ def test_old_server_info_path_is_used_when_the_new_one_is_missing() -> None:
     assert [c[0] for c in session.calls] == ["/health_generate", "/server_info", "/get_server_info"]
 
 
-def test_read_timeout_is_unresponsive_and_request_timeouts_stay_within_the_deadline() -> None:
+def test_a_busy_server_is_unresponsive_not_silent_and_timeouts_stay_within_the_deadline() -> None:
     def behaviour(path: str, t: float) -> FakeResponse | Exception:
-        if t < 2.0:
-            return requests.exceptions.ReadTimeout("read timed out")
-        return startup(load=0.0, warm=0.0)(path, t)
+        if t < 8.0 and path == "/health_generate":
+            return read_timeout()
+        return startup(load=0.0, warm=0.0)(path, t)  # /model_info answers at once
 
-    result, _, _, _ = run_gate(behaviour, request_timeout=5.0)
+    result, session, _, _ = run_gate(behaviour, request_timeout=5.0, silent_timeout=3.0)
     assert [p.phase for p in result.phases] == [UNRESPONSIVE, VERIFIED]
+    # First contact waits 3 s; once the server answered HTTP, the full 5 s.
+    timeouts = [t for path, t, _ in session.calls if path == "/health_generate"]
+    assert timeouts == [0.0, 3.25, 8.5]
 
 
 def test_bad_server_info_keeps_polling_until_it_is_valid() -> None:
@@ -382,3 +280,93 @@ def test_log_tail_and_progress_lines_are_masked_when_the_server_dies() -> None:
     assert "api_key='***'" in err.log_tail
     assert secret not in str(err)
     assert all(secret not in (line or "") for _, _, line in progress)
+
+
+def test_a_silent_listener_fails_within_seconds_not_at_the_timeout() -> None:
+    # Accepts TCP connections, never answers: every request times out.
+    err, session, _, _ = run_gate(lambda path, t: read_timeout(), timeout=1800.0)
+    assert isinstance(err, ServiceNotReady)
+    assert err.reason == "silent"
+    assert err.elapsed <= 6.0
+    assert "accepts TCP connections but answered no HTTP request within 3 s" in err.summary
+    assert "ss -ltnp 'sport = :30000'" in err.summary
+    assert [c[0] for c in session.calls] == ["/health_generate", "/model_info"]
+
+
+@pytest.mark.parametrize("api_key", [None, "k"])
+def test_401_on_server_info_fails_at_once(api_key: str | None) -> None:
+    def behaviour(path: str, t: float) -> FakeResponse | Exception:
+        return FakeResponse(200 if path == "/health_generate" else 401)
+
+    err, session, _, _ = run_gate(behaviour, api_key=api_key)
+    assert isinstance(err, ServiceNotReady)
+    assert err.reason == "auth"
+    assert err.elapsed == 0.0
+    assert "HTTP 401 on /server_info" in err.summary
+    assert "--dflash-api-key" in err.summary
+    assert len(session.calls) == 2
+
+
+def test_nothing_listening_fails_at_once_when_nothing_is_being_started() -> None:
+    err, session, _, _ = run_gate(lambda path, t: refused(), expect_running=True)
+    assert isinstance(err, ServiceNotReady)
+    assert err.reason == "not-running"
+    assert err.elapsed == 0.0
+    assert f"no server answers at {URL} (connection refused)" in err.summary
+    assert "--dflash-restart=never" in err.summary
+    assert len(session.calls) == 1
+
+
+def test_another_process_on_the_port_fails_the_gate_even_when_it_verifies() -> None:
+    controller = FakeController(
+        listener=ListenerCheck(False, "port 30000 is served by pid 7 (old sim), not by pid 43")
+    )
+    err, _, _, _ = run_gate(startup(load=0.0, warm=0.0), controller=controller)
+    assert isinstance(err, ServiceNotReady)
+    assert err.reason == "foreign"
+    assert "not from the process just started: port 30000 is served by pid 7" in err.summary
+
+
+def test_the_result_says_how_the_restart_was_proven() -> None:
+    controller = FakeController(listener=ListenerCheck(True, "port 30000 is served by pid 43"))
+    result, _, _, _ = run_gate(startup(load=0.5, warm=0.0), controller=controller)
+    assert result.proof == (
+        "port 30000 is served by pid 43; seen down (connection refused) after the restart"
+    )
+
+
+def test_a_script_that_restarted_nothing_is_not_proven() -> None:
+    # The old server already runs the config; the script did nothing.
+    info = dict(GOOD_INFO, launch_command="sglang --x", random_seed=5)
+    controller = FakeController(may_answer_stale=True)
+    before = Fingerprint.of(info)
+    result, _, _, _ = run_gate(
+        startup(load=0.0, warm=0.0, info=info), controller=controller, before=before
+    )
+    assert result.phases[-1].phase == VERIFIED
+    assert result.proof is None
+
+
+def test_a_changed_random_seed_proves_a_new_process() -> None:
+    info = dict(GOOD_INFO, launch_command="sglang --x", random_seed=6)
+    before = Fingerprint.of(dict(info, random_seed=5))
+    result, _, _, _ = run_gate(
+        startup(load=0.0, warm=0.0, info=info),
+        controller=FakeController(may_answer_stale=True),
+        before=before,
+    )
+    assert result.proof == "random_seed changed (5 -> 6)"
+
+
+def test_a_changed_fingerprint_makes_a_mismatch_final_in_script_mode() -> None:
+    # A new process (other launch_command) with the wrong config: no stale grace.
+    info = dict(GOOD_INFO, speculative_num_draft_tokens=4, launch_command="new")
+    err, _, _, _ = run_gate(
+        startup(load=0.0, warm=0.0, info=info),
+        controller=FakeController(may_answer_stale=True),
+        before=Fingerprint("old", None),
+        stale_grace=60.0,
+    )
+    assert isinstance(err, ServiceNotReady)
+    assert err.reason == "mismatch"
+    assert err.elapsed < 1.0

@@ -7,13 +7,14 @@ import contextlib
 import os
 import shlex
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_specdecode.service import ssh
-from pytest_specdecode.service.base import LaunchSpec, ScriptFailed
+from pytest_specdecode.service.base import LaunchSpec, ScriptFailed, SSHError
 from pytest_specdecode.service.readiness import VERIFIED, wait_until_ready
 from pytest_specdecode.service.script import ScriptController
 
@@ -120,3 +121,58 @@ def test_failing_script_is_a_one_line_error_with_its_output(sshd: SSHD, tmp_path
     assert "'DFLASH budget=99'" in summary
     assert "budget 99 is not supported here" in err.output
     assert controller.identity() is None
+
+
+# Freezes the sshd process relaying this session: from then on nothing, not
+# even the remote timeout's exit status, reaches the client (a network stall).
+STALL = """#!/bin/sh
+p=$$
+while [ "$p" -gt 1 ]; do
+    case "$(cat /proc/$p/comm)" in
+        sshd*) echo "$p" > {pid_file}; kill -STOP "$p"; break ;;
+    esac
+    p=$(cut -d' ' -f4 /proc/$p/stat)
+done
+sleep 60
+"""
+
+
+def test_a_stalled_network_during_the_script_is_an_error_within_its_deadline(
+    sshd: SSHD, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "sshd.pid"
+    script = tmp_path / "stall.sh"
+    script.write_text(STALL.format(pid_file=shlex.quote(str(pid_file))))
+    script.chmod(0o755)
+    controller = _controller(sshd, tmp_path, timeout=0.5, answer_margin=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SSHError) as info:
+            controller.apply(LaunchSpec(script=shlex.quote(str(script)), label="DFLASH budget=8"))
+        elapsed = time.monotonic() - started
+    finally:
+        controller.stop()
+        if pid_file.exists():  # the frozen sshd session: let it go
+            stalled = int(pid_file.read_text())
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stalled, signal.SIGCONT)
+                os.kill(stalled, signal.SIGKILL)
+    assert pid_file.exists(), "the script did not find its sshd"
+    assert elapsed < 2.0 + 1.5  # 0.5 s limit + 1 s remote kill + 0.5 s margin, and slack
+    message = str(info.value)
+    assert "\n" not in message
+    assert info.value.reason == "stalled"
+    assert f"no answer from {sshd.user}@127.0.0.1:{sshd.port} within 2 s" in message
+    assert "the network or the host stalled" in message
+
+
+def test_the_script_deadline_is_the_ready_timeout() -> None:
+    from pytest_specdecode.config.settings import Host, Settings
+    from pytest_specdecode.service.controllers import build_controller
+
+    settings = Settings(
+        control="script", hosts=(Host("gpu"),), restart_cmd="/opt/re {budget}", ready_timeout=20
+    )
+    controller = build_controller(settings, Path("."), None, None)
+    assert isinstance(controller, ScriptController)
+    assert controller.timeout == 20

@@ -1,4 +1,5 @@
-"""The host lease: one live config, switched once, in rank order; dead workers recovered."""
+"""The host lease: one live config, switched once, only to the scheduler's active
+config; dead workers recovered."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.service.lease import HostLease, LeaseTimeout, SwitchFailed, pid_alive
+from pytest_specdecode.service.lease import (
+    HostLease,
+    LeaseTimeout,
+    SwitchFailed,
+    pid_alive,
+    write_active,
+)
 
 ALIVE: set[int] = set()
 
@@ -35,37 +42,46 @@ def switcher(log: list[str], key: str) -> Any:
 def test_first_worker_switches_the_next_joins(tmp_path: Path) -> None:
     log: list[str] = []
     a, b = lease(tmp_path, "gw0", 100), lease(tmp_path, "gw1", 101)
-    assert a.hold("A", 0, switcher(log, "A"), timeout=1) == ({"key": "A"}, True)
-    assert b.hold("A", 0, switcher(log, "A"), timeout=1) == ({"key": "A"}, False)
+    assert a.hold("A", switcher(log, "A"), timeout=1) == ({"key": "A"}, True)
+    assert b.hold("A", switcher(log, "A"), timeout=1) == ({"key": "A"}, False)
     assert log == ["A (old None)"]
     with a._lock:
         assert a.read()["users"] == {"gw0": 100, "gw1": 101}
 
 
-def test_switch_waits_for_users_and_lower_needs(tmp_path: Path) -> None:
+def test_with_a_scheduler_only_the_active_config_may_become_live(tmp_path: Path) -> None:
     log: list[str] = []
-    a, b, c = lease(tmp_path, "gw0", 200), lease(tmp_path, "gw1", 201), lease(tmp_path, "gw2", 202)
-    a.hold("A", 0, switcher(log, "A"), timeout=1)
-    c.announce(0, keep=None)  # gw2 will run an A test next
-    with pytest.raises(LeaseTimeout, match="used by \\['gw0'\\]"):
-        b.hold("B", 1, switcher(log, "B"), timeout=0.05)
-    a.announce(1, keep=None)  # gw0 moves on to B: A has no user, but gw2 still needs A
-    with pytest.raises(LeaseTimeout):
-        b.hold("B", 1, switcher(log, "B"), timeout=0.05)
-    c.hold("A", 0, switcher(log, "A"), timeout=1)  # joins A without a restart
-    c.leave()
-    assert b.hold("B", 1, switcher(log, "B"), timeout=1) == ({"key": "B"}, True)
-    assert a.hold("B", 1, switcher(log, "B"), timeout=1)[1] is False
+    write_active(tmp_path, "host", "A")
+    a, b = lease(tmp_path, "gw0", 200), lease(tmp_path, "gw1", 201)
+    a.hold("A", switcher(log, "A"), timeout=1)
+    # gw1 asks for B while A is active: it waits for the scheduler, however long.
+    waits: list[float] = []
+
+    def scheduler(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 3:
+            write_active(tmp_path, "host", "B")
+
+    b._sleep = scheduler
+    assert b.hold("B", switcher(log, "B"), timeout=0) == ({"key": "B"}, True)
+    assert len(waits) == 3
+    # A late worker that still wants A cannot bring it back once B is active.
+    late = lease(tmp_path, "gw2", 202)
+    late._sleep = lambda seconds: (_ for _ in ()).throw(AssertionError("A must wait"))
+    with pytest.raises(AssertionError, match="A must wait"):
+        late.hold("A", switcher(log, "A"), timeout=1)
     assert log == ["A (old None)", "B (old A)"]
 
 
-def test_waiting_worker_gets_the_config_once_users_leave(tmp_path: Path) -> None:
+def test_without_a_scheduler_a_switch_waits_for_the_users(tmp_path: Path) -> None:
     log: list[str] = []
     a, b = lease(tmp_path, "gw0", 300), lease(tmp_path, "gw1", 301)
-    a.hold("A", 0, switcher(log, "A"), timeout=1)
+    a.hold("A", switcher(log, "A"), timeout=1)
+    with pytest.raises(LeaseTimeout, match="used by \\['gw0'\\]"):
+        b.hold("B", switcher(log, "B"), timeout=0.05)
     result: list[Any] = []
     waiter = threading.Thread(
-        target=lambda: result.append(b.hold("B", 1, switcher(log, "B"), timeout=5))
+        target=lambda: result.append(b.hold("B", switcher(log, "B"), timeout=5))
     )
     waiter.start()
     a.leave()
@@ -76,9 +92,9 @@ def test_waiting_worker_gets_the_config_once_users_leave(tmp_path: Path) -> None
 def test_a_dead_worker_does_not_block_the_others(tmp_path: Path) -> None:
     log: list[str] = []
     a, b = lease(tmp_path, "gw0", 400), lease(tmp_path, "gw1", 401)
-    a.hold("A", 0, switcher(log, "A"), timeout=1)
+    a.hold("A", switcher(log, "A"), timeout=1)
     ALIVE.discard(400)  # gw0 was killed while using A
-    assert b.hold("B", 1, switcher(log, "B"), timeout=1)[1] is True
+    assert b.hold("B", switcher(log, "B"), timeout=1)[1] is True
 
 
 def test_a_switcher_that_died_leaves_no_live_config(tmp_path: Path) -> None:
@@ -89,9 +105,9 @@ def test_a_switcher_that_died_leaves_no_live_config(tmp_path: Path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        a.hold("A", 0, die, timeout=1)
+        a.hold("A", die, timeout=1)
     log: list[str] = []
-    assert b.hold("A", 0, switcher(log, "A"), timeout=1)[1] is True
+    assert b.hold("A", switcher(log, "A"), timeout=1)[1] is True
 
 
 def test_a_failed_switch_is_not_retried_by_others(tmp_path: Path) -> None:
@@ -101,11 +117,10 @@ def test_a_failed_switch_is_not_retried_by_others(tmp_path: Path) -> None:
         raise RuntimeError("server for config 'A' exited with status 1")
 
     with pytest.raises(RuntimeError):
-        a.hold("A", 0, fail, timeout=1)
+        a.hold("A", fail, timeout=1)
     with pytest.raises(SwitchFailed, match="exited with status 1"):
-        b.hold("A", 0, switcher([], "A"), timeout=1)
-    a.announce(None, keep=None)  # gw0 has no more tests
-    assert b.hold("B", 1, switcher([], "B"), timeout=1)[1] is True
+        b.hold("A", switcher([], "A"), timeout=1)
+    assert b.hold("B", switcher([], "B"), timeout=1)[1] is True
 
 
 def test_a_zombie_is_not_alive() -> None:
@@ -120,3 +135,16 @@ def test_a_zombie_is_not_alive() -> None:
     assert not pid_alive(child.pid)
     assert pid_alive(os.getpid())
     child.wait()
+
+
+def test_a_worker_need_not_wait_for_tests_whose_holders_all_exited(tmp_path: Path) -> None:
+    # With -x a worker stops without running what it holds: the active config
+    # would never complete. Its holders are gone, so the next config may start.
+    a, b = lease(tmp_path, "gw0", 700), lease(tmp_path, "gw1", 701)
+    a.register()
+    write_active(tmp_path, "host", "A", ["gw0"])
+    b._sleep = lambda seconds: (_ for _ in ()).throw(AssertionError("must wait for gw0"))
+    with pytest.raises(AssertionError, match="must wait"):
+        b.hold("B", switcher([], "B"), timeout=1)
+    ALIVE.discard(700)  # gw0 exited
+    assert b.hold("B", switcher([], "B"), timeout=1)[1] is True

@@ -1,0 +1,168 @@
+"""Which process answers: the facts that prove a server is the one just started.
+
+Locally, the kernel says who listens on a port: ``/proc/net/tcp`` (and
+``tcp6``) list listening sockets with their inode, and ``/proc/PID/fd`` links
+name the socket inodes a process holds. That works for real SGLang as for
+the simulator, without any flag.
+
+Over HTTP, a server shows what it is in ``/server_info``: ``launch_command``
+(the argv it was started with) and ``random_seed`` (real SGLang draws one at
+start-up unless ``--random-seed`` is given). A change in either between
+before and after a restart proves a new process answers; their equality
+proves nothing (the same command line restarted looks the same).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_LISTEN = "0A"
+_PROC = "/proc"
+
+
+def port_busy(host: str, port: int) -> bool:
+    """Whether binding ``host:port`` fails because something already listens there.
+
+    ``SO_REUSEADDR`` as servers set it (uvicorn does), so sockets left in
+    TIME_WAIT by a stopped server do not count.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def listening_inodes(port: int, proc: str = _PROC) -> set[int] | None:
+    """Inodes of the TCP sockets listening on ``port`` (any address); None without /proc."""
+    found: set[int] = set()
+    seen_table = False
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"{proc}/net/{table}", encoding="ascii", errors="replace") as fh:
+                lines = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        seen_table = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _LISTEN:
+                continue
+            _, _, local_port = fields[1].rpartition(":")
+            with contextlib.suppress(ValueError):
+                if int(local_port, 16) == port:
+                    found.add(int(fields[9]))
+    return found if seen_table else None
+
+
+def pids_holding(inodes: set[int], proc: str = _PROC) -> set[int]:
+    """Processes holding any of the socket ``inodes`` (those this user may inspect)."""
+    if not inodes:
+        return set()
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    pids: set[int] = set()
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return pids
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        fd_dir = f"{proc}/{entry}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue  # gone, or another user's process
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") in wanted:
+                    pids.add(int(entry))
+                    break
+            except OSError:
+                continue
+    return pids
+
+
+@dataclass(frozen=True)
+class Listener:
+    """Who listens on a port: ``pids`` (empty when hidden from this user)."""
+
+    port: int
+    pids: frozenset[int]
+
+    def describe(self) -> str:
+        """``pid 4242 (python -m sglang.launch_server ...)`` or a hint when hidden."""
+        if not self.pids:
+            return f"a process this user cannot inspect (`ss -ltnp 'sport = :{self.port}'` as root)"
+        return ", ".join(f"pid {pid} ({command_line(pid)})" for pid in sorted(self.pids))
+
+
+def listener(port: int, proc: str = _PROC) -> Listener | None:
+    """Who listens on ``port`` on this machine; None where /proc cannot tell (not Linux)."""
+    inodes = listening_inodes(port, proc)
+    if inodes is None or not inodes:
+        return None
+    return Listener(port, frozenset(pids_holding(inodes, proc)))
+
+
+def session_of(pid: int, proc: str = _PROC) -> int | None:
+    """The session id of ``pid`` (a launched server is its own session leader)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # Fields after the parenthesised command: state, ppid, pgrp, session, ...
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[3])
+    except (IndexError, ValueError):
+        return None
+
+
+def command_line(pid: int, limit: int = 120, proc: str = _PROC) -> str:
+    """``pid``'s command line, shortened, for messages ("?" when unreadable)."""
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as fh:
+            words = fh.read().split(b"\0")
+    except OSError:
+        return "?"
+    text = " ".join(w.decode("utf-8", "replace") for w in words if w)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What ``/server_info`` shows of the process behind it."""
+
+    launch_command: str | None
+    random_seed: str | None
+
+    @classmethod
+    def of(cls, info: Mapping[str, Any] | None) -> Fingerprint | None:
+        """The fingerprint of a ``/server_info`` answer; None for no answer."""
+        if info is None:
+            return None
+        command = info.get("launch_command")
+        seed = info.get("random_seed")
+        return cls(
+            str(command) if command is not None else None,
+            str(seed) if seed is not None else None,
+        )
+
+    def changed(self, before: Fingerprint) -> str | None:
+        """Which field shows another process than ``before``, or None."""
+        if self.launch_command != before.launch_command:
+            return "launch_command changed"
+        if self.random_seed is not None and self.random_seed != before.random_seed:
+            return f"random_seed changed ({before.random_seed} -> {self.random_seed})"
+        return None

@@ -1,0 +1,156 @@
+"""Which test a pytest-xdist worker runs next, so each host serves one config at a time.
+
+Pure bookkeeping, no xdist: :class:`ConfigPlan` holds the collected tests,
+grouped by the config they run under (tests without a config need no server
+and go first, to anyone). Groups are taken in collection order (the plugin
+sorted them: the non-speculative baseline first); each is assigned to one
+host when a worker bound to that host asks for work and its host has nothing
+left to hand out. A host's *active* config is its first assigned group with
+tests not yet completed: the lease lets workers switch the server only to
+it (see :mod:`pytest_specdecode.service.lease`), so a config becomes live
+once, and only after every test of the group before it has completed.
+
+Invariants that keep this free of deadlocks: a worker receives groups in
+order and never an earlier group after a later one; a worker is handed the
+next group's first tests before the current one is done (pytest-xdist runs
+a test only once the worker holds the one after it, or was told to shut
+down), and then waits in the lease. Tests of a crashed worker go back to
+their group if no worker moved past it yet, else into a new group for the
+same config at the end (the config is then applied again: a crash may have
+taken the server with it anyway).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Group:
+    """The tests of one config, in one pass (``generation`` > 0: re-run after a crash)."""
+
+    key: str
+    generation: int = 0
+    pool: deque[int] = field(default_factory=deque)
+    incomplete: int = 0
+    sent_any: bool = False
+
+
+class ConfigPlan:
+    """Tests grouped by config key, handed out per host in group order."""
+
+    def __init__(self, collection: Sequence[str], groups: Mapping[str, str]) -> None:
+        self.collection = list(collection)
+        self.free: deque[int] = deque()
+        self.groups: list[Group] = []
+        self.group_of: list[int | None] = []
+        by_key: dict[str, int] = {}
+        for index, nodeid in enumerate(self.collection):
+            key = groups.get(nodeid)
+            if key is None:
+                self.free.append(index)
+                self.group_of.append(None)
+                continue
+            if key not in by_key:
+                by_key[key] = len(self.groups)
+                self.groups.append(Group(key))
+            group = self.groups[by_key[key]]
+            group.pool.append(index)
+            group.incomplete += 1
+            self.group_of.append(by_key[key])
+        self.unassigned: deque[int] = deque(range(len(self.groups)))
+        self.assigned: dict[str, list[int]] = {}
+        self.done: set[int] = set()
+
+    def key_of(self, index: int) -> str | None:
+        """The config key test ``index`` runs under (None: no server needed)."""
+        group = self.group_of[index]
+        return None if group is None else self.groups[group].key
+
+    def next_for(self, host: str, *, orphans: Iterable[str] = ()) -> int | None:
+        """The next test for a worker bound to ``host``, or None when ``host`` has no more.
+
+        ``orphans`` are hosts no live worker serves any more (their workers
+        crashed): their groups' remaining tests move to ``host``.
+        """
+        if self.free:
+            return self.free.popleft()
+        mine = self.assigned.setdefault(host, [])
+        for g in mine:
+            if self.groups[g].pool:
+                return self._take(g)
+        if self.unassigned:
+            g = self.unassigned.popleft()
+            mine.append(g)
+            return self._take(g)
+        for other in orphans:
+            if other == host:
+                continue
+            for g in list(self.assigned.get(other, [])):
+                if self.groups[g].pool:
+                    self.assigned[other].remove(g)
+                    mine.append(g)
+                    return self._take(g)
+        return None
+
+    def _take(self, g: int) -> int:
+        group = self.groups[g]
+        group.sent_any = True
+        return group.pool.popleft()
+
+    def complete(self, index: int) -> None:
+        """Test ``index`` finished (passed, failed or crashed its worker)."""
+        if index in self.done:
+            return
+        self.done.add(index)
+        g = self.group_of[index]
+        if g is not None:
+            self.groups[g].incomplete -= 1
+
+    def put_back(self, indices: Iterable[int]) -> None:
+        """Tests handed out but not run (their worker died) go out again, in order."""
+        retry: dict[int, int] = {}  # passed group -> its new group
+        for index in reversed(list(indices)):
+            g = self.group_of[index]
+            if g is None:
+                self.free.appendleft(index)
+                continue
+            if not self._passed(g):
+                self.groups[g].pool.appendleft(index)
+                continue
+            if g not in retry:
+                old = self.groups[g]
+                retry[g] = len(self.groups)
+                self.groups.append(Group(old.key, old.generation + 1))
+                self.unassigned.append(retry[g])
+            new = self.groups[retry[g]]
+            self.groups[g].incomplete -= 1
+            new.pool.appendleft(index)
+            new.incomplete += 1
+            self.group_of[index] = retry[g]
+
+    def _passed(self, g: int) -> bool:
+        """Whether a later group of the same host has had tests sent (a worker moved on)."""
+        for mine in self.assigned.values():
+            if g in mine:
+                return any(self.groups[later].sent_any for later in mine[mine.index(g) + 1 :])
+        return False
+
+    def active_group(self, host: str) -> int | None:
+        """The group ``host`` may serve now: its first assigned one with tests to finish."""
+        for g in self.assigned.get(host, []):
+            if self.groups[g].incomplete > 0:
+                return g
+        return None
+
+    def active(self, host: str) -> str | None:
+        """The config key ``host`` may serve now."""
+        g = self.active_group(host)
+        return None if g is None else self.groups[g].key
+
+    @property
+    def exhausted(self) -> bool:
+        """Every test has been handed out."""
+        return not self.free and not any(group.pool for group in self.groups)

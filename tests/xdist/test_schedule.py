@@ -1,0 +1,201 @@
+"""The config scheduler: each host serves one config at a time, each config once.
+
+The scheduler runs against fake xdist workers that behave as real ones do: a
+worker runs a test only when it holds the next one too (or was told to shut
+down), and a test of a config waits (in the lease) until its host's active
+config is that one. Random timings over many seeds, the interleaved
+two-config case of the defect, several hosts, and a crashed worker.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdecode.service.schedule import ConfigPlan
+from pytest_specdecode.service.xdist import GROUPS, ConfigScheduling
+
+
+@dataclass
+class Gateway:
+    id: str
+
+
+@dataclass(eq=False)
+class FakeNode:
+    """A worker: holds what it was sent, runs a test once it holds two or is shutting down."""
+
+    gateway: Gateway
+    held: list[int] = field(default_factory=list)
+    shutting_down: bool = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        assert not self.shutting_down, "sent tests after shutdown"
+        self.held.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+    def can_run(self) -> bool:
+        return len(self.held) >= 2 or (self.shutting_down and bool(self.held))
+
+
+class FakeConfig:
+    """Just what ``parse_tx_spec_config`` reads: ``-n N``."""
+
+    def __init__(self, workers: int) -> None:
+        self.option = type("Opt", (), {"tx": [f"{workers}*popen"], "dist": "load"})()
+
+    def getvalue(self, name: str) -> Any:
+        return getattr(self.option, name, None)
+
+    def getoption(self, name: str) -> Any:
+        return getattr(self.option, name, None)
+
+
+def interleaved(n: int = 12) -> tuple[list[str], dict[str, str]]:
+    """The defect's case after the plugin sorted it: budget 4 tests, then budget 8 tests."""
+    ids = [f"test_m.py::test_{i:02d}" for i in range(n)]
+    groups = {nodeid: ("b4" if i % 2 == 0 else "b8") for i, nodeid in enumerate(ids)}
+    ordered = sorted(ids, key=lambda nodeid: groups[nodeid])
+    return ordered, groups
+
+
+def simulate(
+    tmp_path: Path,
+    collection: list[str],
+    groups: dict[str, str],
+    *,
+    workers: int,
+    host_of: Callable[[str], str],
+    seed: int,
+    crash: int | None = None,
+) -> dict[str, list[str]]:
+    """Run the schedule to the end; return each host's sequence of live configs."""
+    (tmp_path / GROUPS).write_text(json.dumps(groups))
+    published: dict[str, str | None] = {}
+
+    def publish(host: str, key: str | None, holders: list[str]) -> None:
+        published[host] = key
+
+    sched = ConfigScheduling(
+        FakeConfig(workers),  # type: ignore[arg-type]
+        None,
+        tmp_path,
+        host_of,
+        publish=publish,
+    )
+    nodes = [FakeNode(Gateway(f"gw{i}")) for i in range(workers)]
+    for node in nodes:
+        sched.add_node(node)
+    for node in nodes:
+        sched.add_node_collection(node, collection)
+    assert sched.collection_is_completed
+    sched.schedule()
+    rng = random.Random(seed)
+    live: dict[str, list[str]] = {}
+    ran = 0
+    while sched.has_pending:
+        assert sched.plan is not None
+        runnable = []
+        for node in nodes:
+            if not node.can_run():
+                continue
+            key = sched.plan.key_of(node.held[0])
+            host = host_of(node.gateway.id)
+            assert published.get(host) == sched.plan.active(host)
+            if key is None or published.get(host) == key:
+                runnable.append(node)
+        assert runnable, f"deadlock: {[(n.gateway.id, n.held) for n in nodes]}"
+        node = rng.choice(runnable)
+        index = node.held[0]
+        key = sched.plan.key_of(index)
+        host = host_of(node.gateway.id)
+        if key is not None and (not live.get(host) or live[host][-1] != key):
+            live.setdefault(host, []).append(key)
+        ran += 1
+        if crash is not None and ran == crash:
+            node.held.clear()
+            nodes.remove(node)
+            crashed = sched.remove_node(node)
+            assert crashed == collection[index]
+            replacement = FakeNode(Gateway(f"gw{workers + len(nodes)}"))
+            nodes.append(replacement)
+            sched.add_node(replacement)
+            sched.add_node_collection(replacement, collection)
+            sched.schedule()
+            continue
+        node.held.pop(0)
+        sched.mark_test_complete(node, index)
+        for done in [n for n in nodes if n.shutting_down and not n.held]:
+            nodes.remove(done)  # the worker ends: xdist removes it
+            assert sched.remove_node(done) is None
+    assert not nodes, "every worker was told to shut down"
+    assert sched.tests_finished
+    return live
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_interleaved_configs_start_once_each_whatever_the_timing(
+    tmp_path: Path, workers: int
+) -> None:
+    collection, groups = interleaved()
+    for seed in range(200):
+        live = simulate(
+            tmp_path, collection, groups, workers=workers, host_of=lambda w: "h", seed=seed
+        )
+        assert live == {"h": ["b4", "b8"]}, seed
+
+
+def test_each_config_runs_on_one_host_and_hosts_work_in_parallel(tmp_path: Path) -> None:
+    ids = [f"t::c{c}_{n}" for c in range(8) for n in range(3)] + ["t::plain"]
+    groups = {nodeid: nodeid.split("::")[1].split("_")[0] for nodeid in ids if "_" in nodeid}
+    hosts = {"gw0": "h1", "gw1": "h2", "gw2": "h1", "gw3": "h2"}
+    for seed in range(50):
+        live = simulate(tmp_path, ids, groups, workers=4, host_of=hosts.__getitem__, seed=seed)
+        applied = [key for keys in live.values() for key in keys]
+        assert sorted(applied) == sorted(set(groups.values())), (seed, live)
+        assert len(live) == 2
+
+
+def test_a_crashed_worker_does_not_bring_a_config_back(tmp_path: Path) -> None:
+    collection, groups = interleaved()
+    for seed in range(50):
+        for crash in (1, 3, 6, 9):
+            live = simulate(
+                tmp_path,
+                collection,
+                groups,
+                workers=2,
+                host_of=lambda w: "h",
+                seed=seed,
+                crash=crash,
+            )
+            assert live == {"h": ["b4", "b8"]}, (seed, crash)
+
+
+def test_the_plan_hands_out_free_tests_first_and_configs_in_order() -> None:
+    plan = ConfigPlan(["a1", "free", "a2", "b1"], {"a1": "A", "a2": "A", "b1": "B"})
+    assert plan.next_for("h") == 1  # no config: no server needed
+    assert plan.active("h") is None
+    assert [plan.next_for("h"), plan.next_for("h")] == [0, 2]
+    assert plan.active("h") == "A"
+    assert plan.next_for("h") == 3  # looked ahead to B, but A stays active
+    assert plan.active("h") == "A"
+    plan.complete(0)
+    plan.complete(2)
+    assert plan.active("h") == "B"
+    assert plan.next_for("h") is None
+    assert plan.exhausted
+
+
+def test_dist_each_is_refused_in_one_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("-n", "1", "--dist", "each", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dist each runs every test on every worker*"])
