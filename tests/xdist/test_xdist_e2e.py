@@ -17,7 +17,7 @@ import pytest
 def test_coding(dflash_problem, dflash_coding):
     dflash_coding.check(dflash_problem)
 """
-CORE = "is_palindrome or fib or merge_sorted or word_count or gcd or reverse_words"
+CORE = "is_palindrome or word_count or reverse_words"
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -38,13 +38,13 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     (sim_ini.path / "tox.ini").write_text(ini)
     sim_ini.makepyfile(test_c=CODING)
     gate = ("--dflash-min-pass-rate", "0.99")
-    parallel = run(sim_ini, "-n", "4", *gate)
+    parallel = run(sim_ini, "-n", "2", *gate)
     logs = server_logs()
     assert len(logs) == 2, [str(p) for p in logs]
     assert sorted(p.read_text().count("The server is fired up") for p in logs) == [1, 1]
     rates = outcome(sim_ini)
-    assert all(rate["total"] == 6 for rate in rates.values())
-    assert any(rate["passed"] < 6 for rate in rates.values()), "the seed gives wrong answers"
+    assert all(rate["total"] == 3 for rate in rates.values())
+    assert any(rate["passed"] < 3 for rate in rates.values()), "the seed gives wrong answers"
     serial = run(sim_ini, *gate)
     assert outcome(sim_ini) == rates
     assert parallel.ret == serial.ret == pytest.ExitCode.TESTS_FAILED
