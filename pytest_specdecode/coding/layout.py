@@ -282,6 +282,8 @@ def bwrap_argv(
     argv += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", WORKDIR]
     if as_root:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if as_pid_1:  # the warm template kills the answers' processes (other uids)
+            argv += ["--cap-add", "CAP_KILL"]
     return [*argv, *command]
 
 

@@ -25,9 +25,11 @@ fds attached with SCM_RIGHTS; the parent sends, the template answers each:
    uid, working directory, code) from ``request``. Answer ``{"id": n}``.
 3. ``{"op": "status", "id": n, "timeout": s}``: the answer's exit status once
    it has exited (``-signal`` when killed), else null.
-4. ``{"op": "end", "id": n, "uid": u}``: kill every process of the answer,
-   empty ``/tmp`` and ``/dev/shm``, check that nothing is left (no process,
-   no file, no SysV IPC object); answer ``{"id": n, "clean": true}`` or
+4. ``{"op": "end", "id": n, "uid": u}``: kill every process of the answer
+   (pid 1 does it: ``kill(-1)`` and reaping until it has no child; as root it
+   holds CAP_KILL for that, nothing else beyond CAP_SETUID/CAP_SETGID), empty
+   ``/tmp`` and ``/dev/shm`` as the answer's uid, check that nothing is left
+   (no process, no file, no SysV IPC object); answer ``{"id": n, "clean": true}`` or
    ``{"id": n, "clean": false, "why": "..."}``. The parent then throws this
    sandbox away and starts a fresh one: nothing unclean reaches the next answer.
 """
@@ -93,22 +95,6 @@ def _answer(fds: list[int], answer_main: Callable[[], None]) -> None:
         os._exit(code)
 
 
-def _alive_others(me: int) -> list[int]:
-    """Pids in this sandbox other than the template and ``me`` that are not yet dead."""
-    alive = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in (1, me):
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            alive.append(int(entry))
-    return alive
-
-
 def _clear(path: str) -> None:
     """Remove everything inside the directory ``path``, however deep.
 
@@ -157,33 +143,29 @@ def _unlink_files(fd: int) -> list[str]:
     return subdirs
 
 
-def _sweep(uid: int | None) -> None:
-    """In a forked helper, as the answer's uid: kill all its processes, remove its files."""
-    code = 1
-    try:
-        if uid is not None:
+def _wipe(uid: int | None) -> None:
+    """Empty the answer's tmpfs, as its uid (root: in a forked helper, the files are its)."""
+    if uid is None:
+        for path in SCRATCH:
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o1777)  # the answer owned it, and may have changed it
+            _clear(path)
+        return
+    helper = os.fork()
+    if helper == 0:
+        code = 1
+        try:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-        me = os.getpid()
-        deadline = time.monotonic() + GRACE
-        # kill(-1) reaches every process we may signal but pid 1 and ourselves;
-        # a fork in flight may miss one round, so until none is left alive.
-        while True:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)
-            if not _alive_others(me):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError("processes of the answer survived SIGKILL")
-            time.sleep(0.001)
-        for path in SCRATCH:
-            with contextlib.suppress(OSError):
-                os.chmod(path, 0o1777)  # not root: the answer owned it and may have changed it
-            _clear(path)
-        code = 0
-    finally:
-        os._exit(code)
+            for path in SCRATCH:
+                _clear(path)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(helper, 0)
+    if status != 0:
+        raise OSError(f"removing the answer's files failed (status {_exit_code(status)})")
 
 
 def _leftovers() -> list[str]:
@@ -249,31 +231,40 @@ class _Template:
 
     def end(self, msg: dict[str, Any]) -> None:
         why: list[str] = []
-        helper = os.fork()
-        if helper == 0:
-            self.control.close()
-            _sweep(msg.get("uid"))
-        _, status = os.waitpid(helper, 0)
-        if status != 0:
-            why.append(f"the sweep failed (status {_exit_code(status)})")
-        # Everything in the sandbox descends from us: no child left means no process left.
-        deadline = time.monotonic() + GRACE
-        while True:
+        if not self._kill_all():
+            why.append("a process of the answer survived SIGKILL")
+        else:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid:
-                self.codes[pid] = _exit_code(status)
-            elif time.monotonic() > deadline:
-                why.append("a process of the answer is still running")
-                break
-            else:
-                time.sleep(0.001)
+                _wipe(msg.get("uid"))
+            except OSError as exc:
+                why.append(f"removing its files failed: {exc}")
         why += _leftovers()
         self.pids.pop(msg["id"], None)
         self.codes.clear()
         self.send({"id": msg["id"], "clean": not why, "why": "; ".join(why)})
+
+    def _kill_all(self) -> bool:
+        """SIGKILL every other process in the sandbox until none is left; False on timeout.
+
+        Done here, not in a helper of the answer's uid: a process of the answer
+        could kill the helper, but cannot signal pid 1. Everything in the sandbox
+        descends from us, so once we have no child (dead or alive) nothing is left.
+        """
+        deadline = time.monotonic() + GRACE
+        while True:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)  # all we may signal but ourselves
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    return True
+                if not pid:
+                    break
+                self.codes[pid] = _exit_code(status)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
 
     def serve(self) -> None:
         while True:
