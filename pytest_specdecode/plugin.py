@@ -124,6 +124,8 @@ def dflash_lossless(request: pytest.FixtureRequest, dflash_service: ServiceHandl
 @pytest.fixture
 def dflash_coding(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> Any:
     """Asks the model a coding problem and checks the answer in the sandbox."""
-    from pytest_specdecode.coding.runner import CodingRunner
+    from pytest_specdecode.coding.runner import CodingRunner, session_checker
 
-    return CodingRunner(_session(request).settings, dflash_service, request.node)
+    settings = _session(request).settings
+    checker = session_checker(request.config, settings)
+    return CodingRunner(settings, dflash_service, request.node, checker=checker)

@@ -267,6 +267,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="Wall-time limit for checking one answer in the sandbox. Default: 10",
     )
     add(
+        "--dflash-check-workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Coding answers checked at once, each in a warm sandbox of its own. "
+        "Default: every core this process may use (split among xdist workers)",
+    )
+    add(
         "--dflash-sandbox",
         choices=SANDBOX_MODES,
         default=None,
@@ -385,6 +393,7 @@ def add_options(parser: pytest.Parser) -> None:
     ini("dflash_config", "Default config, e.g. 'budget=8,window=2048'.", default="")
     ini("dflash_min_pass_rate", "Coding pass-rate gate.", default="")
     ini("dflash_sandbox", "Coding sandbox: " + ", ".join(SANDBOX_MODES) + ".", default="")
+    ini("dflash_check_workers", "Coding answers checked at once. Default: all cores.", default="")
     ini(
         "dflash_system_prompt",
         "System prompt of coding questions (chat). Default: ask for one fenced Python function.",
