@@ -74,8 +74,12 @@ def _answer(fds: list[int], answer_main: Callable[[], None]) -> None:
     code = 70
     try:
         request, reply, errors, *groups = fds
-        for fd in groups:  # into the answer's cgroups before anything else runs
-            os.write(fd, b"0")
+        try:
+            for fd in groups:  # into the answer's cgroups before anything else runs
+                os.write(fd, b"0")
+        except OSError as exc:
+            os.write(errors, f"cannot join the answer's cgroup: {exc}\n".encode())
+            raise
         os.setsid()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has it
         for target, fd in ((0, request), (1, reply), (2, errors)):

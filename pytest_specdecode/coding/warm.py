@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,7 +51,9 @@ from pytest_specdecode.coding.values import one_line
 # What answers import most (HumanEval's and the built-ins' solutions), loaded once.
 WARM_PREIMPORT = [*PREIMPORT, "json", "ctypes", "traceback"]
 START_TIMEOUT = 30.0
-END_TIMEOUT = 15.0  # the template's own sweep gives up after 5 s, its reaping after 5 more
+RUN_TIMEOUT = 10.0  # for the template to fork an answer
+END_TIMEOUT = 15.0  # the template gives up killing after 5 s; then the files
+START_FAILURES = 2  # sandboxes that fail to start before the pool stops trying
 
 Key = tuple[int, tuple[str, ...], bool]  # (tmpfs bytes, extra hidden paths, as root)
 
@@ -178,7 +181,7 @@ class WarmSandbox:
         try:
             self._ask(
                 {"op": "run", "id": answer},
-                START_TIMEOUT,
+                RUN_TIMEOUT,
                 [request_r, reply_w, stderr_fd, *group_fds],
             )
         except BaseException:
@@ -229,7 +232,14 @@ class SandboxPool:
         self.unavailable: str | None = None  # why warm sandboxes cannot work here
         self._idle: dict[Key, list[WarmSandbox]] = {}
         self._lock = threading.Lock()
+        self._failures = 0
         self.started = 0
+        _POOLS.add(self)
+
+    def _forget(self) -> None:
+        """In a forked child: the idle sandboxes are the parent's, not to be used or closed."""
+        self._lock = threading.Lock()
+        self._idle = {}
 
     def acquire(self, key: Key) -> WarmSandbox:
         """An idle warm sandbox for ``key``, or a new one; raises WarmUnavailable."""
@@ -247,10 +257,15 @@ class SandboxPool:
         try:
             sandbox = WarmSandbox(key)
         except WarmUnavailable as exc:
-            self.unavailable = str(exc)
+            with self._lock:
+                self._failures += 1
+                # A refusal (no prctl) is final; a start that failed may be the load.
+                if self._failures >= START_FAILURES or "non-dumpable" in str(exc):
+                    self.unavailable = str(exc)
             raise
         with self._lock:
             self.started += 1
+            self._failures = 0
         return sandbox
 
     def release(self, sandbox: WarmSandbox) -> None:
@@ -271,6 +286,15 @@ class SandboxPool:
             sandbox.close()
 
 
+_POOLS: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for pool in list(_POOLS):
+        pool._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 _DEFAULT = SandboxPool()
 
 

@@ -301,11 +301,63 @@ def test_what_the_template_cannot_clean_ends_the_sandbox(pool: SandboxPool) -> N
     assert after["sysv"] == [1, 1, 1]  # headers only
 
 
+# Outside its own tmpfs an answer can write nothing: the root and /dev tmpfs
+# that bwrap builds are read-only (not root, the answer would own them).
+WRITE_PROBE = """
+import os
+
+def probe():
+    seen = {}
+    for folder in ('/', '/etc', '/usr', '/usr/lib', '/dev', '/tmp', '/dev/shm'):
+        try:
+            with open(os.path.join(folder, 'planted'), 'w') as fh:
+                fh.write('x')
+            os.unlink(os.path.join(folder, 'planted'))
+            seen[folder] = 'written'
+        except OSError as exc:
+            seen[folder] = type(exc).__name__
+    return seen
+"""
+WRITABLE = {"/tmp", "/dev/shm"}
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+def test_only_the_answers_tmpfs_take_writes(warm: bool) -> None:
+    seen = call(WRITE_PROBE, "probe", warm)
+    assert {k for k, v in seen.items() if v == "written"} == WRITABLE, seen
+
+
+# The fresh sandbox (warm=False, and where no warm one can be had) still holds.
+FRESH_HOSTILE = {
+    "os-exit-at-load": ("import os\nos._exit(0)\n", "error", "exited with status 0"),
+    "patch-builtins": (
+        "import builtins\nbuiltins.isinstance = lambda *a: True\n" + WRONG,
+        "error",
+        "exited with status 1",
+    ),
+    "daemon": (
+        "import os, time\ndef gcd(a, b):\n    if os.fork() == 0:\n        os.setsid()\n"
+        "        time.sleep(60)\n    return 1\n",
+        "failed",
+        "returned 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_HOSTILE))
+def test_the_fresh_sandbox_still_holds(name: str) -> None:
+    code, status, reason = FRESH_HOSTILE[name]
+    verdict = check_answer(GCD, code, timeout=3.0, examples=5, mode="bwrap", warm=False)
+    assert (verdict.passed, verdict.status) == (False, status)
+    assert reason in verdict.reason
+
+
 # The cross-answer attacks again, as an unprivileged user (created by root here):
 # the template then shares the answers' uid and only its own protection holds.
 NONROOT_SCRIPT = """
 import json, sys
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
+from pytest_specdecode.coding.sandbox import Sandbox
 from pytest_specdecode.coding.warm import SandboxPool
 
 args = json.loads(sys.argv[1])
@@ -320,6 +372,9 @@ if out["mode"] == "bwrap":
             runs.append([v.passed, v.status, v.reason])
         out["runs"][kind] = [runs, pool.started, pool.unavailable]
         pool.close()
+    with Sandbox(args["write_probe"], "probe", mode="bwrap") as box:
+        box.ready()
+        out["writes"] = box.call(())
 print(json.dumps(out))
 """
 
@@ -362,6 +417,7 @@ def test_the_attacks_as_an_unprivileged_user(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(source), "HOME": str(tmp_path)}
     env["TMPDIR"] = str(tmp_path)
     args = {"attacks": {k: attack(k) for k in ATTACKS}, "right": RIGHT, "wrong": WRONG}
+    args["write_probe"] = WRITE_PROBE
     switch = os.geteuid() == 0
     proc = subprocess.run(
         [python, "-c", NONROOT_SCRIPT, json.dumps(args)],
@@ -386,3 +442,6 @@ def test_the_attacks_as_an_unprivileged_user(tmp_path: Path) -> None:
         assert right == [True, "passed", "passed 25 cases"], kind
         assert wrong[:2] == [False, "failed"], kind
         assert (started, unavailable) == (1, None), kind
+    ok, seen = out["writes"]
+    assert ok
+    assert {k for k, v in seen.items() if v == "written"} == WRITABLE, seen
