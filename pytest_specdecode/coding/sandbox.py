@@ -221,10 +221,15 @@ class Sandbox:
                 self._start_warm(pool, key_for(self.limits, hide, as_root=root))
             if self.warm is None:
                 self._start_fresh(hide, root)
+            os.set_blocking(self._wfd, False)
+            os.set_blocking(self._rfd, False)
         except BaseException:
             self._stderr.close()
             self._closed = True
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(Exception):
+                if self.warm is not None and self._pool is not None:
+                    self.warm.broken = True  # its answer was never ended: not to be reused
+                    self._pool.release(self.warm)
                 if self.group is not None:
                     self.group.close()
                 if self.workdir is not None:
@@ -232,8 +237,6 @@ class Sandbox:
             raise
         # Starting a warm sandbox is not the answer's time: its deadline starts now.
         self.deadline = deadline if deadline is not None else clock() + self.limits.timeout
-        os.set_blocking(self._wfd, False)
-        os.set_blocking(self._rfd, False)
         setup = {
             "uid": self.uid,
             "gid": self.uid,
@@ -484,6 +487,8 @@ class Sandbox:
                 left[0] = sandbox.end(self._answer, self.uid)
 
         step(end)
+        if left[0] is not None:
+            sandbox.broken = True  # not clean, or the template did not say: not reused
         step(lambda: pool.release(sandbox))
         return left[0] is None
 

@@ -28,7 +28,7 @@ import pytest
 import pytest_specdecode
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
 from pytest_specdecode.coding.sandbox import Sandbox
-from pytest_specdecode.coding.warm import SandboxPool
+from pytest_specdecode.coding.warm import SandboxPool, WarmSandbox
 
 GCD = next(p for p in builtin_problems() if p.name == "gcd")
 needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap not usable here")
@@ -299,6 +299,21 @@ def test_what_the_template_cannot_clean_ends_the_sandbox(pool: SandboxPool) -> N
     after = call(PROBE, "probe", pool)
     assert pool.started == 2  # a new sandbox: the segment went with the old one
     assert after["sysv"] == [1, 1, 1]  # headers only
+
+
+def test_a_failing_clean_up_is_an_error_and_the_sandbox_is_not_reused(
+    pool: SandboxPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: WarmSandbox, answer: int, uid: int | None) -> str | None:
+        raise RuntimeError("lost track of the answer")
+
+    monkeypatch.setattr(WarmSandbox, "end", broken)
+    passed, status, reason = judge(RIGHT, pool)
+    assert (passed, status) == (False, "error")
+    assert "cleaning up after the answer failed: RuntimeError: lost track of the answer" in reason
+    monkeypatch.undo()
+    assert judge(RIGHT, pool)[0]
+    assert pool.started == 2  # the sandbox whose answer was not ended is gone
 
 
 # Outside its own tmpfs an answer can write nothing: the root and /dev tmpfs
