@@ -93,7 +93,7 @@ def test_samples_are_checked_while_the_next_is_generated(monkeypatch: pytest.Mon
     sent = [threading.Event() for _ in range(samples)]
     lock = threading.Lock()
     judged: list[int] = []
-    real = runner_module.check_reply
+    real = check_reply
 
     def judge(problem: Problem, reply: str, **kwargs: Any) -> Verdict:
         # Check k finishes only once answer k+1 was asked for: checking one answer
@@ -166,3 +166,19 @@ def test_the_summary_shows_generating_and_checking_time() -> None:
         "coding time under DFLASH budget=8: generating 39.5 s, checking 2.2 s (20 answers; "
         "checks run in parallel with generation)"
     ) in render(report)
+
+
+def test_the_side_by_side_benchmark_fails_above_its_ratio() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "check_vs_humaneval.py"
+    spec = importlib.util.spec_from_file_location("check_vs_humaneval", path)
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.verdict([3.0, 2.0, 9.0], [2.0, 2.0, 2.0], 1.5) == (1.5, [])
+    ratio, failures = bench.verdict([3.1, 3.2, 1.0], [2.0, 2.0, 2.0], 1.5)
+    assert ratio == pytest.approx(1.55)
+    assert failures == ["ratio 1.55 exceeds 1.5"]
