@@ -131,6 +131,8 @@ def dflash_lossless(
 @pytest.fixture
 def dflash_coding(request: pytest.FixtureRequest, dflash_service: ServiceHandle) -> CodingRunner:
     """Asks the model a coding problem and checks the answer in the sandbox."""
-    from pytest_specdecode.coding.runner import CodingRunner
+    from pytest_specdecode.coding.runner import CodingRunner, session_checker
 
-    return CodingRunner(_session(request).settings, dflash_service, request.node)
+    settings = _session(request).settings
+    checker = session_checker(request.config, settings)
+    return CodingRunner(settings, dflash_service, request.node, checker=checker)

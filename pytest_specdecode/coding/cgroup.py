@@ -165,6 +165,10 @@ class AnswerGroup:
         for fd in self._fds:
             os.write(fd, b"0")
 
+    def procs_fds(self) -> list[int]:
+        """The open ``cgroup.procs`` files: writing ``0`` to each moves the writer in."""
+        return list(self._fds)
+
     def processes(self) -> list[int]:
         pids: set[int] = set()
         for _version, path in self.dirs:

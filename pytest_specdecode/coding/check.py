@@ -16,13 +16,17 @@ calls to the worker.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import os
 import random
+import threading
 import time
 import traceback
+import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -40,6 +44,7 @@ from pytest_specdecode.coding.values import (
     show,
     show_call,
 )
+from pytest_specdecode.coding.warm import SandboxPool
 from pytest_specdecode.coding.worker import describe
 
 Status = Literal["passed", "failed", "timeout", "no-code", "error"]
@@ -131,6 +136,11 @@ def _settings(examples: int, phases: Sequence[Phase]) -> settings:
     )
 
 
+# Hypothesis runs and warnings.catch_warnings() are process-wide: one at a time
+# when answers are judged in parallel threads.
+_HYPOTHESIS = threading.RLock()
+
+
 def _run_hypothesis(
     strategy: ArgsStrategy, examples: int, phases: Sequence[Phase], body: Callable[[Any], None]
 ) -> None:
@@ -139,16 +149,39 @@ def _run_hypothesis(
     def run(args: Any) -> None:
         body(args)
 
-    with warnings.catch_warnings():
+    with _HYPOTHESIS, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _settings(examples, phases)(given(strategy)(run))()
 
 
+# Derandomized generation gives the same inputs every time: one run per
+# strategy (with pass@k the k answers to a problem share it; it costs more than
+# checking a warm answer), and the reference's outcomes on them once per problem.
+_INPUTS: dict[tuple[int, int], tuple[ArgsStrategy, list[tuple[Any, ...]]]] = {}
+_EXPECTED: weakref.WeakKeyDictionary[Problem, dict[int, list[_Outcome]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def generate_inputs(strategy: ArgsStrategy, examples: int) -> list[tuple[Any, ...]]:
-    """The derandomized inputs hypothesis draws for ``strategy`` (reproducible)."""
-    out: list[tuple[Any, ...]] = []
-    _run_hypothesis(strategy, examples, [Phase.generate], lambda a: out.append(tuple(a)))
-    return out
+    """The derandomized inputs hypothesis draws for ``strategy`` (reproducible; cached)."""
+    with _HYPOTHESIS:
+        cached = _INPUTS.get((id(strategy), examples))
+        if cached is None or cached[0] is not strategy:
+            out: list[tuple[Any, ...]] = []
+            _run_hypothesis(strategy, examples, [Phase.generate], lambda a: out.append(tuple(a)))
+            cached = _INPUTS[id(strategy), examples] = (strategy, out)
+        return list(cached[1])
+
+
+def _expected(problem: Problem, examples: int, inputs: list[tuple[Any, ...]]) -> list[_Outcome]:
+    """The reference's outcomes on ``inputs`` (the problem's for ``examples``), once."""
+    with _HYPOTHESIS:
+        known = _EXPECTED.setdefault(problem, {})
+        if examples not in known or len(known[examples]) != len(inputs):
+            reference = problem.reference_function()
+            known[examples] = [_reference(reference, args) for args in inputs]
+        return known[examples]
 
 
 def _shrink(
@@ -183,12 +216,13 @@ def _shrink(
 
 
 def _differential(problem: Problem, sandbox: Sandbox, examples: int) -> tuple[Verdict | None, int]:
-    reference = problem.reference_function()
     fixed = [tuple(c) for c in problem.cases]
     strategy = problem.strategy if examples > 0 else None
     generated = generate_inputs(strategy, examples) if strategy is not None else []
     inputs = fixed + generated
-    expected = [_reference(reference, args) for args in inputs]
+    expected = _expected(problem, examples, inputs)
+    if not inputs:
+        return None, 0
     try:
         ids = [sandbox.submit(args) for args in inputs]
     except SandboxError as exc:  # defensive: submit only writes, but the pipe may be gone
@@ -207,7 +241,7 @@ def _differential(problem: Problem, sandbox: Sandbox, examples: int) -> tuple[Ve
                 sandbox.drain()
             except SandboxError as exc:
                 raise _Stop(exc, call) from None
-            shrunk = _shrink(problem, sandbox, reference, examples)
+            shrunk = _shrink(problem, sandbox, problem.reference_function(), examples)
             if shrunk is not None:
                 bad, want, got = shrunk
         shown = show_call(problem.entry_point, bad)
@@ -241,15 +275,14 @@ def _run_check(problem: Problem, sandbox: Sandbox) -> Verdict | None:
             raise RuntimeError(f"{call} raised {payload}")
         return payload
 
-    namespace: dict[str, Any] = {"__name__": "__check__"}
+    # Some dataset checks draw from the global `random`: theirs is seeded for
+    # reproducible runs and private, so checks in parallel threads neither race
+    # nor touch the test process's own.
+    namespace: dict[str, Any] = {"__name__": "__check__", "__builtins__": _check_builtins()}
     exec(compile(problem.preamble, "<preamble>", "exec"), namespace)
     # Some checks call the function by name (HumanEval/33): that is the candidate too.
     namespace[problem.entry_point] = candidate
     exec(compile(problem.check, "<check>", "exec"), namespace)
-    # Some dataset checks draw from the global `random`: seed it for reproducible
-    # runs and give the test process its state back afterwards.
-    state = random.getstate()
-    random.seed(0)
     try:
         namespace["check"](candidate)
     except _Stop:
@@ -261,9 +294,28 @@ def _run_check(problem: Problem, sandbox: Sandbox) -> Verdict | None:
         return Verdict(
             False, "failed", f"check failed at {what}{detail}", last[0] if last else None
         )
-    finally:
-        random.setstate(state)
     return None
+
+
+def _seeded_random() -> types.ModuleType:
+    """A ``random`` module whose functions draw from a private ``Random(0)``."""
+    private = random.Random(0)
+    module = types.ModuleType("random", random.__doc__)
+    for name, value in vars(random).items():
+        shared = isinstance(value, types.MethodType) and value.__self__ is random._inst
+        setattr(module, name, getattr(private, name) if shared else value)
+    return module
+
+
+def _check_builtins() -> dict[str, Any]:
+    """Builtins whose ``import random`` gives a fresh :func:`_seeded_random`."""
+    own = _seeded_random()
+    real_import = builtins.__import__
+
+    def importer(name: str, *args: Any, **kwargs: Any) -> Any:
+        return own if name == "random" else real_import(name, *args, **kwargs)
+
+    return {**vars(builtins), "__import__": importer}
 
 
 def check_answer(
@@ -277,6 +329,7 @@ def check_answer(
     hide: Sequence[str] = (),
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
+    warm: bool | SandboxPool = True,
 ) -> Verdict:
     """Run ``code`` in a sandbox and judge it against ``problem``; never raises.
 
@@ -284,7 +337,9 @@ def check_answer(
     call, shrinking), ending at ``deadline`` (on ``clock``) when given;
     ``limits`` overrides memory/disk/process limits (its timeout is replaced by
     ``timeout``); ``mode`` is ``"auto"``, ``"bwrap"`` or ``"fallback"``;
-    ``hide`` adds paths the candidate must not see.
+    ``hide`` adds paths the candidate must not see; ``warm`` (bubblewrap only)
+    forks the answer from a warm sandbox of the default pool or of the pool
+    given, ``False`` starts a fresh sandbox for it.
 
     Whatever goes wrong while judging, showing or cleaning up (an exception in
     the harness itself included) is a failed verdict with ``status="error"``:
@@ -296,7 +351,7 @@ def check_answer(
     base = limits or Limits()
     limits = Limits(**{**base.__dict__, "timeout": timeout})
     try:
-        verdict = _judge(problem, code, examples, limits, mode, hide, clock, deadline)
+        verdict = _judge(problem, code, examples, limits, mode, hide, clock, deadline, warm)
     except Exception as exc:
         verdict = Verdict(False, "error", f"judging the answer failed: {describe(exc)}")
     return replace(verdict, duration=clock() - start)
@@ -311,6 +366,7 @@ def _judge(
     hide: Sequence[str],
     clock: Callable[[], float],
     deadline: float,
+    warm: bool | SandboxPool,
 ) -> Verdict:
     timeout = limits.timeout
     checked = 0
@@ -329,6 +385,7 @@ def _judge(
         hide=hide,
         deadline=deadline,
         clock=clock,
+        warm=warm,
     )
     # Closing (killing the answer's processes, removing its files) is part of
     # judging: when it fails, the exception replaces any verdict reached.

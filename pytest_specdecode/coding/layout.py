@@ -229,8 +229,12 @@ def bwrap_argv(
     as_root: bool,
     disk_bytes: int,
     hide: tuple[str, ...] = (),
+    as_pid_1: bool = False,
 ) -> list[str]:
     """The bubblewrap command line running ``command`` inside ``layout``.
+
+    ``as_pid_1``: ``command`` is the pid namespace's init (the warm template),
+    not a child of bwrap's reaper.
 
     Not root: ``--unshare-all`` (a user namespace maps the user to itself;
     nested user namespaces are refused where bwrap can). Root: every namespace
@@ -245,6 +249,8 @@ def bwrap_argv(
         argv = ["bwrap", "--unshare-all"]
         if supports("--disable-userns"):
             argv += ["--unshare-user", "--disable-userns"]
+    if as_pid_1:
+        argv.append("--as-pid-1")
     argv += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
     for target, link in layout.symlinks:
         argv += ["--symlink", target, link]
@@ -269,9 +275,15 @@ def bwrap_argv(
     argv += ["--ro-bind", layout.executable, layout.executable]
     for path in hidden:
         argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-    argv += ["--chdir", WORKDIR]
+    # The root and /dev are tmpfs bwrap made: read-only once built, so only the
+    # answer's own tmpfs (WRITABLE) take writes. Without a user namespace's
+    # remapping (not root) the answer would own them: it could add a file on
+    # sys.path (``/usr/lib/python311.zip``) for whatever runs there next.
+    argv += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", WORKDIR]
     if as_root:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if as_pid_1:  # the warm template kills the answers' processes (other uids)
+            argv += ["--cap-add", "CAP_KILL"]
     return [*argv, *command]
 
 

@@ -7,11 +7,24 @@ completions, checks each answer in the sandbox, attaches the verdict,
 latency, tokens and accept length to the test's ``user_properties`` (so they
 reach the summary, the gate and JUnit XML), and fails the test with the
 verdict's one-line reason.
+
+With ``--dflash-samples N`` the answers are a pipeline: each is handed to the
+session's :class:`~pytest_specdecode.coding.parallel.Checker` as soon as it
+arrives and checked (on up to ``--dflash-check-workers`` cores) while the next
+one is generated; the test waits for all N verdicts at the end. Pytest runs
+one test at a time, so that is where parallel checking fits: the samples of a
+problem (and, with pytest-xdist, the problems of different workers). The
+record carries the time spent generating (the requests) and checking (the
+verdicts' durations, summed).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -25,6 +38,7 @@ from pytest_specdecode.coding import (
     load_humaneval,
     load_problems_toml,
 )
+from pytest_specdecode.coding.parallel import Checker
 from pytest_specdecode.coding.problem import validate_problem
 from pytest_specdecode.coding.values import one_line
 from pytest_specdecode.coding.worker import describe
@@ -71,13 +85,57 @@ def load_problems(settings: Settings, config: pytest.Config) -> list[Problem]:
     return problems
 
 
+_CHECKER_KEY = pytest.StashKey[Checker]()
+_CHECKERS: dict[int, Checker] = {}
+_CHECKERS_LOCK = threading.Lock()
+
+
+def shared_checker(workers: int | None = None) -> Checker:
+    """The process's checker with ``workers`` threads (default: all cores for this worker)."""
+    with _CHECKERS_LOCK:
+        key = workers or 0
+        if key not in _CHECKERS:
+            _CHECKERS[key] = Checker(workers)
+        return _CHECKERS[key]
+
+
+def session_checker(config: pytest.Config, settings: Settings) -> Checker:
+    """The run's checker; closed, with the warm sandboxes, when pytest unconfigures."""
+    if _CHECKER_KEY not in config.stash:
+        config.stash[_CHECKER_KEY] = shared_checker(settings.check_workers)
+        config.add_cleanup(close_checking)
+    return config.stash[_CHECKER_KEY]
+
+
+def close_checking() -> None:
+    """Stop the checkers' threads and end the idle warm sandboxes (idempotent)."""
+    from pytest_specdecode.coding.warm import default_pool
+
+    with _CHECKERS_LOCK:
+        checkers = list(_CHECKERS.values())
+        _CHECKERS.clear()
+    for checker in checkers:
+        checker.close()
+    default_pool().close()
+
+
 class CodingRunner:
     """Asks ``settings.samples`` answers to one problem and judges them."""
 
-    def __init__(self, settings: Settings, service: ServiceHandle, node: pytest.Item) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        service: ServiceHandle,
+        node: pytest.Item,
+        *,
+        checker: Checker | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings = settings
         self.service = service
         self.node = node
+        self.checker = checker or shared_checker(settings.check_workers)
+        self.clock = clock
         # --dflash-sandbox: require means bubblewrap or an error verdict, never the fallback.
         self.mode = SANDBOX_MODES[settings.sandbox]
 
@@ -113,7 +171,8 @@ class CodingRunner:
         label = self.service.config.label()
         n = self.settings.samples
         verdicts: list[Verdict] = []
-        latency = tokens = 0.0
+        pending: list[Future[Verdict]] = []
+        latency = tokens = generating = 0.0
         steps = 0
         failure: str | None = None
         record: dict[str, Any] = {
@@ -126,22 +185,34 @@ class CodingRunner:
             "latency": None,
             "completion_tokens": None,
             "accept_length": None,
+            "generate_seconds": None,
+            "check_seconds": None,
         }
         try:
             for _ in range(n):
+                start = self.clock()
                 try:
                     reply, result = self.ask(problem)
                 except SGLangError as exc:
                     failure = f"{label}: asking {problem.name!r} failed: {one_line(str(exc))}"
                     break
-                verdicts.append(
-                    check_reply(
-                        problem, reply, timeout=self.settings.answer_timeout, mode=self.mode
+                finally:
+                    generating += self.clock() - start
+                # Checked while the next sample is generated (check_reply looked up now:
+                # it is this module's name).
+                pending.append(
+                    self.checker.submit(
+                        problem,
+                        reply,
+                        judge=check_reply,
+                        timeout=self.settings.answer_timeout,
+                        mode=self.mode,
                     )
                 )
                 latency += result.e2e_latency
                 tokens += result.completion_tokens or 0
                 steps += result.spec_verify_ct or 0
+            verdicts = [future.result() for future in pending]
             correct = sum(v.passed for v in verdicts)
             first_bad = next((v for v in verdicts if not v.passed), None)
             asked = max(len(verdicts), 1)
@@ -153,13 +224,21 @@ class CodingRunner:
                 latency=round(latency / asked, 4),
                 completion_tokens=int(tokens / asked),
                 accept_length=round(tokens / steps, 3) if steps else None,
+                generate_seconds=round(generating, 4),
+                check_seconds=round(sum(v.duration for v in verdicts), 4),
             )
         except Exception as exc:
             record["reason"] = one_line(f"judging the answer failed: {describe(exc)}")
             raise
         finally:
             self.node.user_properties.append((RECORD, record))
-            for key in ("latency", "completion_tokens", "accept_length"):
+            for key in (
+                "latency",
+                "completion_tokens",
+                "accept_length",
+                "generate_seconds",
+                "check_seconds",
+            ):
                 if record[key] is not None:
                     self.node.user_properties.append((key, record[key]))
         if failure is not None:

@@ -7,9 +7,13 @@ Isolation, strongest available first:
   read-only, a size-limited tmpfs at ``/tmp`` as the answer's working
   directory), new pid/net/ipc/uts namespaces (``--unshare-all`` when not
   root), ``--die-with-parent --new-session``, and ``python -I -S -B``. As
-  root the worker drops to a fresh unprivileged uid (one per sandbox) before
+  root the worker drops to a fresh unprivileged uid (one per answer) before
   any answer code runs. Killing bwrap tears down the pid namespace: every
-  process the answer started dies with it.
+  process the answer started dies with it. By default the worker is forked
+  from a warm sandbox (:mod:`.warm`: the same layout and namespaces, started
+  once per worker process and reused one answer at a time, with its own
+  working directory, uid, limits, cgroup and session per answer); a fresh
+  bwrap per answer where no warm one can be had or ``warm=False``.
 - fallback (no bwrap, or it cannot create namespaces, or asked for): the
   same worker under rlimits, its own session/process group, a temp cwd on
   the host, a minimal environment and the wall-clock timeout; as root it also
@@ -37,13 +41,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding import worker
 from pytest_specdecode.coding.cgroup import AnswerGroup, hierarchies
+from pytest_specdecode.coding.launch import (
+    PREIMPORT,
+    Limits,
+    SandboxError,
+    SandboxTimeout,
+    bwrap_argv,
+    sandbox_env,
+    worker_command,
+)
 from pytest_specdecode.coding.reaper import (
     UID_BASE,
     kill_uid,
@@ -52,89 +63,22 @@ from pytest_specdecode.coding.reaper import (
     sandbox_processes,
 )
 from pytest_specdecode.coding.values import one_line
+from pytest_specdecode.coding.warm import (
+    Key,
+    SandboxPool,
+    WarmSandbox,
+    WarmUnavailable,
+    default_pool,
+    key_for,
+)
 from pytest_specdecode.config.settings import SettingsError
-from pytest_specdecode.errors import SpecDecodeError
-
-# Stdlib modules imported before the uid drop in fallback mode, where the
-# interpreter may live somewhere the sandbox uid cannot read (e.g. /root/.pyenv).
-PREIMPORT = [
-    "math", "cmath", "typing", "collections", "collections.abc", "itertools", "functools", "re",
-    "string", "heapq", "bisect", "hashlib", "random", "statistics", "fractions", "decimal",
-    "operator", "copy", "datetime", "dataclasses", "enum", "array", "numbers", "unicodedata",
-    "textwrap",
-]  # fmt: skip
 
 MODES = ("auto", "bwrap", "fallback")
 _uid_counter = itertools.count()
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one answer; ``timeout`` is wall-clock for the whole check.
-
-    ``memory_mb`` and ``nproc`` hold for each process (rlimits) and, where a
-    cgroup can be had, for the whole answer together; ``disk_mb`` is the size
-    of each of the answer's tmpfs (``/tmp``, ``/dev/shm``) under bwrap;
-    ``file_size_mb`` caps any one file it writes.
-    """
-
-    timeout: float = 10.0
-    memory_mb: int = 1024
-    file_size_mb: int = 16
-    disk_mb: int = 64
-    nproc: int = 64
-    nofile: int = 64
-    max_reply_bytes: int = 4 << 20
-
-    def rlimits(self) -> dict[str, int]:
-        """The RLIMIT_* values the worker applies to itself."""
-        return {
-            "as": self.memory_mb << 20,
-            "cpu": max(1, int(self.timeout + 0.999)),
-            "fsize": self.file_size_mb << 20,
-            "nproc": self.nproc,
-            "nofile": self.nofile,
-            "core": 0,
-        }
-
-
-class SandboxError(SpecDecodeError):
-    """The worker broke the protocol, died, or could not start."""
-
-
-class SandboxTimeout(SandboxError):
-    """The deadline passed while waiting for the worker."""
-
-
 class SandboxUnavailable(SettingsError):
     """bubblewrap was required (``--dflash-sandbox=require``) but cannot run here."""
-
-
-def _env(home: str) -> dict[str, str]:
-    # Only what an interpreter needs: no API keys, SSH agent, PYTHONPATH or proxies.
-    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
-
-
-def _worker_command(executable: str) -> list[str]:
-    return [executable, "-I", "-S", "-B", "-c", _worker_source()]
-
-
-def bwrap_argv(limits: Limits, extra_hidden: Sequence[str] = (), *, as_root: bool) -> list[str]:
-    """The bubblewrap command line that runs the worker in the allowlisted layout."""
-    found = fs.discover()
-    hide = tuple(os.path.realpath(p) for p in extra_hidden)
-    return fs.bwrap_argv(
-        found,
-        _worker_command(found.executable),
-        as_root=as_root,
-        disk_bytes=limits.disk_mb << 20,
-        hide=hide,
-    )
-
-
-@functools.cache
-def _worker_source() -> str:
-    return Path(worker.__file__).read_text(encoding="utf-8")
 
 
 @functools.cache
@@ -153,7 +97,7 @@ def _probe() -> tuple[str, str | None]:
     argv[-1] = "import json, math, os; os.listdir('/tmp')"
     try:
         proc = subprocess.run(
-            argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, env=_env("/tmp")
+            argv, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, env=sandbox_env("/tmp")
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return "fallback", f"bwrap did not run: {exc}"
@@ -222,8 +166,20 @@ def _resolve_mode(mode: str) -> str:
     return mode
 
 
+def _fresh_uid() -> int:
+    """A uid no other answer of this run holds now (256 in turn per test process)."""
+    return UID_BASE + ((os.getpid() & 0xFFFF) << 8 | next(_uid_counter) & 0xFF)
+
+
 class Sandbox:
-    """A running worker holding one candidate; a context manager, ``close()`` is idempotent."""
+    """A running worker holding one candidate; a context manager, ``close()`` is idempotent.
+
+    In bubblewrap mode the worker is, by default (``warm=True``), a process
+    forked from a warm sandbox of the process's :func:`.warm.default_pool`
+    (or of the pool given as ``warm``); ``warm=False``, the fallback mode, or
+    a warm sandbox that cannot be had (:class:`.warm.WarmUnavailable`) start
+    a fresh sandbox and interpreter for this answer alone.
+    """
 
     def __init__(
         self,
@@ -236,13 +192,17 @@ class Sandbox:
         hide: Sequence[str] = (),
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        warm: bool | SandboxPool = True,
     ) -> None:
         self.limits = limits or Limits()
         self.mode = _resolve_mode(mode)
         self.clock = clock
-        self.deadline = deadline if deadline is not None else clock() + self.limits.timeout
         self.workdir: str | None = None  # on the host: the fallback's only
         self.uid: int | None = None
+        self.warm: WarmSandbox | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._pool: SandboxPool | None = None
+        self._answer = -1
         self._inbuf = bytearray()
         self._outbuf = bytearray()
         self._next_id = 0
@@ -251,57 +211,86 @@ class Sandbox:
         self.exit_detail = ""
         root = os.geteuid() == 0
         if root:
-            self.uid = UID_BASE + ((os.getpid() & 0xFFFFF) << 4 | next(_uid_counter) & 0xF)
-        if self.mode == "bwrap":
-            argv = bwrap_argv(self.limits, hide, as_root=root)
-            home, cwd = fs.WORKDIR, "/"
-        else:
-            argv = _worker_command(fs.base_executable())
-            home = cwd = self.workdir = tempfile.mkdtemp(prefix="specdecode-answer-")
-            if self.uid is not None:
-                os.chown(self.workdir, self.uid, self.uid)
-            # Search permission for "other": root without capabilities must chdir into it.
-            os.chmod(self.workdir, 0o711 if root else 0o700)
+            self.uid = _fresh_uid()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self.group: AnswerGroup | None = None
         try:
             self.group = AnswerGroup.create(self.limits.memory_mb << 20, self.limits.nproc)
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._stderr,
-                cwd=cwd,
-                env=_env(home),
-                start_new_session=True,
-                close_fds=True,
-                # Into the answer's cgroup before exec: everything it starts is inside.
-                preexec_fn=self.group.join if self.group is not None else None,
-            )
+            if self.mode == "bwrap" and warm is not False:
+                pool = warm if isinstance(warm, SandboxPool) else default_pool()
+                self._start_warm(pool, key_for(self.limits, hide, as_root=root))
+            if self.warm is None:
+                self._start_fresh(hide, root)
+            os.set_blocking(self._wfd, False)
+            os.set_blocking(self._rfd, False)
         except BaseException:
             self._stderr.close()
             self._closed = True
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(Exception):
+                if self.warm is not None and self._pool is not None:
+                    self.warm.broken = True  # its answer was never ended: not to be reused
+                    self._pool.release(self.warm)
                 if self.group is not None:
                     self.group.close()
                 if self.workdir is not None:
                     remove_tree(self.workdir)
             raise
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self._wfd, self._rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        os.set_blocking(self._wfd, False)
-        os.set_blocking(self._rfd, False)
+        # Starting a warm sandbox is not the answer's time: its deadline starts now.
+        self.deadline = deadline if deadline is not None else clock() + self.limits.timeout
         setup = {
             "uid": self.uid,
             "gid": self.uid,
             "limits": self.limits.rlimits(),
             "preimport": PREIMPORT if self.mode == "fallback" and root else [],
+            "workdir": f"{fs.WORKDIR}/answer-{self._answer}" if self.warm else None,
             "preamble": preamble,
             "code": code,
             "entry": entry_point,
         }
         self._send(setup)
+
+    def _start_warm(self, pool: SandboxPool, key: Key) -> None:
+        groups = self.group.procs_fds() if self.group is not None else []
+        for _attempt in range(2):  # an idle sandbox may have died since: then one new one
+            try:
+                sandbox = pool.acquire(key)
+            except WarmUnavailable:
+                return
+            try:
+                self._answer, self._wfd, self._rfd = sandbox.start(self._stderr.fileno(), groups)
+            except SandboxError:
+                sandbox.broken = True
+                pool.release(sandbox)
+                continue
+            self.warm, self._pool = sandbox, pool
+            return
+
+    def _start_fresh(self, hide: Sequence[str], root: bool) -> None:
+        if self.mode == "bwrap":
+            argv = bwrap_argv(self.limits, hide, as_root=root)
+            home, cwd = fs.WORKDIR, "/"
+        else:
+            argv = worker_command(fs.base_executable())
+            home = cwd = self.workdir = tempfile.mkdtemp(prefix="specdecode-answer-")
+            if self.uid is not None:
+                os.chown(self.workdir, self.uid, self.uid)
+            # Search permission for "other": root without capabilities must chdir into it.
+            os.chmod(self.workdir, 0o711 if root else 0o700)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            cwd=cwd,
+            env=sandbox_env(home),
+            start_new_session=True,
+            close_fds=True,
+            # Into the answer's cgroup before exec: everything it starts is inside.
+            preexec_fn=self.group.join if self.group is not None else None,
+        )
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self._wfd, self._rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -402,10 +391,21 @@ class Sandbox:
                     return
                 self._inbuf += chunk
 
-    def _exit_text(self) -> str:
+    def _exit_code(self) -> int | None:
+        if self.warm is not None:
+            try:
+                return self.warm.status(self._answer, timeout=1.0)
+            except SandboxError:
+                return None
+        assert self.proc is not None
         try:
-            code = self.proc.wait(timeout=1.0)
+            return self.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
+            return None
+
+    def _exit_text(self) -> str:
+        code = self._exit_code()
+        if code is None:
             return "the sandbox closed its pipe"
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             raise SandboxTimeout("CPU-time limit exceeded")
@@ -435,9 +435,14 @@ class Sandbox:
             except Exception as exc:
                 errors.append(exc)
 
-        step(lambda: os.killpg(self.proc.pid, signal.SIGKILL))
-        step(self.proc.kill)
-        step(self.proc.wait)
+        cleared = False  # the warm template saw every process of the answer gone
+        if self.warm is not None:
+            cleared = self._end_warm(step)
+        elif self.proc is not None:
+            proc = self.proc
+            step(lambda: os.killpg(proc.pid, signal.SIGKILL))
+            step(proc.kill)
+            step(proc.wait)
         emptied = False
         if self.group is not None:
             before = len(errors)
@@ -445,18 +450,47 @@ class Sandbox:
             # Every process of the answer was in its group (it joined before exec,
             # and a sandbox uid cannot move itself out): an empty group is proof.
             emptied = len(errors) == before
-        if self.uid is not None and not emptied:
+        if self.uid is not None and not emptied and not cleared:
             # bwrap's pid namespace dies with it, but asynchronously; the fallback
             # needs this to reach processes that left the process group.
             step(lambda: kill_uid(self.uid) if self.uid is not None else None)
-        for stream in (self.proc.stdin, self.proc.stdout, self._stderr):
-            if stream is not None:
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        else:
+            for fd in (self._wfd, self._rfd):
                 with contextlib.suppress(OSError):
-                    stream.close()
+                    os.close(fd)
+        with contextlib.suppress(OSError):
+            self._stderr.close()
         if self.workdir is not None:
             step(lambda: remove_tree(self.workdir) if self.workdir is not None else None)
         if errors:
             raise SandboxError(f"cleaning up after the answer failed: {worker.describe(errors[0])}")
+
+    def _end_warm(self, step: Callable[[Callable[[], object]], None]) -> bool:
+        """End the answer in its warm sandbox; True when the template saw it all gone.
+
+        A sandbox that is not clean afterwards (or stopped answering) is closed,
+        not reused: killing bwrap ends its pid namespace and all in it, as the
+        fresh sandbox ends. Only a failure of that is a failed clean-up.
+        """
+        sandbox, pool = self.warm, self._pool
+        assert sandbox is not None
+        assert pool is not None
+        left: list[str | None] = ["the template did not answer"]
+
+        def end() -> None:
+            with contextlib.suppress(SandboxError):
+                left[0] = sandbox.end(self._answer, self.uid)
+
+        step(end)
+        if left[0] is not None:
+            sandbox.broken = True  # not clean, or the template did not say: not reused
+        step(lambda: pool.release(sandbox))
+        return left[0] is None
 
 
 __all__ = [

@@ -176,6 +176,12 @@ def main() -> None:
         os.setgroups([])
         os.setgid(setup["gid"])
         os.setuid(setup["uid"])
+    workdir = setup.get("workdir")
+    if workdir:
+        # The warm sandbox's answers each get a fresh directory of their own (0700).
+        os.mkdir(workdir, 0o700)
+        os.chdir(workdir)
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
     namespace: dict[str, Any] = {"__name__": "__candidate__"}
     try:
         exec(compile(setup["preamble"], "<preamble>", "exec"), namespace)

@@ -300,6 +300,14 @@ def add_options(parser: pytest.Parser) -> None:
         help="Wall-time limit for checking one answer in the sandbox. Default: 10",
     )
     add(
+        "--dflash-check-workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Coding answers checked at once, each in a warm sandbox of its own. "
+        "Default: every core this process may use (split among xdist workers)",
+    )
+    add(
         "--dflash-sandbox",
         choices=SANDBOX_MODES,
         default=None,

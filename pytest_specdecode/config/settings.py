@@ -122,6 +122,7 @@ class Settings:
     temperature: float = 0.0
     answer_timeout: float = 10.0
     sandbox: str = "auto"
+    check_workers: int | None = None  # None: every usable core
     system_prompt: str | None = None
     prompt_template: str = "{prompt}"
     max_tokens: int = 1024
@@ -412,6 +413,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         prompt_template=prompt_template,
         answer_timeout=r.get("answer_timeout", _number(float, minimum=0.1), 10.0),
         sandbox=r.get("sandbox", _choice(SANDBOX_MODES), "auto"),
+        check_workers=r.get("check_workers", _number(int, minimum=1), 0) or None,
         max_tokens=r.get("max_tokens", _number(int, minimum=1), 1024),
         api=r.get("api", _choice(API_STYLES), "chat"),
         contexts=r.get("contexts", _int_list, (60, 1024, 4096)),

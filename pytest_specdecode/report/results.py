@@ -36,6 +36,8 @@ class CodingRecord:
     latency: float | None = None
     completion_tokens: int | None = None
     accept_length: float | None = None
+    generate_seconds: float | None = None  # asking for the samples (the requests' wall time)
+    check_seconds: float | None = None  # judging them (the verdicts' durations, summed)
 
 
 @dataclass

@@ -25,6 +25,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
         lines.append(f"NOTE: {SIM_NOTICE}")
     lines.extend(_config_table(configs))
+    lines.extend(_coding_times(configs))
     short = short_labels(configs)
     rows = [
         CaseRow(
@@ -94,6 +95,22 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
         if c.get("errors"):
             body[-1][1] = "ERROR"
     return _table(header, body)
+
+
+def _coding_times(configs: list[dict[str, Any]]) -> list[str]:
+    """Per config: time spent generating the coding answers and checking them."""
+    lines = []
+    for c in configs:
+        timed = [r for r in c.get("coding", []) if r.get("check_seconds") is not None]
+        if timed:
+            generating = sum(r.get("generate_seconds") or 0.0 for r in timed)
+            checking = sum(r["check_seconds"] for r in timed)
+            answers = sum(r.get("samples", 1) for r in timed)
+            lines.append(
+                f"coding time under {c['label']}: generating {generating:.1f} s, checking "
+                f"{checking:.1f} s ({answers} answers; checks run in parallel with generation)"
+            )
+    return lines
 
 
 def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
