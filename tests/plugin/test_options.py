@@ -206,6 +206,7 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),
     # Options of branches merged after this table was written (unused until they are).
     "--dflash-sandbox": (["--dflash-sandbox", "fallback"], "fallback", []),
+    "--dflash-check-workers": (["--dflash-check-workers", "3"], "3", []),
     "--dflash-sglang-version": (["--dflash-sglang-version", "0.5.23"], "0.5.23", []),
 }
 # Options deliberately without an ini key, and why.
