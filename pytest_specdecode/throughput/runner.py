@@ -76,6 +76,7 @@ class ThroughputRunner:
                 benchmark,
                 config=label,
                 on_round=show,
+                slo=self.settings.slo,
             )
         except ThroughputError as exc:
             failure = f"{label}: {exc}"
@@ -88,6 +89,8 @@ class ThroughputRunner:
         if benchmark is not None:
             benchmark.extra_info["case"] = case.id
             benchmark.extra_info["simulated"] = self.service.simulated
+            # A saved run of algorithm NONE is a speedup baseline for later runs.
+            benchmark.extra_info["algorithm"] = self.service.config.algorithm
         record = {
             "case": case.id,
             "key": pairing_key(self.node.nodeid, {"case": case.id}),
