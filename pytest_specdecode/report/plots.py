@@ -293,7 +293,7 @@ def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: b
     )
     _title(
         figure,
-        "Output throughput vs concurrency (higher is better; band: 95% interval over rounds)",
+        "Output throughput vs concurrency (higher is better)\nband: 95% interval over rounds",
         simulated,
     )
     return figure

@@ -118,8 +118,8 @@ def _speedup_figure(
     )
     plots._title(
         figure,
-        "Speedup over the non-speculative baseline (higher is better; band: 95% interval; "
-        "dotted: no speedup)",
+        "Speedup over the non-speculative baseline (higher is better)\n"
+        "band: 95% interval over rounds; dotted: no speedup",
         simulated,
     )
     return figure
@@ -130,7 +130,7 @@ def _speedup_figure(
 
 def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulated: bool) -> Figure:
     keys = [(int(g["context"]), str(g["domain"])) for g in groups]
-    figure = plots._new_figure(max(5.5, 4.8 * len(groups)), 5.0)
+    figure = plots._new_figure(max(7.0, 5.0 * len(groups)), 5.6)
     axes: Sequence[Axes] = figure.subplots(1, len(groups), squeeze=False)[0]
     handles: dict[str, Any] = {}
     for ax, group, key in zip(axes, groups, keys, strict=True):
@@ -178,12 +178,13 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
         list(handles.values()),
         list(handles),
         loc="outside lower center",
-        ncols=min(len(handles), 4),
+        ncols=min(len(handles), 3),
         title="config (x: failed a gate)",
     )
     plots._title(
         figure,
-        "Pareto front: per-request against aggregate tok/s (up and right is better; labels: load)",
+        "Pareto front: per-request against aggregate tok/s (up and right is better)\n"
+        "point labels: load (c: concurrency, r: request rate)",
         simulated,
     )
     return figure

@@ -193,7 +193,7 @@ def verdict(report: Mapping[str, Any]) -> Table:
     short = short_labels(list(report.get("configs") or []))
     by_speedup = found.get("ranked_by") == "speedup"
     score = "speedup" if by_speedup else "tok/s"
-    header = ["load", "domain", "best config", score, "over contexts", "runner-up"]
+    header = ["load", "domain", "best config", score, "over contexts", "runner-up", "margin"]
     rows = []
     for group in found.get("groups") or []:
         best, runner = group.get("best"), group.get("runner_up")
@@ -210,6 +210,7 @@ def verdict(report: Mapping[str, Any]) -> Table:
                 _score(group.get("score"), by_speedup),
                 contexts or "-",
                 f"{short.get(str(runner), str(runner))} ({second})" if runner else "-",
+                str(group.get("margin") or "-"),
             ]
         )
     return header, rows

@@ -4,16 +4,19 @@ Speedup (DESIGN.md section 5) is the baseline's TPOT over the config's TPOT
 for the same case (context, load and domain), the baseline being algorithm
 NONE on the same server build: a config of this run, else the NONE cases of
 a saved run (``--dflash-baseline``, then the compared run). The output tok/s
-ratio is given beside it. Both are ratios of means over rounds with a 95%
-interval (:func:`pytest_specdecode.throughput.stats.ratio_interval`); neither
+ratio is given beside it. Both come with a 95% interval, round by round
+when the rounds pair up (round i sends the same prompts under every config),
+see :func:`pytest_specdecode.throughput.stats.paired_ratio_interval`; neither
 is ever derived from accept length.
 
 The verdict, per load point (concurrency or rate) and domain, is the config
 with the best speedup (the geometric mean over the group's contexts) among
 the configs that passed every gate; without a baseline it ranks by output
-tok/s and says so. The Pareto front, per context and domain, holds the
-(config, load) points that no other point beats on both per-request tok/s
-and aggregate tok/s.
+tok/s and says so. Its margin over the runner-up is ``clear`` when the best
+config's 95% interval lies above the runner-up's in every context, else
+``within noise`` (measure more rounds before trusting the order). The
+Pareto front, per context and domain, holds the (config, load) points that
+no other point beats on both per-request tok/s and aggregate tok/s.
 
 Everything works on the report dict (:meth:`RunResults.to_json`), so a saved
 report is judged the same way as a live run.
@@ -84,10 +87,10 @@ def _interval_json(found: stats.Interval | None) -> dict[str, Any] | None:
 def _speedup(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "tpot": _interval_json(
-            stats.ratio_interval(samples(base, "tpot_ms"), samples(now, "tpot_ms"))
+            stats.paired_ratio_interval(samples(base, "tpot_ms"), samples(now, "tpot_ms"))
         ),
         "tok_s": _interval_json(
-            stats.ratio_interval(samples(now, "tok_s"), samples(base, "tok_s"))
+            stats.paired_ratio_interval(samples(now, "tok_s"), samples(base, "tok_s"))
         ),
     }
 
@@ -131,8 +134,9 @@ def annotate_speedups(
     report["speedup"] = {
         "baseline": sorted(sources),
         "missing": NO_BASELINE if measured and not sources and not baselines else None,
-        "method": "baseline TPOT / config TPOT, and config tok/s / baseline tok/s: ratios of "
-        "means over rounds, 95% interval by the delta method on the log ratio (Student t)",
+        "method": "baseline TPOT / config TPOT, and config tok/s / baseline tok/s, with a 95% "
+        "interval: geometric mean of the per-round ratios (round i has the same prompts under "
+        "every config), t interval on their logs; unpaired: ratio of means, delta method",
     }
 
 
@@ -154,13 +158,26 @@ def _geo_mean(values: Sequence[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in usable) / len(usable))
 
 
-def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> float | None:
+Score = tuple[float, float | None, float | None]
+"""A config's figure on one case, with its 95% interval: (value, low, high)."""
+
+
+def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> Score | None:
+    metrics = case.get("metrics") or {}
     if not by_speedup:
-        return mean(case.get("metrics") or {}, "tok_s")
+        found: Mapping[str, Any] = (metrics.get("intervals") or {}).get("tok_s") or {}
+        value = mean(metrics, "tok_s")
+        return None if value is None else (value, found.get("low"), found.get("high"))
     if (config.get("config") or {}).get("algorithm") == "NONE":
-        return 1.0
-    found = ((case.get("speedup") or {}).get("tpot") or {}).get("value")
-    return float(found) if isinstance(found, (int, float)) else None
+        return (1.0, 1.0, 1.0)
+    found = (case.get("speedup") or {}).get("tpot") or {}
+    value = found.get("value")
+    if not isinstance(value, (int, float)):
+        return None
+    return (float(value), found.get("low"), found.get("high"))
+
+
+Member = list[tuple[int | None, Score | None]]
 
 
 def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> dict[str, Any]:
@@ -173,7 +190,7 @@ def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> 
     by_speedup = any(
         "speedup" in case for config in configs for case in config.get("throughput") or []
     )
-    groups: dict[tuple[str, str], dict[str, list[tuple[int | None, float | None]]]] = {}
+    groups: dict[tuple[str, str], dict[str, Member]] = {}
     order: dict[tuple[str, str], tuple[Any, ...]] = {}
     for config in configs:
         label = str(config.get("label"))
@@ -197,36 +214,47 @@ def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> 
     }
 
 
+def _margin(best: dict[int | None, Score], runner: dict[int | None, Score]) -> str:
+    """``clear`` when, in every context, the best's interval lies above the runner-up's."""
+    lows_highs = [(best[c][1], runner[c][2]) for c in best if c in runner]
+    if not lows_highs or any(low is None or high is None for low, high in lows_highs):
+        return "no interval"
+    clear = all(low > high for low, high in lows_highs if low is not None and high is not None)
+    return "clear" if clear else "within noise"
+
+
 def _group(
     key: tuple[str, str],
-    members: dict[str, list[tuple[int | None, float | None]]],
+    members: dict[str, Member],
     excluded: Mapping[str, Sequence[str]],
     by_speedup: bool,
 ) -> dict[str, Any]:
     load, domain = key
     contexts = sorted({c for values in members.values() for c, _ in values if c is not None})
-    scored: list[tuple[float, str, list[float]]] = []
+    scored: list[tuple[float, str, dict[int | None, Score]]] = []
     for label, values in members.items():
         if excluded.get(label):
             continue
-        per_context = [s for _, s in values]
-        if any(s is None for s in per_context) or len(per_context) < len(contexts):
+        per_context = {c: s for c, s in values if s is not None}
+        if len(per_context) < len(values) or len(per_context) < len(contexts):
             continue  # an errored or missing case: not comparable over the group
-        score = _geo_mean([s for s in per_context if s is not None])
+        score = _geo_mean([s[0] for s in per_context.values()])
         if score is not None:
-            scored.append((score, label, [s for s in per_context if s is not None]))
+            scored.append((score, label, per_context))
     scored.sort(key=lambda entry: -entry[0])
     best = scored[0] if scored else None
     runner = scored[1] if len(scored) > 1 else None
+    figures = [s[0] for s in best[2].values()] if best else []
     return {
         "load": load,
         "domain": domain,
         "contexts": contexts,
         "best": best[1] if best else None,
         "score": best[0] if best else None,
-        "range": [min(best[2]), max(best[2])] if best else None,
+        "range": [min(figures), max(figures)] if figures else None,
         "runner_up": runner[1] if runner else None,
         "runner_up_score": runner[0] if runner else None,
+        "margin": _margin(best[2], runner[2]) if best and runner else None,
         "candidates": len(scored),
         "ranked_by": "speedup" if by_speedup else "tok_s",
     }

@@ -9,11 +9,12 @@ metrics live in each benchmark's ``extra_info``, with the per-round values
 the gate compares (``intervals``).
 
 A gate ``tok_s:5%`` fails a case only when the whole 95% interval of the
-relative change lies below -5% (ratio of the round means, delta method on
-its log, Welch-Satterthwaite degrees of freedom); when the interval straddles
-the limit the case is *inconclusive*, said in one line with the noise, and
-does not fail. ``accept_length:0.2`` does the same with the difference of
-means (Welch's t).
+relative change lies below -5%: round by round when both runs have as many
+rounds (round i sends the same prompts in both), else the ratio of the round
+means (delta method on its log, Welch-Satterthwaite degrees of freedom); see
+:mod:`~pytest_specdecode.throughput.stats`. When the interval straddles the
+limit the case is *inconclusive*, said in one line with the noise, and does
+not fail. ``accept_length:0.2`` does the same with the difference.
 """
 
 from __future__ import annotations
@@ -187,8 +188,8 @@ class CaseDelta:
             return None
         base, now = self.base.samples(metric), self.current.samples(metric)
         if not percent:
-            return stats.diff_interval(base, now)
-        ratio = stats.ratio_interval(now, base)
+            return stats.paired_diff_interval(base, now)
+        ratio = stats.paired_ratio_interval(now, base)
         if ratio is None:
             return None
 

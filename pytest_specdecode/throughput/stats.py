@@ -11,6 +11,13 @@ variance of its own; it is given the other side's relative spread (equal
 variances assumed, said in :attr:`Interval.method`). With one round on both
 sides there is no interval at all.
 
+When both sides have the same number of rounds (two or more) they are
+*paired*: round i of a case sends the same prompts in every run and under
+every config (the prompt set is pinned), so the comparison is made round by
+round, which removes the spread that comes from the prompts themselves:
+the ratio is the geometric mean of the per-round ratios with a t interval
+on their logs, the difference the mean of the per-round differences.
+
 The t quantile is computed here (regularized incomplete beta by continued
 fraction, then bisection) so the plugin needs no SciPy.
 """
@@ -23,7 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 CONFIDENCE = 0.95
-METHOD = "mean over rounds, 95% interval by Student's t with rounds-1 degrees of freedom"
+METHOD = (
+    "mean over rounds, 95% interval by Student's t with rounds-1 degrees of freedom; "
+    "comparisons pair round i of both sides (same prompts) when their round counts match"
+)
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -249,3 +259,36 @@ def ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> 
     se = math.sqrt(sa + sb)
     half = _critical(_df(a, b, sa, sb, method)) * se
     return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half), len(a) + len(b), method)
+
+
+def _paired(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) >= 2
+
+
+def paired_diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:
+    """Round-by-round difference when the rounds pair up, else :func:`diff_interval`."""
+    a, b = clean(base), clean(now)
+    if not _paired(a, b):
+        return diff_interval(a, b)
+    found = mean_interval([y - x for x, y in zip(a, b, strict=True)])
+    assert found is not None
+    return Interval(found.value, found.low, found.high, found.n, "paired")
+
+
+def paired_ratio_interval(
+    numerator: Sequence[float], denominator: Sequence[float]
+) -> Interval | None:
+    """Round-by-round ratio when the rounds pair up, else :func:`ratio_interval`.
+
+    Paired: ``exp(mean(log(n_i / d_i)) +- t * s / sqrt(R))``.
+    """
+    a, b = clean(numerator), clean(denominator)
+    if not _paired(a, b) or min(a + b) <= 0:
+        return ratio_interval(a, b)
+    found = mean_interval([math.log(x / y) for x, y in zip(a, b, strict=True)])
+    assert found is not None
+    assert found.low is not None
+    assert found.high is not None
+    return Interval(
+        math.exp(found.value), math.exp(found.low), math.exp(found.high), found.n, "paired"
+    )

@@ -92,3 +92,23 @@ def test_diff_interval_welch() -> None:
     same = diff_interval([3.0, 3.0], [3.0, 3.0])
     assert same is not None
     assert (same.low, same.high) == (0.0, 0.0), "identical rounds: no spread, no change"
+
+
+def test_paired_rounds_remove_the_spread_the_prompts_bring() -> None:
+    from pytest_specdecode.throughput.stats import paired_diff_interval, paired_ratio_interval
+
+    # Round 2 has harder prompts under both configs: unpaired that is noise, paired it is not.
+    base, now = [10.0, 6.0, 10.0], [20.0, 12.0, 20.0]
+    unpaired = ratio_interval(now, base)
+    paired = paired_ratio_interval(now, base)
+    assert unpaired is not None
+    assert paired is not None
+    assert unpaired.known
+    assert paired.method == "paired"
+    assert (paired.value, paired.low, paired.high) == pytest.approx((2.0, 2.0, 2.0))
+    diff = paired_diff_interval([3.0, 2.0, 4.0], [3.5, 2.5, 4.5])
+    assert diff is not None
+    assert (diff.value, diff.low, diff.high) == pytest.approx((0.5, 0.5, 0.5))
+    fallback = paired_ratio_interval([1.0, 2.0], [1.0, 2.0, 3.0])
+    assert fallback is not None
+    assert fallback.method != "paired", "different round counts do not pair up"
