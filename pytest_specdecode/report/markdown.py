@@ -44,9 +44,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if compare:
         out += [f"### Compared with {_esc(str(compare.get('baseline')))}", ""]
         out += [*_text_table(str(compare.get("table", ""))), ""]
-        notes = [f for f in compare.get("findings") or [] if f.get("status") != "fail"]
+        notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
         out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
-    if report.get("verdict") and any(c.get("throughput") for c in configs):
+    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         out += _verdict(report)
     out.append(_footer(report))
     return "\n".join(out) + "\n"

@@ -49,14 +49,27 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     compare = report.get("compare")
     if compare:
         lines += ["", f"compared with {compare['baseline']}:", *compare["table"].splitlines()]
-        lines += [
-            f"  {f['line']}" for f in compare.get("findings") or [] if f.get("status") != "fail"
-        ]
-    if measured and report.get("verdict"):
+        lines += _findings(compare.get("findings") or [])
+    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
     gate_lines = list(gate_lines)
     if gate_lines:
         lines += ["", "dflash gates FAILED:"] + [f"  {line}" for line in gate_lines]
+    return lines
+
+
+def _findings(findings: list[dict[str, Any]]) -> list[str]:
+    """The compare gate's tally per spec, and each inconclusive case (failures are gate lines)."""
+    lines = []
+    for spec in dict.fromkeys(str(f.get("spec")) for f in findings):
+        mine = [f for f in findings if str(f.get("spec")) == spec]
+        count = {s: sum(1 for f in mine if f.get("status") == s) for s in ("pass", "fail")}
+        unsure = [f for f in mine if f.get("status") == "inconclusive"]
+        lines.append(
+            f"{spec}: {count['pass']} within the limit, {len(unsure)} inconclusive, "
+            f"{count['fail']} beyond it (95% intervals)"
+        )
+        lines += [f"  {f.get('line')}" for f in unsure]
     return lines
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.config.load_options import DOMAINS
-from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.report.verdict import case_shape, mean
 
 Table = tuple[list[str], list[list[str]]]
 MAX_POSITIONS = 8
@@ -55,7 +55,9 @@ def _interval(metrics: Mapping[str, Any], name: str) -> Mapping[str, Any] | None
 def with_interval(metrics: Mapping[str, Any], name: str, digits: int, *, relative: bool) -> str:
     """``30,572 ±2.1%`` (relative) or ``3.21 ±0.04``; the plain figure with one round."""
     found = _interval(metrics, name)
-    value = found.get("mean") if found else metrics.get(name)
+    value = found.get("mean") if found else None
+    if not isinstance(value, (int, float)):
+        value = mean(metrics, name) if found else metrics.get(name)
     shown = figures.rate(value) if name == "tok_s" else figures.number(value, digits)
     if shown == figures.MISSING or not found:
         return shown
@@ -172,6 +174,8 @@ def acceptance(report: Mapping[str, Any]) -> Table:
     for key in sorted(set(sums) | set(tokens), key=rank):
         hist = sums.get(key)
         done, steps = tokens.get(key, [0.0, 0.0])
+        if not steps and not (hist and sum(hist)):
+            continue  # the server reported no speculation counts for this config
         accept = done / steps if steps else None
         rates = (
             [sum(hist[i:]) / sum(hist) for i in range(1, len(hist))] if hist and sum(hist) else []
@@ -259,8 +263,8 @@ def rounds_note(report: Mapping[str, Any]) -> str:
             if isinstance(n := (case.get("metrics") or {}).get("rounds"), int)
         }
     )
-    rounds = "/".join(str(n) for n in counts) or "?"
+    rounds = f"{'/'.join(str(n) for n in counts)} rounds" if counts else "rounds"
     return (
-        f"mean over {rounds} rounds; ± is the 95% interval (Student t over rounds); "
+        f"mean over {rounds}; ± is the 95% interval (Student t over rounds); "
         "speedup = baseline TPOT / config TPOT (95% interval), tok/s ratio = config / baseline"
     )
