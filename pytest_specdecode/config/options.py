@@ -396,7 +396,8 @@ def add_options(parser: pytest.Parser) -> None:
         "--dflash-compare",
         default=None,
         metavar="PATH|NNNN",
-        help="Compare throughput with a saved pytest-benchmark run. Default: none",
+        help="Compare throughput with a saved pytest-benchmark run (a .json file, a run "
+        "number or 'latest'). Default: none (--benchmark-compare's run, if given)",
     )
     add(
         "--dflash-compare-fail",

@@ -131,3 +131,18 @@ def test_prompt_builder_rejects_nonpositive_target() -> None:
 
 def test_batches_split_in_order() -> None:
     assert batches([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]  # type: ignore[list-item,comparison-overlap]
+
+
+def test_a_throughput_marker_picks_domains_and_rates_over_the_settings() -> None:
+    from pytest_specdecode.config.settings import Settings
+    from pytest_specdecode.config.spec import ConfigError
+    from pytest_specdecode.throughput.workload import marker_cases
+
+    settings = Settings(contexts=(60,), concurrency=(1,), max_concurrency=4, rate_requests=8)
+    ids = [c.id for c in marker_cases({"domains": ["math"], "request_rates": [2]}, settings)]
+    assert ids == ["ctx60-c1-math", "ctx60-r2-m4-n8-math"]
+    assert [c.id for c in marker_cases({}, settings)] == ["ctx60-c1-chat"]
+    with pytest.raises(ConfigError, match="unknown 'poetry'"):
+        marker_cases({"domains": ["poetry"]}, settings)
+    with pytest.raises(ConfigError, match=r"request_rates=.*> 0"):
+        marker_cases({"request_rates": [0]}, settings)
