@@ -37,8 +37,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         out += ["### Configs", "", *_config_table(configs), ""]
     else:
         out += ["No config was measured.", ""]
+    simulated = " (simulated)" if _simulated(report, configs) else ""
     if any(c.get("throughput") for c in configs):
-        out += _throughput(report)
+        out += _throughput(report, simulated)
     out += _coding_failures(configs)
     compare = report.get("compare")
     if compare:
@@ -47,7 +48,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
         out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
-        out += _verdict(report)
+        out += _verdict(report, simulated)
     out.append(_footer(report))
     return "\n".join(out) + "\n"
 
@@ -135,25 +136,25 @@ def _cells(table: tables.Table) -> list[str]:
     return _table([_esc(h) for h in header], [[_esc(c) for c in r] for r in rows], right)
 
 
-def _throughput(report: Mapping[str, Any]) -> list[str]:
-    out = ["### Throughput", "", _esc(tables.rounds_note(report)), ""]
+def _throughput(report: Mapping[str, Any], simulated: str) -> list[str]:
+    out = [f"### Throughput{simulated}", "", _esc(tables.rounds_note(report)), ""]
     out += [*_cells(tables.throughput(report)), ""]
     missing = (report.get("speedup") or {}).get("missing")
     if missing:
         out += [_esc(str(missing)), ""]
     header, rows = tables.acceptance(report)
     if rows:
-        out += ["### Acceptance per config and domain", ""]
+        out += [f"### Acceptance per config and domain{simulated}", ""]
         out += ["Rate at draft position i: verify steps that accepted at least i drafts / "
                 "verify steps (from the server's spec_correct_drafts_histogram).", ""]  # fmt: skip
         out += [*_cells((header, rows)), ""]
     return out
 
 
-def _verdict(report: Mapping[str, Any]) -> list[str]:
+def _verdict(report: Mapping[str, Any], simulated: str) -> list[str]:
     found = report.get("verdict") or {}
     by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
-    out = ["### Verdict", ""]
+    out = [f"### Verdict{simulated}", ""]
     out += [f"Per load and domain, the best {by} among the configs that passed every gate "
             "(geometric mean over contexts).", ""]  # fmt: skip
     out += [*_cells(tables.verdict(report)), ""]
@@ -161,7 +162,7 @@ def _verdict(report: Mapping[str, Any]) -> list[str]:
     out += [*(f"- not eligible: {_esc(line)}" for line in excluded), *([""] if excluded else [])]
     header, rows = tables.pareto(report)
     if rows:
-        out += ["### Pareto front", ""]
+        out += [f"### Pareto front{simulated}", ""]
         out += ["Per context and domain, the (config, load) points that no other beats on both "
                 "per-request and aggregate tok/s.", ""]  # fmt: skip
         out += [*_cells((header, rows)), ""]

@@ -143,6 +143,8 @@ def _mean(values: Sequence[float]) -> float | None:
 
 HISTOGRAM_FIELDS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 """SGLang's name for the histogram of correct drafts per step, then its older alias."""
+MAX_HISTOGRAM = 1024
+"""Longest histogram taken from a server (a draft budget is far below; a longer list is junk)."""
 
 
 def request_histogram(result: GenerateResult) -> list[int] | None:
@@ -151,7 +153,7 @@ def request_histogram(result: GenerateResult) -> list[int] | None:
         found = result.meta_info.get(name)
         if (
             isinstance(found, list)
-            and found
+            and 0 < len(found) <= MAX_HISTOGRAM
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in found)
         ):
             return list(found)

@@ -130,6 +130,12 @@ def test_benchmark_compare_alone_is_the_gates_baseline(tmp_path: Path) -> None:
     assert RunOutputs(alone, measured(), tmp_path).baseline is None, "pytest-benchmark warns"
 
 
+def test_a_speedup_baseline_must_hold_algorithm_none(tmp_path: Path) -> None:
+    speculative = saved_run(tmp_path / "b8.json", 100.0)
+    with pytest.raises(ConfigError, match="holds no case of algorithm NONE"):
+        RunOutputs(Settings(baseline=str(speculative)), RunResults(), tmp_path)
+
+
 def test_bad_fail_spec_is_refused(tmp_path: Path) -> None:
     saved = saved_run(tmp_path / "base.json", 1.0)
     with pytest.raises(ConfigError, match="--dflash-compare-fail: invalid compare-fail spec"):

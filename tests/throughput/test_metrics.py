@@ -168,7 +168,8 @@ def test_acceptance_histogram_and_rate_per_position() -> None:
     a = with_histogram(result(0.0, [(1.0, 9)], verify=4), [1, 2, 0, 1])
     b = with_histogram(result(0.0, [(1.0, 2)], verify=2), [2], name="spec_accept_histogram")
     hostile = with_histogram(result(0.0, [(1.0, 3)], verify=1), ["x", -1])
-    m = case_metrics(ThroughputCase(60, 3), [one_round(0.0, 1.0, a, b, hostile)])
+    huge = with_histogram(result(0.0, [(1.0, 3)], verify=1), [1] * 100_000)
+    m = case_metrics(ThroughputCase(60, 4), [one_round(0.0, 1.0, a, b, hostile, huge)])
     assert m.accept_histogram == [3, 2, 0, 1]
     assert m.accept_rate_by_position == pytest.approx([3 / 6, 1 / 6, 1 / 6])
     # The histogram agrees with the token count it summarises: 1 + correct drafts per step.
