@@ -88,7 +88,11 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
         (["--dflash-host", "gpu1"], "*--dflash-host gpu1 needs a way to restart the server*"),
         (["--dflash-control", "systemd"], "*--dflash-control systemd needs --dflash-host*"),
         (["--dflash-compare", "9999"], "*--dflash-compare*9999*"),
-        (["--dflash-compare-fail", "tok_s:5%"], "*--dflash-compare-fail needs --dflash-compare*"),
+        (
+            ["--dflash-compare-fail", "tok_s:5%"],
+            "*--dflash-compare-fail needs a saved run to compare with: --dflash-compare "
+            "PATH|NNNN, or pytest-benchmark's --benchmark-compare*",
+        ),
         (["--dflash-dialect", "template"], "*dflash_args*"),
         (["--dflash-launch", "python -m 'oops"], "*--dflash-launch: No closing quotation*"),
         (["--dflash-host", "a:b:c"], "*bad host 'a:b:c': use HOST, HOST:PORT*"),
