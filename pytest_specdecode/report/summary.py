@@ -27,6 +27,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
         lines.append(f"NOTE: {SIM_NOTICE}")
     lines.extend(_config_table(configs))
+    short = short_labels(configs)
     simulated = " (simulated)" if lines and lines[0].startswith("NOTE") else ""
     measured = any(c.get("throughput") for c in configs)
     if measured:
@@ -35,7 +36,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         missing = (report.get("speedup") or {}).get("missing")
         if missing:
             lines.append(str(missing))
-        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs)]
+        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
         header, rows = tables.acceptance(report)
         if rows:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
@@ -114,7 +115,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
     return _table(header, body)
 
 
-def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
+def _latency_table(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
     header = [
         "config",
         "case",
@@ -131,7 +132,7 @@ def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
             m = t["metrics"]
             body.append(
                 [
-                    c["label"],
+                    short.get(c["label"], c["label"]),
                     t["case"],
                     figures.rate(m.get("req_tok_s_p50")),
                     f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",
