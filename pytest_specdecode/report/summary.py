@@ -32,11 +32,11 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     measured = any(c.get("throughput") for c in configs)
     if measured:
         lines += ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
-        lines += _table(*tables.throughput(report))
+        lines += _table(*tables.throughput(report, short))
         missing = (report.get("speedup") or {}).get("missing")
         if missing:
             lines.append(str(missing))
-        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
+        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs)]
         header, rows = tables.acceptance(report)
         if rows:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
@@ -115,7 +115,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
     return _table(header, body)
 
 
-def _latency_table(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
+def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
     header = [
         "config",
         "case",
@@ -132,7 +132,7 @@ def _latency_table(configs: list[dict[str, Any]], short: dict[str, str]) -> list
             m = t["metrics"]
             body.append(
                 [
-                    short.get(c["label"], c["label"]),
+                    c["label"],
                     t["case"],
                     figures.rate(m.get("req_tok_s_p50")),
                     f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",

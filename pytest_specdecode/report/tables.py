@@ -100,10 +100,10 @@ def _cases(report: Mapping[str, Any]) -> list[tuple[tuple[Any, ...], int, Mappin
     return out
 
 
-def throughput(report: Mapping[str, Any]) -> Table:
+def throughput(report: Mapping[str, Any], short: Mapping[str, str] | None = None) -> Table:
     """One row per case and config: tok/s, TPOT, accept length, speedup, tok/s ratio."""
     configs = list(report.get("configs") or [])
-    short = short_labels(configs)
+    short = short_labels(configs) if short is None else short
     slo = any(
         (case.get("metrics") or {}).get("slo")
         for c in configs
