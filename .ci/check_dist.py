@@ -28,6 +28,8 @@ SDIST_NEEDS = (
 )
 WHEEL_NEEDS = (
     "pytest_specdecode/py.typed",
+    "pytest_specdecode/throughput/prompt_set/chat.toml",
+    "pytest_specdecode/throughput/prompt_set/README.md",
     "pytest_specdecode/plugin.py",
     "pytest_specdecode/sim/__main__.py",
     "pytest_specdecode/suite/__init__.py",

@@ -31,7 +31,8 @@ MARKERS = (
     "**extra_flags): run this test against a server restarted with this speculative-decoding "
     "config; a list value runs the test once per value",
     "coding: a coding-correctness test (one problem asked to the model and checked in a sandbox)",
-    "throughput(contexts=None, concurrency=None, output_tokens=None): a throughput case",
+    "throughput(contexts=None, concurrency=None, output_tokens=None, domains=None, "
+    "request_rates=None): throughput cases (context x load x prompt domain)",
     "lossless: greedy outputs under the config must equal the non-speculative baseline",
 )
 

@@ -271,6 +271,7 @@ class SpecDecodeSession:
         if self.controller:
             session.exitstatus = self.outputs.finish(int(exitstatus))
 
+    @pytest.hookimpl(trylast=True)  # after pytest-benchmark's table: the verdict ends the run
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from pytest_specdecode.report import summary
 

@@ -50,3 +50,11 @@ def test_sim_throughput_fails_below_its_minimum(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "requirement >= 1,000,000,000,000" in out
     assert out.rstrip().endswith("FAIL")
+
+
+@pytest.mark.parametrize(
+    ("same", "slower", "status"),
+    [([0] * 5, [1] * 5, 0), ([0, 0, 1, 0, 0], [1] * 5, 1), ([0] * 5, [1, 1, 0, 1, 1], 1)],
+)
+def test_compare_gate_needs_every_trial(same: list[int], slower: list[int], status: int) -> None:
+    assert load("compare_gate").verdict(same, slower) == status

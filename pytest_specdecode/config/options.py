@@ -357,18 +357,64 @@ def add_options(parser: pytest.Parser) -> None:
         help="Measured rounds per throughput case (plus one warm-up). Default: 3",
     )
     add(
+        "--dflash-domains",
+        default=None,
+        metavar="NAME,NAME,...",
+        help="Prompt domains of throughput cases, from the prompt set shipped with the plugin: "
+        "code, math, chat, summary, or all; each domain is a case of its own "
+        "(ctx1024-c8-code). Default: 'chat'",
+    )
+    add(
+        "--dflash-request-rate",
+        default=None,
+        metavar="R,R,...",
+        help="Also run cases driven by request rate: Poisson arrivals at R requests/s "
+        "(seeded), e.g. '4,8,16'. Default: none (closed-loop concurrency only)",
+    )
+    add(
+        "--dflash-max-concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Requests in flight at most in request-rate cases (later arrivals wait). "
+        "Default: no limit",
+    )
+    add(
+        "--dflash-rate-requests",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Requests per round of a request-rate case. Default: 16",
+    )
+    add(
+        "--dflash-slo",
+        default=None,
+        metavar="METRIC:TIME,...",
+        help="Service-level objectives per request, e.g. 'ttft:500ms,tpot:30ms,e2e:2s': adds "
+        "goodput (requests/s meeting all) and attainment per case. Default: none",
+    )
+    add(
+        "--dflash-baseline",
+        default=None,
+        metavar="PATH|NNNN",
+        help="A saved pytest-benchmark run of the non-speculative baseline (algorithm NONE) "
+        "to compute speedups against when this run has none. Default: none",
+    )
+    add(
         "--dflash-compare",
         default=None,
         metavar="PATH|NNNN",
-        help="Compare throughput with a saved pytest-benchmark run. Default: none",
+        help="Compare throughput with a saved pytest-benchmark run (a .json file, a run "
+        "number or 'latest'). Default: none (--benchmark-compare's run, if given)",
     )
     add(
         "--dflash-compare-fail",
         action="append",
         default=[],
         metavar="METRIC:DROP",
-        help="Exit 1 when a case regresses against --dflash-compare, e.g. 'tok_s:5%%' "
-        "or 'accept_length:0.2'; repeatable. Default: none",
+        help="Exit 1 when a case regresses against --dflash-compare (else --benchmark-compare) "
+        "beyond the 95%% interval, e.g. 'tok_s:5%%' or 'accept_length:0.2'; repeatable. "
+        "Default: none",
     )
     add(
         "--dflash-min-accept-length",

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
+from pytest_specdecode.config import load_options
+from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, Slo
 from pytest_specdecode.config.options import (
     API_STYLES,
     CONTROL_MODES,
@@ -131,6 +133,14 @@ class Settings:
     concurrency: tuple[int, ...] = (1, 8, 32)
     output_tokens: int = 512
     rounds: int = 3
+    domains: tuple[str, ...] = DEFAULT_DOMAINS
+    request_rates: tuple[float, ...] = ()
+    max_concurrency: int | None = None
+    rate_requests: int = 16
+    slo: Slo = ()
+    baseline: str | None = None
+    benchmark_compare: str | None = None  # pytest-benchmark's --benchmark-compare
+    benchmark_storage: str = "file://./.benchmarks"
     compare: str | None = None
     compare_fail: tuple[str, ...] = ()
     min_accept_length: float | None = None
@@ -420,6 +430,16 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         concurrency=r.get("concurrency", _int_list, (1, 8, 32)),
         output_tokens=r.get("output_tokens", _number(int, minimum=1), 512),
         rounds=r.get("rounds", _number(int, minimum=1), 3),
+        domains=r.get("domains", load_options.parse_domains, DEFAULT_DOMAINS),
+        request_rates=r.get("request_rate", load_options.parse_rates, ()),
+        max_concurrency=r.get("max_concurrency", _number(int, minimum=1), 0) or None,
+        rate_requests=r.get("rate_requests", _number(int, minimum=1), 16),
+        slo=r.get("slo", load_options.parse_slo, ()),
+        baseline=r.get("baseline", _text, "") or None,
+        benchmark_compare=load_options.benchmark_compare(config),
+        benchmark_storage=str(
+            load_options.benchmark_option(config, "benchmark_storage") or "file://./.benchmarks"
+        ),
         compare=r.get("compare", _text, "") or None,
         compare_fail=_lines(r, "compare_fail"),
         min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),

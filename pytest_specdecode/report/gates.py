@@ -37,6 +37,29 @@ def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) 
     return lines
 
 
+def config_failures(settings: Settings, results: RunResults) -> dict[str, list[str]]:
+    """Per config label, the gates it failed (pass rate, lossless, accept floor) and
+    whether its server failed its readiness gate: what keeps a config out of the verdict."""
+    out: dict[str, list[str]] = {}
+    for r in results.ordered():
+        reasons: list[str] = []
+        found, floor = r.pass_rate(), settings.min_pass_rate
+        if floor is not None and found is not None and found[0] < floor:
+            reasons.append(f"pass rate {found[0]:.0%} < {floor:.0%}")
+        if any(not record.passed for record in r.lossless.values()):
+            reasons.append("not lossless")
+        least = settings.min_accept_length
+        if least is not None and r.config.get("algorithm") != "NONE":
+            accept = r.accept_length()
+            if accept is None or accept < least:
+                shown = "unknown" if accept is None else figures.number(accept, 2)
+                reasons.append(f"accept length {shown} < {figures.plain(least)}")
+        if r.errors:
+            reasons.append("server not ready")
+        out[r.label] = reasons
+    return out
+
+
 def exit_status(
     exitstatus: int, settings: Settings, results: RunResults, gate_lines: list[str]
 ) -> int:

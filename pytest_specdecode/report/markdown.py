@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode import figures
+from pytest_specdecode.report import tables
 
 TITLE = "pytest-specdecode run"
 SIM_NOTE = (
@@ -22,7 +23,6 @@ SIM_NOTE = (
 MAX_FAILURES = 50
 """Coding failures listed before the rest are counted; summaries should stay short."""
 
-_CASE_RE = re.compile(r"ctx(?P<context>\d+)-c(?P<concurrency>\d+)(?:-t(?P<tokens>\d+))?")
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 
 
@@ -37,14 +37,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         out += ["### Configs", "", *_config_table(configs), ""]
     else:
         out += ["No config was measured.", ""]
-    throughput = _throughput_table(configs)
-    if throughput:
-        out += ["### Throughput: output tok/s (accept length)", "", *throughput, ""]
+    simulated = " (simulated)" if _simulated(report, configs) else ""
+    if any(c.get("throughput") for c in configs):
+        out += _throughput(report, simulated)
     out += _coding_failures(configs)
     compare = report.get("compare")
     if compare:
         out += [f"### Compared with {_esc(str(compare.get('baseline')))}", ""]
         out += [*_text_table(str(compare.get("table", ""))), ""]
+        notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
+        out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
+    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
+        out += _verdict(report, simulated)
     out.append(_footer(report))
     return "\n".join(out) + "\n"
 
@@ -126,35 +130,43 @@ def _lossless(results: Mapping[str, Any]) -> str:
     return f"**FAILED** ({failed}/{len(results)})" if failed else "pass"
 
 
-def _throughput_table(configs: list[dict[str, Any]]) -> list[str]:
-    measured = [c for c in configs if c.get("throughput")]
-    if not measured:
-        return []
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    order: dict[str, tuple[int, ...]] = {}
-    for c in measured:
-        for t in c["throughput"]:
-            case = str(t.get("case", "?"))
-            metrics = t.get("metrics") or {}
-            cells[(case, str(c["label"]))] = metrics
-            order.setdefault(case, _case_order(case, metrics, len(order)))
-    cases = sorted(order, key=lambda case: order[case])
-    labels = [str(c["label"]) for c in measured]
-    rows = []
-    for case in cases:
-        row = [_esc(case)]
-        for label in labels:
-            m = cells.get((case, label))
-            if m is None or not isinstance(m.get("tok_s"), (int, float)):
-                row.append("-")
-                continue
-            accept = m.get("accept_length")
-            shown = figures.rate(m["tok_s"])
-            row.append(f"{shown} ({accept:.2f})" if isinstance(accept, (int, float)) else shown)
-        rows.append(row)
-    return _table(
-        ["case", *(_esc(label) for label in labels)], rows, set(range(1, len(labels) + 1))
-    )
+def _cells(table: tables.Table) -> list[str]:
+    header, rows = table
+    right = set(range(2, len(header)))
+    return _table([_esc(h) for h in header], [[_esc(c) for c in r] for r in rows], right)
+
+
+def _throughput(report: Mapping[str, Any], simulated: str) -> list[str]:
+    out = [f"### Throughput{simulated}", "", _esc(tables.rounds_note(report)), ""]
+    out += [*_cells(tables.throughput(report)), ""]
+    missing = (report.get("speedup") or {}).get("missing")
+    if missing:
+        out += [_esc(str(missing)), ""]
+    header, rows = tables.acceptance(report)
+    if rows:
+        out += [f"### Acceptance per config and domain{simulated}", ""]
+        out += ["Rate at draft position i: verify steps that accepted at least i drafts / "
+                "verify steps (from the server's spec_correct_drafts_histogram).", ""]  # fmt: skip
+        out += [*_cells((header, rows)), ""]
+    return out
+
+
+def _verdict(report: Mapping[str, Any], simulated: str) -> list[str]:
+    found = report.get("verdict") or {}
+    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
+    out = [f"### Verdict{simulated}", ""]
+    out += [f"Per load and domain, the best {by} among the configs that passed every gate "
+            "(geometric mean over contexts).", ""]  # fmt: skip
+    out += [*_cells(tables.verdict(report)), ""]
+    excluded = tables.excluded_lines(report)
+    out += [*(f"- not eligible: {_esc(line)}" for line in excluded), *([""] if excluded else [])]
+    header, rows = tables.pareto(report)
+    if rows:
+        out += [f"### Pareto front{simulated}", ""]
+        out += ["Per context and domain, the (config, load) points that no other beats on both "
+                "per-request and aggregate tok/s.", ""]  # fmt: skip
+        out += [*_cells((header, rows)), ""]
+    return out
 
 
 def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
@@ -235,14 +247,3 @@ def _num(value: Any, digits: int, unit: str = "") -> str:
 
 def _int_or_text(key: str) -> tuple[int, str]:
     return (int(key), "") if key.isdigit() else (1 << 30, key)
-
-
-def _case_order(case: str, metrics: Mapping[str, Any], position: int) -> tuple[int, ...]:
-    """Cases by context, concurrency and tokens when known, else in report order."""
-    values = [metrics.get(k) for k in ("context", "concurrency", "max_tokens")]
-    match = _CASE_RE.search(case)
-    if match and not all(isinstance(v, int) for v in values[:2]):
-        values = [int(match[k]) if match[k] else 0 for k in ("context", "concurrency", "tokens")]
-    if all(isinstance(v, int) for v in values[:2]):
-        return (0, *(v if isinstance(v, int) else 0 for v in values), position)
-    return (1, position)

@@ -16,10 +16,11 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import gates
+from pytest_specdecode.report import gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
+from pytest_specdecode.throughput import stats
 
 
 class RunOutputs:
@@ -40,8 +41,9 @@ class RunOutputs:
         self.results = results
         self.root = root
         # Bad --dflash-compare inputs are usage errors, found before any test runs.
-        self.baseline = _load_baseline(settings)
         self.fail_specs = _fail_specs(settings)
+        self.baseline_label, self.baseline = _load_baseline(settings, bool(self.fail_specs))
+        self.speedup_label, self.speedup_rows = _load_speedup_baseline(settings)
         if settings.plot:
             _require_plots()
         self._meta: dict[str, Any] | None = None
@@ -74,6 +76,7 @@ class RunOutputs:
         data = {
             **self.meta(),
             **self.results.to_json(),
+            "intervals": stats.METHOD,
             "compare": self.compare,
             "gates": {
                 "failed": self.gate_lines,
@@ -83,7 +86,17 @@ class RunOutputs:
             },
             **self.final,
         }
+        self._judge(data)
         return self.redactor.value(data)
+
+    def _judge(self, data: dict[str, Any]) -> None:
+        """Speedups against the baseline, the verdict and the Pareto front."""
+        saved = self.speedup_rows or self.baseline or []
+        label = self.speedup_label if self.speedup_rows else self.baseline_label
+        verdict.annotate_speedups(data, saved, label)
+        if any(c.get("throughput") for c in data.get("configs") or []):
+            excluded = gates.config_failures(self.settings, self.results)
+            data["verdict"] = verdict.decide(data, excluded)
 
     def update(self) -> None:
         """Rewrite the report (after each test)."""
@@ -126,9 +139,14 @@ class RunOutputs:
         if not current:
             return []
         deltas = compare.pair(self.baseline, current)
+        findings = compare.check(deltas, self.fail_specs)
         self.compare = {
-            "baseline": self.settings.compare,
+            "baseline": self.baseline_label,
             "table": compare.render_compare(deltas, "saved", "now"),
+            "findings": [
+                {"case": f.case, "spec": str(f.spec), "status": f.status, "line": f.line}
+                for f in findings
+            ],
             "rows": [
                 {
                     "case": d.case,
@@ -142,7 +160,7 @@ class RunOutputs:
                 for d in deltas
             ],
         }
-        return compare.regressions(deltas, self.fail_specs)
+        return [f.line for f in findings if f.status == "fail"]
 
     def _plots(self) -> None:
         if not self.settings.plot:
@@ -163,15 +181,46 @@ class RunOutputs:
             self.notes.append(f"dflash: could not write GITHUB_STEP_SUMMARY: {exc}")
 
 
-def _load_baseline(settings: Settings) -> list[compare.CaseRow] | None:
-    if not settings.compare:
-        if settings.compare_fail:
-            raise ConfigError("--dflash-compare-fail needs --dflash-compare PATH|NNNN")
-        return None
+def _load_baseline(
+    settings: Settings, gated: bool
+) -> tuple[str | None, list[compare.CaseRow] | None]:
+    """The saved run to compare with: --dflash-compare, else pytest-benchmark's
+    --benchmark-compare (as its own --benchmark-compare-fail does)."""
+    if settings.compare:
+        source, spec, storage = "--dflash-compare", settings.compare, ".benchmarks"
+    elif settings.benchmark_compare:
+        source, spec = "--benchmark-compare", settings.benchmark_compare
+        storage = settings.benchmark_storage
+    else:
+        if gated:
+            raise ConfigError(
+                "--dflash-compare-fail needs a saved run to compare with: --dflash-compare "
+                "PATH|NNNN, or pytest-benchmark's --benchmark-compare[=NNNN]"
+            )
+        return None, None
     try:
-        return compare.load_run(compare.find_saved_run(settings.compare))
+        path = compare.find_saved_run(spec, storage)
+        return path.name, compare.load_run(path)
     except compare.CompareError as exc:
-        raise ConfigError(f"--dflash-compare: {exc}") from None
+        if source == "--benchmark-compare" and not gated:
+            return None, None  # pytest-benchmark warns about it itself
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _load_speedup_baseline(settings: Settings) -> tuple[str | None, list[compare.CaseRow]]:
+    if not settings.baseline:
+        return None, []
+    try:
+        path = compare.find_saved_run(settings.baseline, settings.benchmark_storage)
+        rows = compare.load_run(path)
+    except compare.CompareError as exc:
+        raise ConfigError(f"--dflash-baseline: {exc}") from None
+    if not any(row.algorithm == "NONE" for row in rows):
+        raise ConfigError(
+            f"--dflash-baseline: {str(path)!r} holds no case of algorithm NONE; save a "
+            "baseline with --dflash-config algorithm=NONE --benchmark-save=none"
+        )
+    return path.name, rows
 
 
 def _fail_specs(settings: Settings) -> list[compare.FailSpec]:

@@ -1,4 +1,6 @@
-"""PNG plots of a run report: throughput, accept length, pass rate, sweep heatmaps.
+"""PNG plots of a run report: throughput, accept length, pass rate, sweep heatmaps,
+and (:mod:`~pytest_specdecode.report.plots_sweep`) speedup, Pareto front and the
+acceptance histogram.
 
 matplotlib is the optional ``plot`` extra, imported only when plotting. The
 figures are built with matplotlib's object API on the Agg canvas, never
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_specdecode import figures
+from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.report import verdict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -44,6 +48,21 @@ class Point:
     accept_length: float | None
     completion_tokens: float | None
     spec_verify_ct: float | None
+    domain: str = "-"
+    load: str = ""
+    low: float | None = None
+    high: float | None = None
+    """The 95% interval of tok/s over rounds, where there is one."""
+
+    @property
+    def closed_loop(self) -> bool:
+        """Whether the case ran at a concurrency (not a request rate)."""
+        return not self.load.startswith("r")
+
+    @property
+    def panel(self) -> tuple[int, str]:
+        """(context, domain): what a panel of a per-context plot shows."""
+        return (self.context, self.domain)
 
 
 def is_simulated(report: dict[str, Any]) -> bool:
@@ -63,15 +82,21 @@ def throughput_points(report: dict[str, Any]) -> list[Point]:
             context, concurrency = _case_shape(str(case.get("case", "")), metrics)
             if context is None or concurrency is None:
                 continue
+            _, load, domain = verdict.case_shape(str(case.get("case", "")), metrics)
+            spread = (metrics.get("intervals") or {}).get("tok_s") or {}
             points.append(
                 Point(
                     config=str(config["label"]),
                     context=context,
                     concurrency=concurrency,
-                    tok_s=_number(metrics.get("tok_s")),
+                    tok_s=_number(verdict.mean(metrics, "tok_s")),
                     accept_length=_number(metrics.get("accept_length")),
                     completion_tokens=_number(metrics.get("completion_tokens")),
                     spec_verify_ct=_number(metrics.get("spec_verify_ct")),
+                    domain=domain,
+                    load=load,
+                    low=_number(spread.get("low")),
+                    high=_number(spread.get("high")),
                 )
             )
     return points
@@ -101,6 +126,9 @@ def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
         figures[f"heatmap_tok_s_{_slug(sweep.algorithm)}"] = _heatmap_figure(
             sweep, points, simulated
         )
+    from pytest_specdecode.report import plots_sweep
+
+    figures.update(plots_sweep.build(report, colors, simulated))
     return figures
 
 
@@ -203,13 +231,27 @@ def _title(figure: Figure, text: str, simulated: bool) -> None:
         figure.suptitle(text, fontweight="bold")
 
 
+def panel_title(panel: tuple[int, str], panels: Sequence[tuple[int, str]]) -> str:
+    """``context 1024 tokens``, with the domain when the run measured several."""
+    context, domain = panel
+    several = len({d for _, d in panels}) > 1
+    return f"context {context} tokens" + (f", {domain}" if several else "")
+
+
+def panels_of(points: Sequence[Point]) -> list[tuple[int, str]]:
+    """The (context, domain) panels of the points, by context then domain order."""
+    found = {p.panel for p in points}
+    return sorted(found, key=lambda k: (k[0], DOMAINS.index(k[1]) if k[1] in DOMAINS else 9, k[1]))
+
+
 def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: bool) -> Figure:
-    contexts = sorted({p.context for p in points if p.tok_s is not None})
-    figure = _new_figure(max(5.5, 4.6 * len(contexts)), 4.8)
-    axes: Sequence[Axes] = figure.subplots(1, len(contexts), squeeze=False)[0]
+    points = [p for p in points if p.closed_loop]
+    keys = panels_of([p for p in points if p.tok_s is not None])
+    figure = _new_figure(max(5.5, 4.6 * len(keys)), 4.8)
+    axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
     handles: dict[str, Any] = {}
-    for ax, context in zip(axes, contexts, strict=True):
-        here = [p for p in points if p.context == context and p.tok_s is not None]
+    for ax, key in zip(axes, keys, strict=True):
+        here = [p for p in points if p.panel == key and p.tok_s is not None]
         levels = sorted({p.concurrency for p in here})
         for label in colors:
             mine = sorted((p for p in here if p.config == label), key=lambda p: p.concurrency)
@@ -222,13 +264,23 @@ def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: b
                 color=colors[label],
                 label=label,
             )
+            banded = [p for p in mine if p.low is not None and p.high is not None]
+            if banded:  # the 95% interval over rounds, as a band (error bars)
+                ax.fill_between(
+                    [p.concurrency for p in banded],
+                    [p.low or 0.0 for p in banded],
+                    [p.high or 0.0 for p in banded],
+                    color=colors[label],
+                    alpha=0.18,
+                    linewidth=0,
+                )
             handles.setdefault(label, line)
         if len(levels) > 1 and levels[-1] / levels[0] >= 4:
             ax.set_xscale("log", base=2)
         ax.set_xticks(levels, [str(c) for c in levels])
         ax.minorticks_off()
         ax.set_ylim(bottom=0)
-        ax.set_title(f"context {context} tokens")
+        ax.set_title(panel_title(key, keys))
         ax.set_xlabel("concurrent requests")
         ax.set_ylabel("output tok/s (aggregate)")
         ax.grid(True, alpha=0.3)
@@ -239,22 +291,26 @@ def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: b
         ncols=min(len(handles), 3),
         title="config",
     )
-    _title(figure, "Output throughput vs concurrency (higher is better)", simulated)
+    _title(
+        figure,
+        "Output throughput vs concurrency (higher is better)\nband: 95% interval over rounds",
+        simulated,
+    )
     return figure
 
 
-def _accept_by_context(points: list[Point]) -> dict[str, dict[int, float]]:
-    """Per config and context: sum(tokens) / sum(verify steps) over its cases."""
-    sums: dict[str, dict[int, list[float]]] = {}
+def _accept_by_context(points: list[Point]) -> dict[str, dict[tuple[int, str], float]]:
+    """Per config and (context, domain): sum(tokens) / sum(verify steps) over its cases."""
+    sums: dict[str, dict[tuple[int, str], list[float]]] = {}
     for p in points:
-        entry = sums.setdefault(p.config, {}).setdefault(p.context, [0.0, 0.0, 0.0, 0.0])
+        entry = sums.setdefault(p.config, {}).setdefault(p.panel, [0.0, 0.0, 0.0, 0.0])
         if p.completion_tokens and p.spec_verify_ct:
             entry[0] += p.completion_tokens
             entry[1] += p.spec_verify_ct
         elif p.accept_length is not None:
             entry[2] += p.accept_length
             entry[3] += 1
-    out: dict[str, dict[int, float]] = {}
+    out: dict[str, dict[tuple[int, str], float]] = {}
     for label, by_context in sums.items():
         for context, (tokens, steps, total, count) in by_context.items():
             if steps:
@@ -265,10 +321,14 @@ def _accept_by_context(points: list[Point]) -> dict[str, dict[int, float]]:
 
 
 def _accept_figure(
-    accept: dict[str, dict[int, float]], colors: dict[str, str], simulated: bool
+    accept: dict[str, dict[tuple[int, str], float]], colors: dict[str, str], simulated: bool
 ) -> Figure:
     labels = [label for label in colors if label in accept]
-    contexts = sorted({c for values in accept.values() for c in values})
+    contexts = sorted(
+        {c for values in accept.values() for c in values},
+        key=lambda k: (k[0], DOMAINS.index(k[1]) if k[1] in DOMAINS else 9, k[1]),
+    )
+    several = len({d for _, d in contexts}) > 1
     figure = _new_figure(min(16.0, max(7.0, 0.5 * len(contexts) * len(labels) + 2)), 5.4)
     ax: Axes = figure.add_subplot()
     width = 0.8 / len(labels)
@@ -278,8 +338,8 @@ def _accept_figure(
         bars = ax.bar(xs, heights, width * 0.95, color=colors[label], label=label)
         ax.bar_label(bars, labels=[_fmt(h, 2) for h in heights], padding=2, fontsize=8)
     ax.axhline(1.0, color="grey", linestyle=":", label="no speculation (1 token/step)")
-    ax.set_xticks(range(len(contexts)), [f"{c}" for c in contexts])
-    ax.set_xlabel("context (prompt tokens)")
+    ax.set_xticks(range(len(contexts)), [f"{c}\n{d}" if several else f"{c}" for c, d in contexts])
+    ax.set_xlabel("context (prompt tokens)" + (" and domain" if several else ""))
     ax.set_ylabel("accept length (tokens per verify step)")
     ax.set_ylim(0, max(1.0, *(v for d in accept.values() for v in d.values())) * 1.18)
     ax.grid(True, axis="y", alpha=0.3)
@@ -323,14 +383,14 @@ def _pass_rate_figure(
 def _heatmap_figure(sweep: Sweep, points: list[Point], simulated: bool) -> Figure:
     rows = sorted({r for r, _ in sweep.cells.values()}, key=_order)
     cols = sorted({c for _, c in sweep.cells.values()}, key=_order)
-    mine = [p for p in points if p.config in sweep.cells and p.tok_s is not None]
-    contexts = sorted({p.context for p in mine})
+    mine = [p for p in points if p.config in sweep.cells and p.tok_s is not None and p.closed_loop]
+    contexts = panels_of(mine)
     figure = _new_figure(
         max(5.5, (1.1 * len(cols) + 2.2) * len(contexts)), 1.0 + 0.8 * len(rows) + 1.8
     )
     axes: Sequence[Axes] = figure.subplots(1, len(contexts), squeeze=False)[0]
-    for ax, context in zip(axes, contexts, strict=True):
-        here = [p for p in mine if p.context == context]
+    for ax, key in zip(axes, contexts, strict=True):
+        here = [p for p in mine if p.panel == key]
         top = max(p.concurrency for p in here)
         grid = [[math.nan] * len(cols) for _ in rows]
         for p in here:
@@ -356,7 +416,7 @@ def _heatmap_figure(sweep: Sweep, points: list[Point], simulated: bool) -> Figur
         ax.set_yticks(range(len(rows)), [_value_text(r) for r in rows])
         ax.set_xlabel(sweep.col_key)
         ax.set_ylabel(sweep.row_key)
-        ax.set_title(f"context {context} tokens, concurrency {top}", fontsize=10)
+        ax.set_title(f"{panel_title(key, contexts)}, concurrency {top}", fontsize=10)
         figure.colorbar(image, ax=ax, label="output tok/s")
     _title(
         figure,

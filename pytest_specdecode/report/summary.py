@@ -11,9 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_specdecode import figures
-from pytest_specdecode.throughput.comparison import CaseRow, render_sweep
+from pytest_specdecode.report import tables
+from pytest_specdecode.report.tables import short_labels
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
+__all__ = ["SIM_NOTICE", "render", "short_labels"]
 
 
 def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
@@ -27,24 +29,20 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     lines.extend(_config_table(configs))
     lines.extend(_coding_times(configs))
     short = short_labels(configs)
-    rows = [
-        CaseRow(
-            key=t["case"],
-            fullname=t["case"],
-            case=t["case"],
-            config=short[c["label"]],
-            tok_s=t["metrics"].get("tok_s"),
-            accept_length=t["metrics"].get("accept_length"),
-            extra_info=t["metrics"],
-        )
-        for c in configs
-        for t in c.get("throughput", [])
-    ]
-    if rows:
-        lines += ["", "throughput: output tok/s and accept length per case and config"]
-        measured = [short[c["label"]] for c in configs if c.get("throughput")]
-        lines += render_sweep(rows, configs=measured).splitlines()
-        lines += ["", *_latency_table(configs)]
+    simulated = " (simulated)" if lines and lines[0].startswith("NOTE") else ""
+    measured = any(c.get("throughput") for c in configs)
+    if measured:
+        lines += ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
+        lines += _table(*tables.throughput(report, short))
+        missing = (report.get("speedup") or {}).get("missing")
+        if missing:
+            lines.append(str(missing))
+        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs)]
+        header, rows = tables.acceptance(report)
+        if rows:
+            lines += ["", "acceptance per config and domain: rate at draft position i = verify "
+                      "steps accepting at least i drafts / verify steps"]  # fmt: skip
+            lines += _table(header, rows)
     for c in configs:
         failed = [r for r in c.get("coding", []) if not r["passed"]]
         if failed:
@@ -53,25 +51,46 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     compare = report.get("compare")
     if compare:
         lines += ["", f"compared with {compare['baseline']}:", *compare["table"].splitlines()]
+        lines += _findings(compare.get("findings") or [])
+    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
+        lines += _verdict(report, simulated)
     gate_lines = list(gate_lines)
     if gate_lines:
         lines += ["", "dflash gates FAILED:"] + [f"  {line}" for line in gate_lines]
     return lines
 
 
-def short_labels(configs: list[dict[str, Any]]) -> dict[str, str]:
-    """Config labels reduced to the keys that differ between the measured configs.
+def _findings(findings: list[dict[str, Any]]) -> list[str]:
+    """The compare gate's tally per spec, and each inconclusive case (failures are gate lines)."""
+    lines = []
+    for spec in dict.fromkeys(str(f.get("spec")) for f in findings):
+        mine = [f for f in findings if str(f.get("spec")) == spec]
+        count = {s: sum(1 for f in mine if f.get("status") == s) for s in ("pass", "fail")}
+        unsure = [f for f in mine if f.get("status") == "inconclusive"]
+        lines.append(
+            f"{spec}: {count['pass']} within the limit, {len(unsure)} inconclusive, "
+            f"{count['fail']} beyond it (95% intervals)"
+        )
+        lines += [f"  {f.get('line')}" for f in unsure]
+    return lines
 
-    A budget sweep's columns read ``budget=4``, ``budget=8``... instead of the
-    whole label repeated; a single config keeps its full label.
-    """
-    measured = [c for c in configs if c.get("throughput")]
-    keys = ("algorithm", "budget", "topk", "window", "draft_model")
-    varying = [k for k in keys if len({str(c["config"].get(k)) for c in measured}) > 1]
-    extras = {str(c["config"].get("extra")) for c in measured}
-    if len(measured) < 2 or len(extras) > 1 or not varying:
-        return {c["label"]: c["label"] for c in configs}
-    return {c["label"]: " ".join(f"{k}={c['config'].get(k)}" for k in varying) for c in configs}
+
+def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
+    found = report["verdict"]
+    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
+    lines = [
+        "",
+        f"verdict{simulated}: per load and domain, the best {by} among the configs that passed "
+        "every gate (geometric mean over contexts)",
+        *_table(*tables.verdict(report)),
+    ]
+    lines += [f"  not eligible: {line}" for line in tables.excluded_lines(report)]
+    header, rows = tables.pareto(report)
+    if rows:
+        lines += ["", f"pareto front{simulated}: per context and domain, the (config, load) "
+                  "points no other beats on both per-request and aggregate tok/s"]  # fmt: skip
+        lines += _table(header, rows)
+    return lines
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
@@ -117,7 +136,6 @@ def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
     header = [
         "config",
         "case",
-        "tok/s",
         "req tok/s p50",
         "TTFT p50/p99 ms",
         "TPOT p50 ms",
@@ -133,7 +151,6 @@ def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
                 [
                     c["label"],
                     t["case"],
-                    figures.rate(m.get("tok_s")),
                     figures.rate(m.get("req_tok_s_p50")),
                     f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",
                     _num(m.get("tpot_ms_p50"), 2),

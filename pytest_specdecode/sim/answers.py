@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_specdecode.sim import solutions, solutions_lists, tokenizer
+from pytest_specdecode.sim import domains, solutions, solutions_lists, tokenizer
+from pytest_specdecode.sim.domains import CODE, FILLER, MATH, PROSE, SUMMARY
 from pytest_specdecode.sim.solutions import Solver
 from pytest_specdecode.sim.tokenizer import Pieces
 
-# Content classes; the model gives each its own draft acceptance.
-PROSE, CODE, FILLER = 0, 1, 2
+__all__ = ["CODE", "FILLER", "MATH", "PROSE", "SUMMARY", "Answer", "AnswerBook", "build_answer"]
 
 FILLER_POOL_TOKENS = 8192
 # Solutions per problem and correctness; the variant drawn is below this.
@@ -29,10 +29,16 @@ VARIANTS = 2
 
 @dataclass(frozen=True)
 class Answer:
-    """Tokens of one reply plus the content class of each token."""
+    """Tokens of one reply plus the content class of each token.
+
+    ``kind`` is the class of what the model would write past the reply's end
+    (``ignore_eos``): more of the same kind for a reply to a plain prompt,
+    filler after a coding answer.
+    """
 
     pieces: Pieces
     classes: bytes
+    kind: int = FILLER
 
 
 @dataclass(frozen=True)
@@ -288,7 +294,7 @@ def filler_text(rng: random.Random, tokens: int) -> str:
     return " ".join(out).replace(" \n\n ", "\n\n")
 
 
-def build_answer(text: str, default_class: int = PROSE) -> Answer:
+def build_answer(text: str, default_class: int = PROSE, kind: int = FILLER) -> Answer:
     """Tokenize ``text``; the insides of ``` fences are classed as code."""
     pieces: list[str] = []
     classes = bytearray()
@@ -303,7 +309,16 @@ def build_answer(text: str, default_class: int = PROSE) -> Answer:
         classes += bytes([cls]) * len(chunk)
         if is_fence:
             in_code = not in_code
-    return Answer(Pieces(pieces), bytes(classes))
+    return Answer(Pieces(pieces), bytes(classes), kind)
+
+
+def domain_text(rng: random.Random, kind: int, tokens: int) -> str:
+    """A reply of ``kind`` (code, worked maths, or prose for chat and summaries)."""
+    if kind == CODE:
+        return domains.code_text(rng, tokens)
+    if kind == MATH:
+        return domains.math_text(rng, tokens)
+    return filler_text(rng, tokens)
 
 
 class AnswerBook:
@@ -314,8 +329,27 @@ class AnswerBook:
         self.quality = quality
         self.scripted = scripted or []
         self._cache: dict[str, Answer] = {}
-        pool_rng = random.Random(f"{seed}:filler-pool")
-        self.filler_pool = build_answer(filler_text(pool_rng, FILLER_POOL_TOKENS), FILLER)
+        self._pools: dict[int, Answer] = {}
+
+    @property
+    def filler_pool(self) -> Answer:
+        """Filler tokens that extend a coding answer past its end."""
+        return self.pool(FILLER)
+
+    def pool(self, kind: int) -> Answer:
+        """Tokens of ``kind`` that extend a reply past its end (``ignore_eos``), built once."""
+        found = self._pools.get(kind)
+        if found is None:
+            rng = random.Random(f"{self.seed}:pool:{kind}")
+            text = (filler_text if kind == FILLER else lambda r, n: domain_text(r, kind, n))(
+                rng, FILLER_POOL_TOKENS
+            )
+            found = self._pools[kind] = build_answer(text, kind, kind)
+        return found
+
+    def kind(self, prompt: str) -> int:
+        """The class of a reply to a prompt that is no coding problem (see ``domains``)."""
+        return domains.classify(prompt)
 
     def text(self, prompt: str, sample: int | None = None) -> str:
         """The reply text; ``sample`` is None for greedy decoding, else the sample number."""
@@ -325,7 +359,7 @@ class AnswerBook:
         rng = random.Random(f"{self.seed}:{prompt}:{'greedy' if sample is None else sample}")
         name = recognize(prompt)
         if name is None:
-            return filler_text(rng, rng.randint(120, 360))
+            return domain_text(rng, self.kind(prompt), rng.randint(120, 360))
         correct = rng.random() < self.quality
         code = PROBLEMS[name](prompt, correct, rng.randrange(VARIANTS))
         intro = rng.choice(_INTROS).format(name=name)
@@ -335,10 +369,18 @@ class AnswerBook:
     def answer(self, prompt: str, sample: int | None = None) -> Answer:
         """The reply as tokens; greedy replies are cached per prompt."""
         if sample is not None:
-            return build_answer(self.text(prompt, sample))
+            return self._build(prompt, sample)
         cached = self._cache.get(prompt)
         if cached is None:
             if len(self._cache) > 4096:
                 self._cache.clear()
-            cached = self._cache[prompt] = build_answer(self.text(prompt))
+            cached = self._cache[prompt] = self._build(prompt, None)
         return cached
+
+    def _build(self, prompt: str, sample: int | None) -> Answer:
+        text = self.text(prompt, sample)
+        scripted = any(entry.match in prompt for entry in self.scripted)
+        if scripted or recognize(prompt) is not None:
+            return build_answer(text)
+        kind = self.kind(prompt)
+        return build_answer(text, kind, kind)

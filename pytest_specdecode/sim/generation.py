@@ -108,7 +108,7 @@ class Generator:
         seq = Sequence(
             req.rid,
             req.prompt_tokens,
-            Answer(pieces, classes),
+            Answer(pieces, classes, answer.kind),
             total,
             finish,
             rng,
@@ -117,7 +117,7 @@ class Generator:
         return seq, stop_text
 
     def _extend(self, answer: Answer, want: int) -> tuple[Pieces, bytes]:
-        pool = self.book.filler_pool
+        pool = self.book.pool(answer.kind)
         pieces = answer.pieces.copy()
         classes = bytearray(answer.classes)
         while len(pieces) < want:

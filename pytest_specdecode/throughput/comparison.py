@@ -2,9 +2,19 @@
 
 pytest-benchmark saves runs as ``<storage>/<machine-id>/NNNN_<name>.json``
 (machine id like ``Linux-CPython-3.11-64bit``); ``--benchmark-compare=NNNN``
-finds ``NNNN_*.json`` under the current machine's folder. The same lookup is
-used here, falling back to any machine folder when the current one has none.
-Our metrics live in each benchmark's ``extra_info``.
+finds ``NNNN_*.json`` under the current machine's folder, and
+``--benchmark-compare`` alone the newest one. The same lookup is used here,
+falling back to any machine folder when the current one has none. Our
+metrics live in each benchmark's ``extra_info``, with the per-round values
+the gate compares (``intervals``).
+
+A gate ``tok_s:5%`` fails a case only when the whole 95% interval of the
+relative change lies below -5%: round by round when both runs have as many
+rounds (round i sends the same prompts in both), else the ratio of the round
+means (delta method on its log, Welch-Satterthwaite degrees of freedom); see
+:mod:`~pytest_specdecode.throughput.stats`. When the interval straddles the
+limit the case is *inconclusive*, said in one line with the noise, and does
+not fail. ``accept_length:0.2`` does the same with the difference.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.throughput import stats
 
 METRICS = ("tok_s", "accept_length")
 """Metrics a fail spec may name; higher is better for both."""
@@ -49,11 +60,21 @@ def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
     candidate = Path(spec)
     if candidate.is_file():
         return candidate
+    root = Path(str(storage).removeprefix("file://"))
+    if spec == "latest":
+        runs = sorted((root / machine_id()).glob("[0-9][0-9][0-9][0-9]_*.json"))
+        runs = runs or sorted(root.glob("*/[0-9][0-9][0-9][0-9]_*.json"), key=lambda p: p.name)
+        if not runs:
+            raise CompareError(
+                f"no saved benchmark run under {str(root)!r} to compare with; "
+                "save one first with --benchmark-save=NAME or --benchmark-autosave"
+            )
+        return runs[-1]
     if not re.fullmatch(r"\d{4}(_.*)?", spec):
         raise CompareError(
-            f"no saved benchmark run {spec!r}: give a .json file or a run number such as '0001'"
+            f"no saved benchmark run {spec!r}: give a .json file, a run number such as '0001' "
+            "or 'latest'"
         )
-    root = Path(str(storage).removeprefix("file://"))
     pattern = spec if "_" in spec else f"{spec}_*"
     pattern = pattern if pattern.endswith(".json") else pattern.rstrip("*") + "*.json"
     mine = sorted((root / machine_id()).glob(pattern))
@@ -80,6 +101,27 @@ class CaseRow:
     tok_s: float | None
     accept_length: float | None
     extra_info: Mapping[str, Any]
+
+    def samples(self, metric: str) -> list[float]:
+        """The per-round values of ``metric`` (a run saved without them: its one value)."""
+        intervals = self.extra_info.get("intervals")
+        found = intervals.get(metric) if isinstance(intervals, Mapping) else None
+        values = stats.clean(found.get("values") or []) if isinstance(found, Mapping) else []
+        if values:
+            return values
+        point = getattr(self, metric, None) if metric in METRICS else self.extra_info.get(metric)
+        return stats.clean([point])
+
+    def mean(self, metric: str) -> float | None:
+        """The mean of :meth:`samples` (what tables and gate lines show)."""
+        values = self.samples(metric)
+        return sum(values) / len(values) if values else None
+
+    @property
+    def algorithm(self) -> str:
+        """The config's algorithm (``NONE`` for a non-speculative baseline)."""
+        found = self.extra_info.get("algorithm")
+        return str(found) if found else (self.config.split() or ["?"])[0]
 
 
 def pairing_key(fullname: str, extra_info: Mapping[str, Any]) -> str:
@@ -136,9 +178,26 @@ class CaseDelta:
     current: CaseRow | None
 
     def value(self, metric: str, side: str) -> float | None:
-        """``metric`` of the ``"base"`` or ``"current"`` row."""
+        """``metric`` of the ``"base"`` or ``"current"`` row (the mean over its rounds)."""
         row = self.base if side == "base" else self.current
-        return None if row is None else getattr(row, metric)
+        return None if row is None else row.mean(metric)
+
+    def change_interval(self, metric: str, *, percent: bool) -> stats.Interval | None:
+        """The change of ``metric`` with its 95% interval: relative (in %) or absolute."""
+        if self.base is None or self.current is None:
+            return None
+        base, now = self.base.samples(metric), self.current.samples(metric)
+        if not percent:
+            return stats.paired_diff_interval(base, now)
+        ratio = stats.paired_ratio_interval(now, base)
+        if ratio is None:
+            return None
+
+        def pct(x: float | None) -> float | None:
+            return None if x is None else (x - 1.0) * 100.0
+
+        low, high = pct(ratio.low), pct(ratio.high)
+        return stats.Interval((ratio.value - 1.0) * 100.0, low, high, ratio.n, ratio.method)
 
     def change(self, metric: str) -> float | None:
         """current - base, or ``None`` when either side lacks the value."""
@@ -184,23 +243,34 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def _interval_cell(interval: stats.Interval | None) -> str:
+    if interval is None or interval.low is None or interval.high is None:
+        return "-"
+    return f"{interval.low:+.1f}% to {interval.high:+.1f}%"
+
+
 def render_compare(deltas: Sequence[CaseDelta], base_label: str, current_label: str) -> str:
-    """Side-by-side table: per case, tok/s and accept length of both runs and deltas."""
+    """Side-by-side table: per case (and config), tok/s and accept length of both runs,
+    the change and the 95% interval of the tok/s change."""
     header = [
         "case",
+        "config",
         f"tok/s {base_label}",
         f"tok/s {current_label}",
-        "delta",
+        "change",
+        "95% interval",
         f"accept {base_label}",
         f"accept {current_label}",
-        "delta",
+        "change",
     ]
     rows = [
         [
             d.case,
+            d.current.config if d.current else "-",
             figures.rate(d.value("tok_s", "base")),
             figures.rate(d.value("tok_s", "current")),
             _fmt_pct(d.change_pct("tok_s")),
+            _interval_cell(d.change_interval("tok_s", percent=True)),
             _fmt(d.value("accept_length", "base"), 2),
             _fmt(d.value("accept_length", "current"), 2),
             "-" if d.change("accept_length") is None else f"{d.change('accept_length'):+.2f}",
@@ -236,35 +306,76 @@ def parse_fail_spec(text: str) -> FailSpec:
     return FailSpec(m["metric"], float(m["num"]), bool(m["pct"]))
 
 
-def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[str]:
-    """One line per case and spec where the current run dropped beyond the limit.
+@dataclass(frozen=True)
+class Finding:
+    """What a fail spec says about one case: ``fail``, ``pass`` or ``inconclusive``."""
 
-    A case present in the baseline but missing now (or lacking the metric) is
-    reported too: a gate must not pass because the numbers vanished.
+    case: str
+    spec: FailSpec
+    status: str
+    line: str
+    change: stats.Interval | None = None
+
+
+def _shown(spec: FailSpec, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.1f}%" if spec.percent else f"{value:+.2f}"
+
+
+def judge(delta: CaseDelta, spec: FailSpec) -> Finding | None:
+    """The verdict of ``spec`` on one case; None when the baseline lacks the metric.
+
+    A case present in the baseline but missing now (or lacking the metric)
+    fails: a gate must not pass because the numbers vanished.
     """
+    base = delta.value(spec.metric, "base")
+    if base is None:
+        return None
+    now = delta.value(spec.metric, "current")
+    if now is None:
+        was = figures.metric(spec.metric, base)
+        line = f"{delta.case}: {spec.metric} missing in the current run (was {was})"
+        return Finding(delta.case, spec, "fail", line)
+    if spec.percent and base <= 0:
+        return None
+    change = delta.change_interval(spec.metric, percent=spec.percent)
+    assert change is not None
+    before, after = figures.metric(spec.metric, base), figures.metric(spec.metric, now)
+    head = f"{delta.case}: {spec.metric} {before} -> {after} ({_shown(spec, change.value)}"
+    limit = -spec.limit
+    if change.low is None or change.high is None:
+        rounds = f"{len(delta.base.samples(spec.metric)) if delta.base else 0}"
+        line = (
+            f"{head}): inconclusive: no interval ({rounds} round(s) in the baseline, "
+            f"{len(delta.current.samples(spec.metric)) if delta.current else 0} now); "
+            f"measure with --dflash-rounds 3 or more"
+        )
+        return Finding(delta.case, spec, "inconclusive", line, change)
+    interval = f"95% interval {_shown(spec, change.low)} to {_shown(spec, change.high)}"
+    if change.high < limit:
+        line = f"{head}, {interval}), beyond the allowed drop {spec}"
+        return Finding(delta.case, spec, "fail", line, change)
+    if change.low >= limit:
+        line = f"{head}, {interval}), within the allowed drop {spec}"
+        return Finding(delta.case, spec, "pass", line, change)
+    noise = _shown(spec, change.half_width).lstrip("+")
+    line = (
+        f"{head}): inconclusive: noise +-{noise} ({interval}) against the allowed drop "
+        f"{spec}; more rounds (--dflash-rounds) narrow it"
+    )
+    return Finding(delta.case, spec, "inconclusive", line, change)
+
+
+def check(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[Finding]:
+    """Every spec's verdict on every case that has a baseline."""
     specs = list(specs)
-    lines: list[str] = []
-    for d in deltas:
-        for spec in specs:
-            base = d.value(spec.metric, "base")
-            if base is None:
-                continue
-            now = d.value(spec.metric, "current")
-            if now is None:
-                was = figures.metric(spec.metric, base)
-                lines.append(f"{d.case}: {spec.metric} missing in the current run (was {was})")
-                continue
-            if spec.percent and base <= 0:
-                continue
-            drop = (base - now) / base * 100 if spec.percent else base - now
-            if drop > spec.limit:
-                shown = f"{-drop:+.1f}%" if spec.percent else f"{-drop:+.2f}"
-                before, after = figures.metric(spec.metric, base), figures.metric(spec.metric, now)
-                lines.append(
-                    f"{d.case}: {spec.metric} {before} -> {after} ({shown}), "
-                    f"beyond the allowed drop {spec}"
-                )
-    return lines
+    return [f for d in deltas for spec in specs if (f := judge(d, spec)) is not None]
+
+
+def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[str]:
+    """One line per case and spec whose whole interval lies beyond the allowed drop."""
+    return [f.line for f in check(deltas, specs) if f.status == "fail"]
 
 
 def render_sweep(rows: Iterable[CaseRow], *, configs: Sequence[str] | None = None) -> str:

@@ -1,13 +1,18 @@
 """Rounds of concurrent streaming requests, and cases made of rounds.
 
-A round sends C streaming ``/generate`` requests at once (one thread and one
-HTTP session each) and waits for all of them. A case flushes the prefix
-cache, runs one uncounted warm-up round, then its counted rounds, through
+A closed-loop round sends C streaming ``/generate`` requests at once (one
+thread and one HTTP session each) and waits for all of them. An open-loop
+round (a request-rate case) releases its requests at Poisson arrival times,
+seeded by the case and round so every config sees the same arrivals, with at
+most ``max_concurrency`` in flight. A case flushes the prefix cache, runs one
+uncounted warm-up round (all at once), then its counted rounds, through
 ``benchmark.pedantic`` when pytest-benchmark is active.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_specdecode.client import GenerateResult, SGLangClient
+from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
 from pytest_specdecode.throughput.workload import Prompt, PromptBuilder, ThroughputCase
@@ -103,6 +109,20 @@ def _one_request(
         )
 
 
+def arrival_offsets(rate: float, n: int, seed: str) -> list[float]:
+    """Seconds after the round's start at which each of ``n`` requests arrives.
+
+    A Poisson process at ``rate`` requests per second: exponential gaps drawn
+    from ``random.Random(seed)``, the first request at once (as SGLang's
+    ``bench_serving`` does).
+    """
+    if not rate > 0:
+        raise ValueError(f"rate must be > 0, got {rate!r}")
+    rng = random.Random(seed)
+    gaps = [0.0] + [rng.expovariate(rate) for _ in range(max(n - 1, 0))]
+    return list(itertools.accumulate(gaps))[:n]
+
+
 def run_round(
     client_factory: Callable[[], SGLangClient],
     prompts: Sequence[Prompt | str],
@@ -111,13 +131,21 @@ def run_round(
     ignore_eos: bool = True,
     temperature: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
+    arrivals: Sequence[float] | None = None,
+    max_concurrency: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> RoundResult:
-    """Send every prompt at once as a streaming request and wait for all of them.
+    """Send every prompt as a streaming request and wait for all of them.
 
-    Each request gets its own thread and client (``client_factory()``); the
-    clients are closed afterwards. Failed requests are recorded, not raised:
-    see :func:`raise_for_errors`.
+    Without ``arrivals`` every request goes at once; with them request i is
+    released ``arrivals[i]`` seconds after the start and, with
+    ``max_concurrency``, waits while that many are in flight. Each request
+    gets its own thread and client (``client_factory()``); the clients are
+    closed afterwards. Failed requests are recorded, not raised: see
+    :func:`raise_for_errors`.
     """
+    if arrivals is not None and len(arrivals) != len(prompts):
+        raise ValueError(f"{len(arrivals)} arrival times for {len(prompts)} prompts")
     records = [
         RequestRecord(i, p.tokens if isinstance(p, Prompt) else -1) for i, p in enumerate(prompts)
     ]
@@ -129,12 +157,23 @@ def run_round(
     # The barrier action stamps the start once every thread is ready, so
     # thread start-up is not counted as serving time.
     barrier = threading.Barrier(len(records), action=lambda: start_box.append(clock()))
+    gate = threading.BoundedSemaphore(max_concurrency) if max_concurrency > 0 else None
 
     def worker(i: int) -> None:
         barrier.wait()
+        if arrivals is not None:
+            delay = start_box[0] + arrivals[i] - clock()
+            if delay > 0:
+                sleep(delay)  # the arrival time itself: this is the load, not a wait for state
         prompt = prompts[i]
         text = prompt.text if isinstance(prompt, Prompt) else prompt
-        _one_request(clients[i], records[i], text, max_tokens, ignore_eos, temperature)
+        if gate is not None:
+            gate.acquire()
+        try:
+            _one_request(clients[i], records[i], text, max_tokens, ignore_eos, temperature)
+        finally:
+            if gate is not None:
+                gate.release()
 
     threads = [
         threading.Thread(target=worker, args=(i,), name=f"specdecode-load-{i}", daemon=True)
@@ -169,10 +208,11 @@ def _prompt_batches(
     n_batches: int,
     builder: PromptBuilder | None,
 ) -> Iterator[list[Prompt]]:
-    builder = builder or PromptBuilder(client.count_tokens)
-    prompts = builder.build(case.context, case.concurrency * n_batches)
+    builder = builder or PromptBuilder(client.count_tokens, domain=case.domain)
+    size = case.round_requests
+    prompts = builder.build(case.context, size * n_batches)
     for i in range(n_batches):
-        yield prompts[i * case.concurrency : (i + 1) * case.concurrency]
+        yield prompts[i * size : (i + 1) * size]
 
 
 def run_case(
@@ -186,6 +226,8 @@ def run_case(
     config: str | None = None,
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[str], None] | None = None,
+    slo: Slo = (),
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -198,28 +240,45 @@ def run_case(
     round's label ("warm-up round", "round 2/3") as it starts, for progress
     displays; without it (pytest-benchmark is
     off under xdist) the rounds are timed here. A failed request raises
-    :class:`ThroughputError` with the server's error text.
+    :class:`ThroughputError` with the server's error text. ``slo`` adds
+    goodput and attainment to the metrics.
+
+    A request-rate case sends its warm-up round all at once and its counted
+    rounds at seeded Poisson arrivals (``case.id`` and the round number).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds!r}")
     batches = _prompt_batches(client, case, rounds + int(warmup), prompt_builder)
     client.flush_cache()
 
-    def one_round(batch: list[Prompt], label: str) -> RoundResult:
+    def one_round(batch: list[Prompt], label: str, arrivals: list[float] | None) -> RoundResult:
         if on_round is not None:
             on_round(label)
         result = run_round(
-            client.clone, batch, case.max_tokens, ignore_eos=case.ignore_eos, clock=clock
+            client.clone,
+            batch,
+            case.max_tokens,
+            ignore_eos=case.ignore_eos,
+            clock=clock,
+            arrivals=arrivals,
+            max_concurrency=case.concurrency if case.open_loop else 0,
+            sleep=sleep,
         )
         raise_for_errors(result, f"{case.id} ({label})")
         return result
 
     if warmup:
-        one_round(next(batches), "warm-up round")
+        one_round(next(batches), "warm-up round", None)
     counted: list[RoundResult] = []
 
     def target(batch: list[Prompt]) -> RoundResult:
-        result = one_round(batch, f"round {len(counted) + 1}/{rounds}")
+        number = len(counted) + 1
+        arrivals = (
+            arrival_offsets(case.rate, len(batch), f"{case.id}:round{number}")
+            if case.open_loop
+            else None
+        )
+        result = one_round(batch, f"round {number}/{rounds}", arrivals)
         counted.append(result)
         return result
 
@@ -233,7 +292,7 @@ def run_case(
             rounds=rounds,
             iterations=1,
         )
-    metrics = case_metrics(case, counted)
+    metrics = case_metrics(case, counted, slo=slo)
     if benchmark is not None:
         benchmark.extra_info.update(metrics.to_extra_info())
         if config is not None:

@@ -2,7 +2,12 @@
 
 Token counts come from the server's ``completion_tokens``; chunk counts only
 feed the chunk metrics (ITL, tokens per chunk), because one chunk may carry
-several speculated tokens.
+several speculated tokens. Per round, tok/s, mean TPOT, accept length and
+mean per-request tok/s give one value each; ``intervals`` holds their mean
+and 95% interval over the rounds (:mod:`~pytest_specdecode.throughput.stats`)
+and the values themselves, so a later run can be compared with this one.
+The acceptance histogram is SGLang's ``spec_correct_drafts_histogram``
+(index: correct drafts in a verify step, value: steps) summed over requests.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pytest_specdecode.config.load_options import Slo, slo_text
+from pytest_specdecode.throughput import stats
 
 if TYPE_CHECKING:
     from pytest_specdecode.client import GenerateResult
@@ -93,6 +101,15 @@ class CaseMetrics:
     e2e_ms: Percentiles
     req_tok_s: Percentiles
     tokens_per_chunk: Percentiles
+    domain: str | None = None
+    load: str | None = None
+    rate: float | None = None
+    intervals: dict[str, Any] | None = None
+    accept_histogram: list[int] | None = None
+    accept_rate_by_position: list[float] | None = None
+    slo: str | None = None
+    goodput: float | None = None
+    slo_attainment: float | None = None
 
     def to_extra_info(self) -> dict[str, Any]:
         """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
@@ -124,7 +141,86 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def case_metrics(case: ThroughputCase, rounds: Iterable[RoundResult]) -> CaseMetrics:
+HISTOGRAM_FIELDS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+"""SGLang's name for the histogram of correct drafts per step, then its older alias."""
+MAX_HISTOGRAM = 1024
+"""Longest histogram taken from a server (a draft budget is far below; a longer list is junk)."""
+
+
+def request_histogram(result: GenerateResult) -> list[int] | None:
+    """The request's histogram of correct drafts per verify step, if the server sent one."""
+    for name in HISTOGRAM_FIELDS:
+        found = result.meta_info.get(name)
+        if (
+            isinstance(found, list)
+            and 0 < len(found) <= MAX_HISTOGRAM
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in found)
+        ):
+            return list(found)
+    return None
+
+
+def sum_histograms(histograms: Iterable[list[int] | None]) -> list[int] | None:
+    """Element-wise sum (lists grow as SGLang's do); None when there is none."""
+    total: list[int] = []
+    seen = False
+    for hist in histograms:
+        if hist is None:
+            continue
+        seen = True
+        total += [0] * (len(hist) - len(total))
+        for i, n in enumerate(hist):
+            total[i] += n
+    return total if seen else None
+
+
+def position_rates(histogram: list[int] | None) -> list[float] | None:
+    """Acceptance rate per draft position i (1-based): steps with >= i correct drafts / steps."""
+    if not histogram or not sum(histogram):
+        return None
+    steps = sum(histogram)
+    return [sum(histogram[i:]) / steps for i in range(1, len(histogram))]
+
+
+def meets_slo(result: GenerateResult, slo: Slo) -> bool:
+    """Whether one request met every SLO (limits in seconds; a missing TPOT meets it)."""
+    measured = {"ttft": result.ttft, "tpot": request_tpot(result), "e2e": result.e2e_latency}
+    for name, limit in slo:
+        value = measured.get(name)
+        if name == "ttft" and value is None:
+            return False
+        if value is not None and value > limit:
+            return False
+    return True
+
+
+def _round_values(rnd: RoundResult) -> dict[str, float | None]:
+    results = rnd.results
+    tokens = sum(r.completion_tokens for r in results)
+    verify = [r.spec_verify_ct for r in results]
+    steps = sum(v for v in verify if v is not None)
+    tpots = [t * 1000 for r in results if (t := request_tpot(r)) is not None]
+    rates = [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
+    return {
+        "tok_s": tokens / rnd.wall_time if rnd.wall_time > 0 else None,
+        "tpot_ms": _mean(tpots),
+        "accept_length": tokens / steps if results and steps and None not in verify else None,
+        "req_tok_s": _mean(rates),
+    }
+
+
+def _intervals(rounds: list[RoundResult]) -> dict[str, Any]:
+    per_round = [_round_values(rnd) for rnd in rounds]
+    out: dict[str, Any] = {}
+    for name in ("tok_s", "tpot_ms", "accept_length", "req_tok_s"):
+        values = [v for r in per_round if (v := r[name]) is not None]
+        out[name] = stats.summary(values)
+    return out
+
+
+def case_metrics(
+    case: ThroughputCase, rounds: Iterable[RoundResult], *, slo: Slo = ()
+) -> CaseMetrics:
     """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`."""
     rounds = list(rounds)
     results = [r for rnd in rounds for r in rnd.results]
@@ -149,13 +245,16 @@ def case_metrics(case: ThroughputCase, rounds: Iterable[RoundResult]) -> CaseMet
     itls = [gap for r in results for gap in request_itls(r)]
     per_chunk = [float(n) for r in results for n in r.chunk_tokens]
     req_rates = [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
+    histogram = sum_histograms(request_histogram(r) for r in results)
+    good = sum(meets_slo(r, slo) for r in results) if slo else None
+    requests = len(results) + errors
     return CaseMetrics(
         case=case.id,
         context=case.context,
         concurrency=case.concurrency,
         max_tokens=case.max_tokens,
         rounds=len(rounds),
-        requests=len(results) + errors,
+        requests=requests,
         errors=errors,
         completion_tokens=tokens,
         prompt_tokens_mean=_mean([float(r.prompt_tokens) for r in results]),
@@ -172,4 +271,13 @@ def case_metrics(case: ThroughputCase, rounds: Iterable[RoundResult]) -> CaseMet
         e2e_ms=Percentiles.of([r.e2e_latency for r in results]).scaled(1000),
         req_tok_s=Percentiles.of(req_rates),
         tokens_per_chunk=Percentiles.of(per_chunk),
+        domain=case.domain,
+        load=case.load,
+        rate=case.rate if case.open_loop else None,
+        intervals=_intervals(rounds),
+        accept_histogram=histogram,
+        accept_rate_by_position=position_rates(histogram),
+        slo=slo_text(slo) if slo else None,
+        goodput=(good / wall if wall > 0 else 0.0) if good is not None else None,
+        slo_attainment=good / requests if good is not None and requests else None,
     )

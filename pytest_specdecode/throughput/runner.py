@@ -77,6 +77,7 @@ class ThroughputRunner:
                 benchmark,
                 config=label,
                 on_round=show,
+                slo=self.settings.slo,
             )
         except (ThroughputError, SGLangError) as exc:
             failure = failure_text(self.service, exc)
@@ -89,6 +90,8 @@ class ThroughputRunner:
         if benchmark is not None:
             benchmark.extra_info["case"] = case.id
             benchmark.extra_info["simulated"] = self.service.simulated
+            # A saved run of algorithm NONE is a speedup baseline for later runs.
+            benchmark.extra_info["algorithm"] = self.service.config.algorithm
         record = {
             "case": case.id,
             "key": pairing_key(self.node.nodeid, {"case": case.id}),

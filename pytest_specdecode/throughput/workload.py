@@ -1,22 +1,26 @@
 """Throughput cases and the prompts they send.
 
-Prompts are real text (the standard library's Python sources, read at run
-time) cut to a target length measured in the *server's* tokens. Every prompt
-starts at a different place in the corpus, so the prefix cache cannot serve
-one request from another.
+A case is a load point (closed-loop concurrency, or Poisson arrivals at a
+request rate) x prompt length x output tokens x prompt domain. Prompts are
+cut from the pinned prompt set (:mod:`pytest_specdecode.throughput.domains`)
+to a target length measured in the *server's* tokens. Every prompt of a case
+starts at a different place in the domain's text, so the prefix cache cannot
+serve one request from another; the same case sends the same prompts under
+every config and on every machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import sysconfig
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, DOMAINS
 from pytest_specdecode.config.spec import ConfigError
+from pytest_specdecode.throughput import domains as prompt_set
 
 if TYPE_CHECKING:
     from pytest_specdecode.config.settings import Settings
@@ -24,22 +28,63 @@ if TYPE_CHECKING:
 DEFAULT_CONTEXTS = (60, 1024, 4096)
 DEFAULT_CONCURRENCY = (1, 8, 32)
 DEFAULT_MAX_TOKENS = 512
+DEFAULT_RATE_REQUESTS = 16
+
+
+def _rate_text(rate: float) -> str:
+    return f"{rate:g}"
 
 
 @dataclass(frozen=True, order=True)
 class ThroughputCase:
-    """One load point: prompt length x concurrent requests x output tokens."""
+    """One load point: prompt length x load x output tokens x prompt domain.
+
+    Closed loop (``rate == 0``): ``concurrency`` requests are sent at once and
+    a round waits for all of them. Open loop (``rate > 0``): a round sends
+    ``requests`` requests with Poisson arrivals at ``rate`` per second, at most
+    ``concurrency`` in flight (0: no limit).
+    """
 
     context: int
     concurrency: int
     max_tokens: int = DEFAULT_MAX_TOKENS
     ignore_eos: bool = True
+    domain: str = DEFAULT_DOMAINS[0]
+    rate: float = 0.0
+    requests: int = 0
+
+    @property
+    def open_loop(self) -> bool:
+        """Whether requests arrive at a rate rather than all at once."""
+        return self.rate > 0
+
+    @property
+    def load(self) -> str:
+        """The load point for people and tables: ``c8`` or ``r4`` (``r4-m8`` capped)."""
+        if not self.open_loop:
+            return f"c{self.concurrency}"
+        cap = f"-m{self.concurrency}" if self.concurrency else ""
+        return f"r{_rate_text(self.rate)}{cap}"
+
+    @property
+    def round_requests(self) -> int:
+        """Requests per round."""
+        return self.requests if self.open_loop else self.concurrency
 
     @property
     def id(self) -> str:
-        """Test id part, e.g. ``ctx1024-c8`` (``-t128`` added for non-default tokens)."""
-        base = f"ctx{self.context}-c{self.concurrency}"
-        return base if self.max_tokens == DEFAULT_MAX_TOKENS else f"{base}-t{self.max_tokens}"
+        """Test id part, e.g. ``ctx1024-c8-code`` or ``ctx1024-r8-chat``.
+
+        ``-t128`` is added for non-default output tokens and ``-n32`` for a
+        non-default number of requests per rate round.
+        """
+        parts = [f"ctx{self.context}", self.load]
+        if self.open_loop and self.requests != DEFAULT_RATE_REQUESTS:
+            parts.append(f"n{self.requests}")
+        if self.max_tokens != DEFAULT_MAX_TOKENS:
+            parts.append(f"t{self.max_tokens}")
+        parts.append(self.domain)
+        return "-".join(parts)
 
 
 def parse_int_list(text: str, *, what: str = "value", minimum: int = 1) -> tuple[int, ...]:
@@ -68,15 +113,26 @@ def make_cases(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     *,
     ignore_eos: bool = True,
+    domains: Iterable[str] = DEFAULT_DOMAINS,
+    rates: Iterable[float] = (),
+    max_concurrency: int | None = None,
+    rate_requests: int = DEFAULT_RATE_REQUESTS,
 ) -> list[ThroughputCase]:
-    """Every context x concurrency combination, in the given order."""
+    """Every context x load x domain combination, in the given order (domain fastest).
+
+    Loads are the concurrency levels, then the request rates.
+    """
+    loads = [(c, 0.0, 0) for c in concurrency]
+    loads += [(max_concurrency or 0, float(r), rate_requests) for r in rates]
     return [
-        ThroughputCase(ctx, conc, max_tokens, ignore_eos)
-        for ctx, conc in itertools.product(tuple(contexts), tuple(concurrency))
+        ThroughputCase(ctx, conc, max_tokens, ignore_eos, domain, rate, requests)
+        for ctx, (conc, rate, requests), domain in itertools.product(
+            tuple(contexts), loads, tuple(domains)
+        )
     ]
 
 
-CASE_KEYS = ("contexts", "concurrency", "output_tokens")
+CASE_KEYS = ("contexts", "concurrency", "output_tokens", "domains", "request_rates")
 
 
 def marker_cases(kwargs: Mapping[str, Any], settings: Settings) -> list[ThroughputCase]:
@@ -92,7 +148,17 @@ def marker_cases(kwargs: Mapping[str, Any], settings: Settings) -> list[Throughp
     tokens = _ints(kwargs.get("output_tokens", s.output_tokens), "output_tokens")
     if len(tokens) != 1:
         raise ConfigError("output_tokens takes one integer")
-    return make_cases(contexts, concurrency, tokens[0])
+    names = _names(kwargs.get("domains", s.domains))
+    rates = _rates(kwargs.get("request_rates", s.request_rates))
+    return make_cases(
+        contexts,
+        concurrency,
+        tokens[0],
+        domains=names,
+        rates=rates,
+        max_concurrency=s.max_concurrency,
+        rate_requests=s.rate_requests,
+    )
 
 
 def _ints(value: Any, name: str) -> tuple[int, ...]:
@@ -107,45 +173,49 @@ def _ints(value: Any, name: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ConfigError(f"domains={value!r}: give domain names, e.g. ['code', 'math']")
+    for item in values:
+        if item not in DOMAINS:
+            raise ConfigError(f"domains={value!r}: unknown {item!r}; choose from {DOMAINS}")
+    return tuple(dict.fromkeys(values))
+
+
+def _rates(value: Any) -> tuple[float, ...]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not item > 0:
+            raise ConfigError(f"request_rates={value!r}: expected request rates > 0")
+    return tuple(float(v) for v in values)
+
+
+_CASE_ID = re.compile(
+    r"ctx(?P<context>\d+)-(?:c(?P<concurrency>\d+)|r(?P<rate>\d+(?:\.\d+)?)(?:-m(?P<cap>\d+))?)"
+    r"(?:-n(?P<requests>\d+))?(?:-t(?P<tokens>\d+))?-(?P<domain>[a-z]+)"
+)
+
+
 def parse_case_id(text: str) -> ThroughputCase:
-    """Inverse of :attr:`ThroughputCase.id` (``ctx1024-c8`` or ``ctx60-c1-t128``)."""
-    parts = text.split("-")
-    try:
-        if not (2 <= len(parts) <= 3 and parts[0].startswith("ctx") and parts[1].startswith("c")):
-            raise ValueError
-        context, conc = int(parts[0][3:]), int(parts[1][1:])
-        tokens = DEFAULT_MAX_TOKENS
-        if len(parts) == 3:
-            if not parts[2].startswith("t"):
-                raise ValueError
-            tokens = int(parts[2][1:])
-    except ValueError:
+    """Inverse of :attr:`ThroughputCase.id` (``ctx1024-c8-code``, ``ctx60-r4-t128-chat``)."""
+    match = _CASE_ID.fullmatch(text)
+    if match is None or match["domain"] not in DOMAINS or (match["requests"] and not match["rate"]):
         raise argparse.ArgumentTypeError(
-            f"invalid throughput case {text!r}: expected e.g. 'ctx1024-c8' or 'ctx60-c1-t128'"
-        ) from None
-    return ThroughputCase(context, conc, tokens)
-
-
-def stdlib_corpus(min_chars: int = 4_000_000) -> str:
-    """Python sources of the standard library, in a stable order, joined.
-
-    Read at run time rather than shipped, so the package carries no text.
-    """
-    root = Path(sysconfig.get_paths()["stdlib"])
-    chunks: list[str] = []
-    size = 0
-    for path in sorted(root.glob("*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        chunks.append(text)
-        size += len(text)
-        if size >= min_chars:
-            break
-    if not chunks:
-        raise RuntimeError(f"no Python sources found under {str(root)!r} to build prompts from")
-    return "\n".join(chunks)
+            f"invalid throughput case {text!r}: expected e.g. 'ctx1024-c8-code', "
+            "'ctx60-c1-t128-chat' or 'ctx1024-r8-math'"
+        )
+    tokens = int(match["tokens"]) if match["tokens"] else DEFAULT_MAX_TOKENS
+    if match["rate"]:
+        requests = int(match["requests"]) if match["requests"] else DEFAULT_RATE_REQUESTS
+        cap = int(match["cap"]) if match["cap"] else 0
+        rate = float(match["rate"])
+        return ThroughputCase(
+            int(match["context"]), cap, tokens, True, match["domain"], rate, requests
+        )
+    return ThroughputCase(
+        int(match["context"]), int(match["concurrency"]), tokens, True, match["domain"]
+    )
 
 
 @dataclass(frozen=True)
@@ -157,10 +227,13 @@ class Prompt:
 
 
 class PromptBuilder:
-    """Cuts corpus slices to a token length using the server's counts.
+    """Cuts slices of a domain's text to a token length using the server's counts.
 
+    A prompt is the domain's prefix, a slice of its corpus and its suffix;
+    the slice grows or shrinks until the whole prompt has the target length.
     The chars-per-token ratio is learnt once and refined as prompts are
-    measured, so most prompts cost one count request.
+    measured, so most prompts cost one count request. ``corpus`` replaces the
+    domain's text (tests); then there is no prefix or suffix.
     """
 
     def __init__(
@@ -168,22 +241,23 @@ class PromptBuilder:
         count_tokens: Callable[[str], int],
         corpus: str | None = None,
         *,
+        domain: str = DEFAULT_DOMAINS[0],
         tolerance: float = 0.02,
         max_tries: int = 5,
     ) -> None:
         self._count = count_tokens
-        self._corpus = corpus
+        self.domain = domain
+        if corpus is None:
+            found = prompt_set.load(domain)
+            corpus, self.prefix, self.suffix = found.corpus, found.prefix, found.suffix
+        else:
+            self.prefix = self.suffix = ""
+        if not corpus:
+            raise ValueError("the corpus to cut prompts from is empty")
+        self.corpus = corpus
         self.tolerance = tolerance
         self.max_tries = max_tries
         self._ratio: float | None = None
-        self._next_offset = 0
-
-    @property
-    def corpus(self) -> str:
-        """The text prompts are cut from (the stdlib sources unless one was given)."""
-        if self._corpus is None:
-            self._corpus = stdlib_corpus()
-        return self._corpus
 
     def chars_per_token(self) -> float:
         """The current chars-per-token estimate, measured on first use."""
@@ -200,15 +274,19 @@ class PromptBuilder:
             text += "\n" + corpus[: chars - len(text) - 1]
         return text
 
+    def _wrap(self, body: str) -> str:
+        return f"{self.prefix}{body}{self.suffix}"
+
     def one(self, target_tokens: int, offset: int) -> Prompt:
-        """A prompt of about ``target_tokens`` tokens starting at corpus ``offset``."""
+        """A prompt of about ``target_tokens`` tokens whose body starts at corpus ``offset``."""
         if target_tokens < 1:
             raise ValueError(f"target_tokens must be >= 1, got {target_tokens!r}")
         slack = max(1, round(self.tolerance * target_tokens))
-        chars = max(1, round(target_tokens * self.chars_per_token()))
+        wrapper = len(self.prefix) + len(self.suffix)
+        chars = max(1, round(target_tokens * self.chars_per_token()) - wrapper)
         best: Prompt | None = None
         for _ in range(self.max_tries):
-            text = self._slice(offset, chars)
+            text = self._wrap(self._slice(offset, chars))
             tokens = self._count(text)
             if best is None or abs(tokens - target_tokens) < abs(best.tokens - target_tokens):
                 best = Prompt(text, tokens)
@@ -216,20 +294,32 @@ class PromptBuilder:
                 break
             ratio = len(text) / max(1, tokens)
             self._ratio = 0.5 * (self.chars_per_token() + ratio)
-            chars = max(1, round(chars * target_tokens / max(1, tokens)))
+            body_tokens = max(1, tokens - round(wrapper / max(ratio, 1e-9)))
+            wanted = target_tokens - (tokens - body_tokens)
+            new_chars = max(1, round(chars * wanted / body_tokens))
+            if new_chars == chars:
+                break
+            chars = new_chars
         assert best is not None
         return best
 
+    def starts(self, n: int) -> list[int]:
+        """``n`` different corpus offsets spread over the whole text.
+
+        Line starts where the text has enough lines (code keeps whole lines),
+        else word starts; past that, character offsets.
+        """
+        corpus = self.corpus
+        lines = [0] + [m.end() for m in re.finditer(r"\n+", corpus) if m.end() < len(corpus)]
+        words = [0] + [m.end() for m in re.finditer(r"\s+", corpus) if m.end() < len(corpus)]
+        for candidates in (lines, words, list(range(len(corpus)))):
+            if len(candidates) >= n:
+                return [candidates[(j * len(candidates)) // n] for j in range(n)]
+        return [j % len(corpus) for j in range(n)]
+
     def build(self, target_tokens: int, n: int) -> list[Prompt]:
-        """``n`` prompts, each starting where no earlier prompt of this builder did."""
-        prompts: list[Prompt] = []
-        for _ in range(n):
-            chars = round(target_tokens * self.chars_per_token())
-            prompts.append(self.one(target_tokens, self._next_offset))
-            # Step past this prompt so the next one starts on new text; a
-            # little extra keeps starts apart even when the ratio moves.
-            self._next_offset += chars + 97
-        return prompts
+        """``n`` prompts, each starting at a different place of the corpus."""
+        return [self.one(target_tokens, start) for start in self.starts(n)]
 
 
 def batches(prompts: Sequence[Prompt], size: int) -> list[list[Prompt]]:

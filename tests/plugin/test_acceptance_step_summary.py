@@ -63,9 +63,9 @@ def test_step_summary_is_appended_and_its_tables_render(
     text = summary.read_text()
     assert text.startswith("## an earlier step\n\nits own text\n\n## pytest-specdecode run\n")
     html, tables = render(text)
-    assert html.count("<table>") == 2
+    assert html.count("<table>") == 4
 
-    configs, throughput = tables
+    configs, throughput, acceptance, verdict = tables
     header = configs[0]
     assert header[:3] == ["config", "ready", "pass rate"]
     assert "accept length" in header
@@ -77,13 +77,22 @@ def test_step_summary_is_appended_and_its_tables_render(
         assert rows[label]["ready"].endswith(" s")
         assert float(rows[label]["accept length"]) > 1.0
 
-    assert throughput[0] == ["case", *labels]
-    ((case, *cells),) = throughput[1:]
-    assert case == "ctx60-c1-t32"
-    for cell in cells:
-        tok_s, accept = cell.split()
+    assert throughput[0] == ["case", "config", "tok/s", "TPOT ms", "accept", "speedup",
+                             "tok/s ratio"]  # fmt: skip
+    assert [row[:2] for row in throughput[1:]] == [
+        ["ctx60-c1-t32-chat", "budget=4"], ["ctx60-c1-t32-chat", "budget=8"]
+    ]  # fmt: skip
+    for _, _, tok_s, _, accept, speedup, _ in throughput[1:]:
         assert float(tok_s.replace(",", "")) > 0  # with thousands separators, e.g. '6,102'
-        assert float(accept.strip("()")) > 1.0
+        assert float(accept) > 1.0
+        assert speedup == "-", "no baseline in this run: no speedup invented"
+    assert "no speedup: this run has no non-speculative baseline" in html
+    assert [row[:2] for row in acceptance[1:]] == [["budget=4", "chat"], ["budget=8", "chat"]]
+    assert verdict[0][3] == "tok/s", "without a baseline the verdict ranks by tok/s"
+    # Both configs failed the pass-rate gate: neither is chosen, none is on a Pareto front.
+    assert [row[:3] for row in verdict[1:]] == [["c1", "chat", "none passed every gate"]]
+    assert "<li>not eligible: DFLASH budget=4: pass rate 50% &lt; 90%</li>" in html
+    assert "Pareto front" not in html
 
     # The failed gates and the coding failures render as list items, not raw text.
     assert "<li>pass rate: DFLASH budget=4: 1/2 = 50% &lt; 90%</li>" in html

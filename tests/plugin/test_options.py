@@ -65,6 +65,10 @@ def test_control_mode_follows_the_options(pytester: pytest.Pytester) -> None:
         ("dflash_sudo = maybe", r"'maybe' from dflash_sudo ini option: expected true or false"),
         ("dflash_dataset = mbpp", r"'mbpp' from dflash_dataset ini option: expected one of"),
         ("dflash_launch = python -m 'x", r"from dflash_launch ini option: No closing quotation"),
+        ("dflash_domains = code,poetry", r"dflash_domains ini option: unknown domain 'poetry'"),
+        ("dflash_request_rate = 4,0", r"'4,0' from dflash_request_rate .*finite number > 0"),
+        ("dflash_slo = ttft:500", r"'ttft:500' from dflash_slo ini option: bad SLO 'ttft:500'"),
+        ("dflash_slo = tpot:3ms,tpot:4ms", r"from dflash_slo ini option: SLO 'tpot' given twice"),
     ],
 )
 def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, message: str) -> None:
@@ -84,7 +88,11 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
         (["--dflash-host", "gpu1"], "*--dflash-host gpu1 needs a way to restart the server*"),
         (["--dflash-control", "systemd"], "*--dflash-control systemd needs --dflash-host*"),
         (["--dflash-compare", "9999"], "*--dflash-compare*9999*"),
-        (["--dflash-compare-fail", "tok_s:5%"], "*--dflash-compare-fail needs --dflash-compare*"),
+        (
+            ["--dflash-compare-fail", "tok_s:5%"],
+            "*--dflash-compare-fail needs a saved run to compare with: --dflash-compare "
+            "PATH|NNNN, or pytest-benchmark's --benchmark-compare*",
+        ),
         (["--dflash-dialect", "template"], "*dflash_args*"),
         (["--dflash-launch", "python -m 'oops"], "*--dflash-launch: No closing quotation*"),
         (["--dflash-host", "a:b:c"], "*bad host 'a:b:c': use HOST, HOST:PORT*"),
@@ -195,6 +203,12 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-concurrency": (["--dflash-concurrency", "2"], "2", []),
     "--dflash-output-tokens": (["--dflash-output-tokens", "64"], "64", []),
     "--dflash-rounds": (["--dflash-rounds", "5"], "5", []),
+    "--dflash-domains": (["--dflash-domains", "code,math"], "code,math", []),
+    "--dflash-request-rate": (["--dflash-request-rate", "4,8"], "4,8", []),
+    "--dflash-max-concurrency": (["--dflash-max-concurrency", "8"], "8", []),
+    "--dflash-rate-requests": (["--dflash-rate-requests", "32"], "32", []),
+    "--dflash-slo": (["--dflash-slo", "ttft:500ms,tpot:30ms"], "ttft:500ms,tpot:30ms", []),
+    "--dflash-baseline": (["--dflash-baseline", "0003"], "0003", []),
     "--dflash-compare": (["--dflash-compare", "0001"], "0001", []),
     "--dflash-compare-fail": (
         ["--dflash-compare-fail", "tok_s:5%", "--dflash-compare-fail", "accept_length:0.2"],

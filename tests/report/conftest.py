@@ -32,18 +32,28 @@ def label_of(config: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def interval(mean: float, spread: float = 0.01) -> dict[str, Any]:
+    """Three rounds 1% apart around ``mean``, as the plugin keeps them."""
+    values = [mean * (1 - spread), mean, mean * (1 + spread)]
+    half = 4.303 * mean * spread / 3**0.5
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": 3, "values": values}
+
+
 def throughput_case(
-    context: int, concurrency: int, tok_s: float, accept: float | None
+    context: int, concurrency: int, tok_s: float, accept: float | None, domain: str = "chat"
 ) -> dict[str, Any]:
     """One case with the metric names the plugin records (values are made up)."""
-    case = f"ctx{context}-c{concurrency}-t128"
+    case = f"ctx{context}-c{concurrency}-t128-{domain}"
     tokens = 128 * concurrency * 2
+    tpot = 1000 * concurrency / tok_s
     metrics: dict[str, Any] = {
         "case": case,
         "context": context,
         "concurrency": concurrency,
+        "domain": domain,
+        "load": f"c{concurrency}",
         "max_tokens": 128,
-        "rounds": 2,
+        "rounds": 3,
         "requests": 2 * concurrency,
         "errors": 0,
         "completion_tokens": tokens,
@@ -57,9 +67,18 @@ def throughput_case(
         "tpot_ms_p50": 3.0,
         "itl_ms_p50": 9.0,
         "req_tok_s_p50": tok_s / concurrency,
+        "intervals": {
+            "tok_s": interval(tok_s),
+            "tpot_ms": interval(tpot),
+            "req_tok_s": interval(tok_s / concurrency),
+            "accept_length": interval(accept) if accept else None,
+        },
     }
     if accept is not None:
         metrics["spec_verify_ct"] = round(tokens / accept)
+        # Steps by correct drafts, shaped like SGLang's spec_correct_drafts_histogram.
+        steps = metrics["spec_verify_ct"]
+        metrics["accept_histogram"] = [steps // 4, steps // 4, steps // 4, steps - 3 * (steps // 4)]
     return {"case": case, "metrics": metrics, "key": f"test_throughput.py::test_throughput[{case}]"}
 
 
@@ -137,6 +156,15 @@ def make_report(configs: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
         "gates": {"failed": []},
     }
     report.update(top)
+    return report
+
+
+def judged(report: dict[str, Any], excluded: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The report as RunOutputs finishes it: speedups, verdict and Pareto front added."""
+    from pytest_specdecode.report import verdict
+
+    verdict.annotate_speedups(report)
+    report["verdict"] = verdict.decide(report, excluded or {})
     return report
 
 

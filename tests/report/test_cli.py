@@ -15,7 +15,7 @@ from pytest_specdecode.report import cli, summary
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.markdown import render_markdown
 
-from .conftest import config_dict, config_entry, make_report, sweep_report
+from .conftest import config_dict, config_entry, judged, make_report, sweep_report
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -27,7 +27,7 @@ def run(*argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def saved(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     """A report with failed gates, saved by the plugin's own writer."""
-    data = sweep_report()
+    data = judged(sweep_report())
     data["gates"]["failed"] = ["DFLASH budget=16 window=2048: pass rate 50% < 80%"]
     path = tmp_path / "report.json"
     report.write_atomic(path, data)
@@ -42,6 +42,15 @@ def test_report_prints_the_plugins_summary(saved: tuple[Path, dict[str, Any]]) -
     assert out.splitlines() == expected
     assert "dflash gates FAILED:" in out
     assert "DFLASH budget=16 window=2048" in out
+    # The saved verdict, speedups and Pareto front come back as the run printed them.
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("verdict (simulated):"))
+    assert lines[start + 1].split()[:3] == ["load", "domain", "best"]
+    assert [line.split()[:2] for line in lines[start + 3 : start + 6]] == [
+        ["c1", "chat"], ["c8", "chat"], ["c32", "chat"]
+    ]  # fmt: skip
+    assert any(line.startswith("pareto front (simulated):") for line in lines)
+    assert "1.00x (baseline)" in out
 
 
 def test_the_console_script_prints_the_same(saved: tuple[Path, dict[str, Any]]) -> None:

@@ -45,15 +45,17 @@ def test_plain_never_uses_an_exponent(value: float, shown: str) -> None:
     assert figures.plain(value) == shown
 
 
-def row(tok_s: float | None) -> compare.CaseRow:
-    return compare.CaseRow("k", "k", "ctx60-c1", "DFLASH", tok_s, 3.0, {})
+def row(tok_s: float | None, rounds: list[float] | None = None) -> compare.CaseRow:
+    info = {"intervals": {"tok_s": {"values": rounds}}} if rounds else {}
+    return compare.CaseRow("k", "k", "ctx60-c1", "DFLASH", tok_s, 3.0, info)
 
 
 def test_a_regression_gate_line_shows_tok_s_with_separators() -> None:
-    deltas = compare.pair([row(30572.4)], [row(25000.0)])
+    deltas = compare.pair([row(30572.4)], [row(25000.0, [25000.0, 25100.0, 24900.0])])
     (line,) = compare.regressions(deltas, [compare.parse_fail_spec("tok_s:5%")])
     assert line == (
-        "ctx60-c1: tok_s 30,572 tok/s -> 25,000 tok/s (-18.2%), beyond the allowed drop tok_s:5%"
+        "ctx60-c1: tok_s 30,572 tok/s -> 25,000 tok/s (-18.2%, 95% interval -19.8% to -16.6%), "
+        "beyond the allowed drop tok_s:5%"
     )
     assert "e+" not in line
 

@@ -73,7 +73,9 @@ def test_sigint_half_way_leaves_the_finished_tests_in_the_report(pytester: pytes
             if len(finished_cases(seen)) == 2:
                 break
             time.sleep(0.05)
-        assert finished_cases(seen) == ["ctx60-c1-t16", "ctx60-c2-t16"], "throughput never finished"
+        assert finished_cases(seen) == ["ctx60-c1-t16-chat", "ctx60-c2-t16-chat"], (
+            "throughput never finished"
+        )
         # Let test_b start sleeping; the report is rewritten only after teardowns.
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
@@ -89,7 +91,7 @@ def test_sigint_half_way_leaves_the_finished_tests_in_the_report(pytester: pytes
     assert data is not None
     assert data["format"] == 1
     (config,) = data["configs"]
-    assert [t["case"] for t in config["throughput"]] == ["ctx60-c1-t16", "ctx60-c2-t16"]
+    assert [t["case"] for t in config["throughput"]] == ["ctx60-c1-t16-chat", "ctx60-c2-t16-chat"]
     for case in config["throughput"]:
         assert case["metrics"]["tok_s"] > 0
         assert case["metrics"]["errors"] == 0

@@ -11,7 +11,7 @@ from pytest_specdecode import figures
 from pytest_specdecode.report.markdown import SIM_NOTE, append_step_summary, render_markdown
 from pytest_specdecode.throughput.comparison import CaseRow, pair, render_compare
 
-from .conftest import config_dict, config_entry, make_report, sweep_report
+from .conftest import config_dict, config_entry, judged, make_report, sweep_report
 
 markdown_it = pytest.importorskip("markdown_it", reason="dev dependency markdown-it-py")
 
@@ -29,7 +29,7 @@ def compare_table() -> str:
 
 @pytest.fixture
 def report() -> dict[str, Any]:
-    data = sweep_report()
+    data = judged(sweep_report())
     data["gates"]["failed"] = [
         "DFLASH budget=16 window=2048: pass rate 50% < 80% (--dflash-min-pass-rate 0.8)",
         "ctx60-c1-t128: tok_s 200 -> 180 (-10.0%), beyond the allowed drop tok_s:5%",
@@ -38,8 +38,14 @@ def report() -> dict[str, Any]:
     return data
 
 
+def table(text: str, *header: str) -> list[list[str]]:
+    """The one table whose header starts with ``header``."""
+    (found,) = [t for t in tables(text) if t[0][: len(header)] == list(header)]
+    return found
+
+
 def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str, Any]) -> None:
-    configs, _, _ = tables(render_markdown(report))
+    configs = tables(render_markdown(report))[0]
     assert configs[0] == ["config", "ready", "pass rate", "pass@1", "accept length"]
     rows = {row[0]: row for row in configs[1:]}
     assert list(rows) == [c["label"] for c in report["configs"]]
@@ -55,41 +61,70 @@ def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str,
         ]
 
 
-def test_throughput_table_rows_are_cases_and_columns_configs(report: dict[str, Any]) -> None:
-    _, throughput, _ = tables(render_markdown(report))
-    assert throughput[0] == ["case", *(c["label"] for c in report["configs"])]
+def test_throughput_table_has_a_row_per_case_and_config_with_intervals_and_speedup(
+    report: dict[str, Any],
+) -> None:
+    rows = table(render_markdown(report), "case", "config", "tok/s")
+    assert rows[0] == ["case", "config", "tok/s", "TPOT ms", "accept", "speedup", "tok/s ratio"]
     # Sorted by context, then concurrency, whatever order the report lists them in.
-    assert [row[0] for row in throughput[1:]] == [
-        f"ctx{ctx}-c{c}-t128" for ctx in (60, 1024) for c in (1, 8, 32)
-    ]
-    cells = {
-        (row[0], label): cell
-        for row in throughput[1:]
-        for label, cell in zip(throughput[0][1:], row[1:], strict=True)
-    }
-    for c in report["configs"]:
+    cases = [f"ctx{ctx}-c{c}-t128-chat" for ctx in (60, 1024) for c in (1, 8, 32)]
+    assert list(dict.fromkeys(row[0] for row in rows[1:])) == cases
+    assert len(rows) == 1 + len(cases) * len(report["configs"])
+    cells = {(row[0], row[1]): row for row in rows[1:]}
+    base = {t["case"]: t["metrics"] for t in report["configs"][0]["throughput"]}
+    for c in report["configs"][1:]:
+        short = f"budget={c['config']['budget']} window={c['config']['window']}"
         for t in c["throughput"]:
-            m = t["metrics"]
-            accept = "" if m["accept_length"] is None else f" ({m['accept_length']:.2f})"
-            assert cells[(t["case"], c["label"])] == f"{figures.rate(m['tok_s'])}{accept}"
+            row, m = cells[(t["case"], short)], t["metrics"]
+            assert row[2] == f"{figures.rate(m['tok_s'])} ±2.5%"  # 4.303 x 1% / sqrt(3)
+            speedup = (
+                base[t["case"]]["intervals"]["tpot_ms"]["mean"] / m["intervals"]["tpot_ms"]["mean"]
+            )
+            assert row[5].startswith(f"{speedup:.2f}x (")
+            assert row[6] == f"{m['tok_s'] / base[t['case']]['tok_s']:.2f}x"
+    assert cells[(cases[0], "NONE")][5:] == ["1.00x (baseline)", "1.00x"]
+
+
+def test_verdict_ranks_by_tok_s_without_a_baseline() -> None:
+    data = judged(make_report([config_entry(config_dict("DFLASH", b, 2048)) for b in (4, 8)]))
+    verdict = table(render_markdown(data), "load", "domain", "best config")
+    assert verdict[0][3] == "tok/s"
+    assert all(row[3].replace(",", "").replace(".", "").isdigit() for row in verdict[1:])
+
+
+def test_verdict_and_pareto_front_tables(report: dict[str, Any]) -> None:
+    text = render_markdown(report)
+    verdict = table(text, "load", "domain", "best config")
+    assert verdict[0] == [
+        "load", "domain", "best config", "speedup", "over contexts", "runner-up", "margin"
+    ]  # fmt: skip
+    assert [row[:2] for row in verdict[1:]] == [["c1", "chat"], ["c8", "chat"], ["c32", "chat"]]
+    assert all(row[2].startswith("budget=") and row[3].endswith("x") for row in verdict[1:])
+    assert {row[6] for row in verdict[1:]} <= {"clear", "within noise"}
+    front = table(text, "context", "domain", "config", "load")
+    assert front[0][4:] == ["per-request tok/s", "aggregate tok/s"]
+    assert {row[0] for row in front[1:]} == {"60", "1024"}
 
 
 def test_comparison_becomes_a_table(report: dict[str, Any]) -> None:
     text = render_markdown(report)
     assert "### Compared with 0001" in text
-    _, _, compare = tables(text)
+    compare = table(text, "case", "config", "tok/s saved")
     assert compare[0] == [
         "case",
+        "config",
         "tok/s saved",
         "tok/s now",
-        "delta",
+        "change",
+        "95% interval",
         "accept saved",
         "accept now",
-        "delta",
+        "change",
     ]
-    assert compare[1] == ["ctx60-c1-t128", "200", "180", "-10.0%", "3.00", "3.10", "+0.10"]
-    assert compare[2] == ["ctx60-c8-t128", "-", "800", "-", "-", "-", "-"]
-    assert compare[3] == ["ctx1024-c32-t128", "1,500", "-", "-", "3.20", "-", "-"]
+    b8 = "DFLASH budget=8 window=2048"
+    assert compare[1] == ["ctx60-c1-t128", b8, "200", "180", "-10.0%", "-", "3.00", "3.10", "+0.10"]
+    assert compare[2] == ["ctx60-c8-t128", b8, "-", "800", "-", "-", "-", "-", "-"]
+    assert compare[3] == ["ctx1024-c32-t128", "-", "1,500", "-", "-", "-", "3.20", "-", "-"]
 
 
 def test_gates_and_the_simulator_note_render(report: dict[str, Any]) -> None:
@@ -106,23 +141,28 @@ def test_gates_and_the_simulator_note_render(report: dict[str, Any]) -> None:
 def test_all_gates_passed_and_no_note_for_a_gpu_run() -> None:
     data = make_report([config_entry(config_dict("DFLASH", 8, 2048))], simulated=False)
     data["configs"][0]["service"]["simulated"] = False
+    judged(data)
     text = render_markdown(data)
     assert "all gates passed" in text
     assert SIM_NOTE not in text
     assert "Compared with" not in text
     assert "Coding failures" not in text
-    configs, throughput = tables(text)
+    configs, throughput, acceptance = tables(text)
     assert configs[1][2] == "-", "no coding tests, no pass rate"
     assert len(throughput) == 7
+    assert acceptance[1][:2] == ["DFLASH budget=8 window=2048", "chat"]
+    assert "no non-speculative baseline" in text, "says how to get a speedup"
+    assert "Verdict" not in text, "one config is no choice to make"
 
 
 def test_cells_with_markup_stay_one_cell() -> None:
     data = make_report([config_entry(config_dict("DFLASH", 8, 2048), problems=1)])
     data["configs"][0]["label"] = "DFLASH budget=8 | *odd* <b>label</b>"
-    configs, throughput = tables(render_markdown(data))
+    configs, throughput, *_ = tables(render_markdown(judged(data)))
     assert configs[1][0] == "DFLASH budget=8 | *odd* <b>label</b>"
     assert len(configs[1]) == len(configs[0])
-    assert throughput[0][1] == "DFLASH budget=8 | *odd* <b>label</b>"
+    assert throughput[1][1] == "DFLASH budget=8 | *odd* <b>label</b>"
+    assert len(throughput[1]) == len(throughput[0])
 
 
 def test_lossless_column_when_a_config_checked_it() -> None:
@@ -151,4 +191,4 @@ def test_append_step_summary_appends_only_when_the_variable_is_set(
     text = target.read_text()
     assert text.startswith("earlier step\n")
     assert text.count(render_markdown(report)) == 2
-    assert len(tables(text)) == 6
+    assert len(tables(text)) == 2 * len(tables(render_markdown(report)))

@@ -29,8 +29,11 @@ def saved_run(path: Path, tok_s: float) -> Path:
 
 
 def measured(tok_s: float = 30572.4) -> RunResults:
+    """One case measured over three rounds (1% apart) around ``tok_s``."""
     results = RunResults()
-    throughput(results, B8, CASE, {"tok_s": tok_s, "accept_length": 3.1})
+    rounds = [tok_s * 0.99, tok_s, tok_s * 1.01]
+    metrics = {"tok_s": tok_s, "accept_length": 3.1, "intervals": {"tok_s": {"values": rounds}}}
+    throughput(results, B8, CASE, metrics)
     return results
 
 
@@ -65,9 +68,10 @@ def test_a_comparison_fails_the_run_beyond_the_allowed_drop(tmp_path: Path) -> N
     outputs = RunOutputs(settings, measured(30572.4), tmp_path)
     assert outputs.finish(0) == 1
     assert outputs.gate_lines == [
-        f"throughput regression: {CASE}: tok_s 40,000 tok/s -> 30,572 tok/s (-23.6%), "
-        "beyond the allowed drop tok_s:5%"
+        f"throughput regression: {CASE}: tok_s 40,000 tok/s -> 30,572 tok/s (-23.6%, "
+        "95% interval -27.3% to -19.7%), beyond the allowed drop tok_s:5%"
     ]
+    assert outputs.compare["findings"][0]["status"] == "fail"  # type: ignore[index]
     assert outputs.compare is not None
     (row,) = outputs.compare["rows"]
     assert row["tok_s_saved"] == 40000.0
@@ -86,7 +90,16 @@ def test_a_comparison_within_the_drop_passes(tmp_path: Path) -> None:
     ("settings", "message"),
     [
         (Settings(compare="9999"), "--dflash-compare: no saved benchmark run '9999'"),
-        (Settings(compare_fail=("tok_s:5%",)), "--dflash-compare-fail needs --dflash-compare"),
+        (
+            Settings(compare_fail=("tok_s:5%",)),
+            "--dflash-compare-fail needs a saved run to compare with: --dflash-compare PATH|NNNN, "
+            "or pytest-benchmark's --benchmark-compare",
+        ),
+        (
+            Settings(benchmark_compare="latest", compare_fail=("tok_s:5%",)),
+            "--benchmark-compare: no saved benchmark run under",
+        ),
+        (Settings(baseline="0004"), "--dflash-baseline: no saved benchmark run '0004'"),
     ],
 )
 def test_bad_comparison_settings_are_refused_before_any_test(
@@ -95,6 +108,32 @@ def test_bad_comparison_settings_are_refused_before_any_test(
     monkeypatch.chdir(tmp_path)  # no .benchmarks here
     with pytest.raises(ConfigError, match=message):
         RunOutputs(settings, RunResults(), tmp_path)
+
+
+def test_benchmark_compare_alone_is_the_gates_baseline(tmp_path: Path) -> None:
+    storage = tmp_path / "bench-store"
+    folder = storage / "Some-Machine"
+    folder.mkdir(parents=True)
+    saved_run(folder / "0001_old.json", 10.0)
+    saved_run(folder / "0002_fast.json", 40000.0)
+    settings = Settings(
+        report="r.json",
+        benchmark_compare="latest",
+        benchmark_storage=f"file://{storage}",
+        compare_fail=("tok_s:5%",),
+    )
+    outputs = RunOutputs(settings, measured(30572.4), tmp_path)
+    assert outputs.finish(0) == 1, "the newest saved run is the baseline, as for pytest-benchmark"
+    assert outputs.compare is not None
+    assert outputs.compare["baseline"] == "0002_fast.json"
+    alone = Settings(benchmark_compare="0009", benchmark_storage=str(storage))
+    assert RunOutputs(alone, measured(), tmp_path).baseline is None, "pytest-benchmark warns"
+
+
+def test_a_speedup_baseline_must_hold_algorithm_none(tmp_path: Path) -> None:
+    speculative = saved_run(tmp_path / "b8.json", 100.0)
+    with pytest.raises(ConfigError, match="holds no case of algorithm NONE"):
+        RunOutputs(Settings(baseline=str(speculative)), RunResults(), tmp_path)
 
 
 def test_bad_fail_spec_is_refused(tmp_path: Path) -> None:

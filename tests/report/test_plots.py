@@ -12,7 +12,7 @@ import pytest
 
 from pytest_specdecode.report import plots
 
-from .conftest import config_dict, config_entry, make_report, sweep_report
+from .conftest import config_dict, config_entry, judged, make_report, sweep_report
 
 matplotlib = pytest.importorskip("matplotlib")
 
@@ -22,12 +22,12 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def figures() -> dict[str, Any]:
     # Building figures costs about half a second each: once for the module.
-    return plots.build_figures(sweep_report())
+    return plots.build_figures(judged(sweep_report()))
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return plots.write_plots(sweep_report(), tmp_path_factory.mktemp("plots") / "out")
+    return plots.write_plots(judged(sweep_report()), tmp_path_factory.mktemp("plots") / "out")
 
 
 def panels(figure: Any) -> list[Any]:
@@ -35,12 +35,15 @@ def panels(figure: Any) -> list[Any]:
     return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
 
 
-def test_a_sweep_writes_four_distinct_pngs(written: list[Path]) -> None:
+def test_a_sweep_writes_seven_distinct_pngs(written: list[Path]) -> None:
     assert [p.name for p in written] == [
         "throughput_vs_concurrency.png",
         "accept_length.png",
         "pass_rate.png",
         "heatmap_tok_s_dflash.png",
+        "speedup.png",
+        "pareto.png",
+        "accept_histogram.png",
     ]
     digests = set()
     for path in written:
@@ -48,8 +51,8 @@ def test_a_sweep_writes_four_distinct_pngs(written: list[Path]) -> None:
         assert data.startswith(PNG_MAGIC)
         assert len(data) > 10_000, f"{path.name} is suspiciously small"
         digests.add(hashlib.sha256(data).hexdigest())
-    assert len(digests) == 4
-    assert len({p.stat().st_size for p in written}) == 4
+    assert len(digests) == 7
+    assert len({p.stat().st_size for p in written}) == 7
 
 
 def test_throughput_panels_per_context_with_a_line_per_config(figures: dict[str, Any]) -> None:
@@ -68,7 +71,8 @@ def test_throughput_panels_per_context_with_a_line_per_config(figures: dict[str,
                 if t["metrics"]["context"] == context
             )
             line = lines[config["label"]]
-            assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == expected
+            assert list(line.get_xdata()) == [x for x, _ in expected]
+            assert list(line.get_ydata()) == pytest.approx([y for _, y in expected])
     legend = figures["throughput_vs_concurrency"].legends[0]
     assert [t.get_text() for t in legend.get_texts()] == [c["label"] for c in report["configs"]]
 
@@ -200,3 +204,31 @@ def test_require_matplotlib_checks_early(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(plots.PlotsUnavailable, match=r"pytest-specdecode\[plot\]"):
         plots.require_matplotlib()
+
+
+def test_decision_plots_show_speedup_the_pareto_front_and_the_histogram(
+    figures: dict[str, Any],
+) -> None:
+    report = judged(sweep_report())
+    speedup = panels(figures["speedup"])
+    assert [ax.get_title() for ax in speedup] == ["context 60 tokens", "context 1024 tokens"]
+    lines = {
+        line.get_label(): line for line in speedup[0].get_lines() if line.get_label()[0] != "_"
+    }
+    assert "NONE" not in lines, "the baseline is the reference, not a line"
+    b8 = next(c for c in report["configs"] if c["label"] == "DFLASH budget=8 window=2048")
+    expected = [
+        t["speedup"]["tpot"]["value"] for t in b8["throughput"] if t["metrics"]["context"] == 60
+    ]
+    assert list(lines["DFLASH budget=8 window=2048"].get_ydata()) == pytest.approx(expected)
+    pareto = panels(figures["pareto"])
+    assert pareto[0].get_xlabel().startswith("per-request tok/s")
+    front = [line for line in pareto[0].get_lines() if line.get_label() == "Pareto front"]
+    assert len(front) == 1
+    (group,) = [g for g in report["verdict"]["pareto"] if g["context"] == 60]
+    on_front = sorted(p["req_tok_s"] for p in group["points"] if p["front"])
+    assert list(front[0].get_xdata()) == pytest.approx(on_front)
+    top, bottom = panels(figures["accept_histogram"])
+    assert top.get_title() == "chat: verify steps by correct drafts"
+    assert bottom.get_title() == "chat: acceptance rate per draft position"
+    assert len(top.containers) == len(report["configs"]) - 1, "one bar group per speculative config"

@@ -12,6 +12,7 @@ import pytest
 from pytest_specdecode.throughput.comparison import (
     CompareError,
     FailSpec,
+    check,
     find_saved_run,
     load_run,
     machine_id,
@@ -24,11 +25,17 @@ from pytest_specdecode.throughput.comparison import (
 
 
 def bench(
-    test_id: str, case: str, config: str, tok_s: float, accept: float | None
+    test_id: str,
+    case: str,
+    config: str,
+    tok_s: float,
+    accept: float | None,
+    rounds: list[float] | None = None,
 ) -> dict[str, Any]:
-    """One entry as pytest-benchmark 5.x writes it (``as_dict(include_data=True)``)."""
+    """One entry as pytest-benchmark 5.x writes it (``as_dict(include_data=True)``);
+    ``rounds`` are per-round tok/s (the plugin's ``intervals``)."""
     fullname = f"tests/test_tp.py::test_throughput[{test_id}]"
-    return {
+    entry: dict[str, Any] = {
         "group": None,
         "name": f"test_throughput[{test_id}]",
         "fullname": fullname,
@@ -43,6 +50,9 @@ def bench(
                   "stddev_outliers": 1, "outliers": "1;0", "ld15iqr": 1.0, "hd15iqr": 1.2,
                   "ops": 0.909, "total": 3.3, "data": [1.0, 1.1, 1.2], "iterations": 1},
     }  # fmt: skip
+    if rounds is not None:
+        entry["extra_info"]["intervals"] = {"tok_s": {"values": rounds}}
+    return entry
 
 
 def saved_run(benchmarks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,7 +107,7 @@ def test_find_falls_back_to_other_machine_dirs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("0009", "no saved benchmark run '0009'"), ("latest", "give a .json file or a run number")],
+    [("0009", "no saved benchmark run '0009'"), ("newest", "give a .json file, a run number")],
 )
 def test_missing_run_is_one_line(storage: Path, spec: str, message: str) -> None:
     with pytest.raises(CompareError, match=message) as info:
@@ -122,10 +132,13 @@ def test_pairs_across_configs_and_renders_deltas(storage: Path) -> None:
     assert deltas[0].change("accept_length") == pytest.approx(1.0)
     table = render_compare(deltas, "0001", "now")
     lines = table.splitlines()
-    assert lines[0].split() == ["case", "tok/s", "0001", "tok/s", "now", "delta",
-                                "accept", "0001", "accept", "now", "delta"]  # fmt: skip
-    assert lines[2].split() == ["ctx60-c1", "100", "104", "+4.0%", "3.00", "4.00", "+1.00"]
-    assert lines[3].split() == ["ctx60-c8", "600", "540", "-10.0%", "3.10", "2.90", "-0.20"]
+    assert lines[0].split() == ["case", "config", "tok/s", "0001", "tok/s", "now", "change",
+                                "95%", "interval", "accept", "0001", "accept", "now",
+                                "change"]  # fmt: skip
+    assert lines[2].split() == ["ctx60-c1", "DFLASH", "budget=16", "100", "104", "+4.0%", "-",
+                                "3.00", "4.00", "+1.00"]  # fmt: skip
+    assert lines[3].split() == ["ctx60-c8", "DFLASH", "budget=16", "600", "540", "-10.0%", "-",
+                                "3.10", "2.90", "-0.20"]  # fmt: skip
 
 
 def test_sweep_ids_pair_by_case_from_extra_info(tmp_path: Path) -> None:
@@ -154,16 +167,56 @@ def test_bad_fail_spec(bad: str) -> None:
         parse_fail_spec(bad)
 
 
+def test_latest_is_the_newest_saved_run_like_benchmark_compare_alone(storage: Path) -> None:
+    assert find_saved_run("latest", storage).name == "0002_b16.json"
+    with pytest.raises(CompareError, match="no saved benchmark run under"):
+        find_saved_run("latest", storage / "nothing-here")
+
+
+def rounds_pair(tmp_path: Path, base: list[float], now: list[float]) -> list[Any]:
+    a = saved_run([bench("ctx60-c1", "ctx60-c1", "b8", sum(base) / len(base), 3.0, base)])
+    b = saved_run([bench("ctx60-c1", "ctx60-c1", "b8", sum(now) / len(now), 3.0, now)])
+    return pair(load_run(write(tmp_path / "a.json", a)), load_run(write(tmp_path / "b.json", b)))
+
+
+def test_a_drop_fails_only_when_the_whole_interval_is_beyond_the_limit(tmp_path: Path) -> None:
+    spec = parse_fail_spec("tok_s:5%")
+    # Round i sends the same prompts in both runs: paired, round by round.
+    clear = rounds_pair(tmp_path, [100.0, 101.0, 99.0], [80.0, 81.0, 79.0])
+    assert regressions(clear, [spec]) == [
+        "ctx60-c1: tok_s 100 tok/s -> 80.0 tok/s (-20.0%, 95% interval -20.5% to -19.5%), "
+        "beyond the allowed drop tok_s:5%"
+    ]
+    # Unpaired (other round counts): the ratio of the means, a wider interval.
+    unpaired = rounds_pair(tmp_path, [100.0, 101.0, 99.0, 100.0], [80.0, 81.0, 79.0])
+    [finding] = check(unpaired, [spec])
+    assert finding.change is not None
+    assert finding.change.method == "welch"
+    assert finding.status == "fail"
+    assert finding.change.high == pytest.approx(-18.0, abs=0.1)
+    noisy = rounds_pair(tmp_path, [100.0, 110.0, 90.0], [84.0, 104.0, 94.0])
+    [finding] = check(noisy, [spec])
+    assert finding.status == "inconclusive"
+    assert finding.line.startswith(
+        "ctx60-c1: tok_s 100 tok/s -> 94.0 tok/s (-6.0%): inconclusive: noise +-"
+    )
+    assert "more rounds (--dflash-rounds) narrow it" in finding.line
+    same = rounds_pair(tmp_path, [100.0, 101.0, 99.0], [100.5, 99.5, 100.0])
+    assert [f.status for f in check(same, [spec])] == ["pass"]
+    single = rounds_pair(tmp_path, [100.0], [50.0])
+    [finding] = check(single, [spec])
+    assert finding.status == "inconclusive"
+    assert "no interval (1 round(s) in the baseline, 1 now)" in finding.line
+
+
 def test_regressions_one_line_per_regressed_case(storage: Path) -> None:
+    # Saved runs without per-round values count as one round each: no interval, no failure.
     deltas = pair(load_run(find_saved_run("0001", storage)),
                   load_run(find_saved_run("0002", storage)))  # fmt: skip
-    assert regressions(deltas, [parse_fail_spec("tok_s:5%")]) == [
-        "ctx60-c8: tok_s 600 tok/s -> 540 tok/s (-10.0%), beyond the allowed drop tok_s:5%"
-    ]
-    assert regressions(deltas, [parse_fail_spec("tok_s:10%")]) == []
-    assert regressions(deltas, [parse_fail_spec("accept_length:0.1")]) == [
-        "ctx60-c8: accept_length 3.10 -> 2.90 (-0.20), beyond the allowed drop accept_length:0.1"
-    ]
+    assert regressions(deltas, [parse_fail_spec("tok_s:5%")]) == []
+    assert [f.status for f in check(deltas, [parse_fail_spec("accept_length:0.1")])] == [
+        "inconclusive", "inconclusive"
+    ]  # fmt: skip
 
 
 def test_missing_case_is_a_regression(storage: Path, tmp_path: Path) -> None:

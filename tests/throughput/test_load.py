@@ -70,7 +70,7 @@ def test_run_case_through_pedantic(fake_server: tuple[str, Script]) -> None:
     assert metrics.requests == 6
     assert metrics.completion_tokens == 60
     assert metrics.accept_length == pytest.approx(10 / 4)
-    assert bench.extra_info["case"] == "ctx50-c2-t10"
+    assert bench.extra_info["case"] == "ctx50-c2-t10-chat"
     assert bench.extra_info["config"] == "DFLASH budget=8"
     assert bench.extra_info["tok_s"] == pytest.approx(metrics.tok_s)
     # flush first; 4 rounds x 2 requests (one warm-up) with 8 distinct prompts
@@ -102,7 +102,7 @@ def test_failed_request_fails_the_case_with_server_text(fake_server: tuple[str, 
     with SGLangClient(url, timeout=5) as client, pytest.raises(ThroughputError) as info:
         run_case(client, ThroughputCase(20, 2, 10), 1, FakeBenchmark(), prompt_builder=builder)
     assert str(info.value) == (
-        "2/2 requests failed in ctx20-c2-t10 (warm-up round): "
+        "2/2 requests failed in ctx20-c2-t10-chat (warm-up round): "
         "POST /generate returned 503: Server is overloaded"
     )
 
@@ -118,3 +118,71 @@ def test_zero_tokens_is_an_error_not_a_zero(fake_server: tuple[str, Script]) -> 
     script.chunk_tokens = []
     result = run_round(lambda: SGLangClient(url, timeout=5), ["x" * 8], 10)
     assert result.errors == ["POST /generate returned 200: stream ended without any event"]
+
+
+def test_arrivals_are_seeded_poisson() -> None:
+    from pytest_specdecode.throughput.load import arrival_offsets
+
+    offsets = arrival_offsets(8.0, 4000, "ctx60-r8-chat:round1")
+    assert offsets == arrival_offsets(8.0, 4000, "ctx60-r8-chat:round1")
+    assert offsets != arrival_offsets(8.0, 4000, "ctx60-r8-chat:round2")
+    assert offsets[0] == 0.0
+    assert offsets == sorted(offsets)
+    assert offsets[-1] / (len(offsets) - 1) == pytest.approx(1 / 8.0, rel=0.05)
+
+
+class CountingClient(SGLangClient):
+    """Counts requests in flight across all clones of the factory below."""
+
+    lock = __import__("threading").Lock()
+    now = 0
+    peak = 0
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            CountingClient.now += 1
+            CountingClient.peak = max(CountingClient.peak, CountingClient.now)
+        try:
+            return super().generate(*args, **kwargs)
+        finally:
+            with self.lock:
+                CountingClient.now -= 1
+
+
+def test_rate_round_releases_requests_at_their_arrivals_under_the_cap(
+    fake_server: tuple[str, Script],
+) -> None:
+    url, _ = fake_server
+    slept: list[float] = []
+    CountingClient.peak = 0
+    result = run_round(
+        lambda: CountingClient(url, timeout=5),
+        ["a" * 40] * 6,
+        10,
+        arrivals=[0.0, 0.0, 0.0, 0.0, 0.0, 5.0],
+        max_concurrency=2,
+        sleep=slept.append,  # the arrival waits, recorded instead of slept
+    )
+    assert len(result.results) == 6
+    assert CountingClient.peak <= 2
+    assert len(slept) == 1
+    assert 4.9 < slept[0] <= 5.0
+    with pytest.raises(ValueError, match="2 arrival times for 6 prompts"):
+        run_round(lambda: SGLangClient(url), ["a"] * 6, 10, arrivals=[0.0, 1.0])
+
+
+def test_rate_case_warms_up_at_once_then_counts_poisson_rounds(
+    fake_server: tuple[str, Script],
+) -> None:
+    url, script = fake_server
+    slept: list[float] = []
+    case = ThroughputCase(20, 0, 10, rate=50.0, requests=4)
+    with SGLangClient(url, timeout=5) as client:
+        metrics = run_case(
+            client, case, 2, FakeBenchmark(),
+            prompt_builder=PromptBuilder(fake_token_count, CORPUS), sleep=slept.append,
+        )  # fmt: skip
+    assert metrics.case == "ctx20-r50-n4-t10-chat"
+    assert (metrics.rate, metrics.load, metrics.requests) == (50.0, "r50", 8)
+    assert len(generate_bodies(script)) == 12  # 4 warm-up + 2 rounds of 4
+    assert len(slept) <= 6, "only counted rounds wait for arrivals; the first goes at once"

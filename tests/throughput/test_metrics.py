@@ -89,7 +89,8 @@ def test_case_metrics_aggregate_over_rounds() -> None:
     )
     r2 = one_round(10.0, 12.0, result(10.0, [(11.0, 4), (12.0, 4)], verify=2))
     m = case_metrics(case, [r1, r2])
-    assert m.case == "ctx1024-c2-t8"
+    assert m.case == "ctx1024-c2-t8-chat"
+    assert (m.domain, m.load, m.rate) == ("chat", "c2", None)
     assert m.completion_tokens == 24
     assert m.wall_time_s == pytest.approx(4.0)
     assert m.tok_s == pytest.approx(24 / 4.0)
@@ -125,12 +126,12 @@ def test_errors_are_counted_not_hidden() -> None:
     assert m.tok_s == pytest.approx(5.0)
 
 
-def test_extra_info_is_flat_json_and_round_trips() -> None:
+def test_extra_info_is_json_with_flat_percentiles_and_round_trips() -> None:
     m = case_metrics(
         ThroughputCase(60, 1), [one_round(0, 1, result(0.0, [(0.1, 1), (1.0, 4)], verify=2))]
     )
     info = m.to_extra_info()
-    assert all(not isinstance(v, (dict, list, tuple)) for v in info.values())
+    assert not any(isinstance(v, (list, tuple)) for k, v in info.items() if "_p" in k)
     assert info["ttft_ms_p50"] == pytest.approx(100.0)
     assert info["tok_s"] == pytest.approx(5.0)
     assert CaseMetrics.from_extra_info(json.loads(json.dumps(info))) == m
@@ -138,3 +139,52 @@ def test_extra_info_is_flat_json_and_round_trips() -> None:
 
 def test_percentiles_scaled_keeps_none() -> None:
     assert Percentiles(1.0, None, 2.0).scaled(1000) == Percentiles(1000.0, None, 2000.0)
+
+
+def with_histogram(res: GenerateResult, hist: object, name: str = "spec_correct_drafts_histogram"):  # type: ignore[no-untyped-def]
+    res.meta_info[name] = hist
+    return res
+
+
+def test_intervals_over_rounds_keep_their_values() -> None:
+    rounds = [
+        one_round(0.0, 1.0, result(0.0, [(0.1, 1), (1.0, 9)], verify=4)),
+        one_round(0.0, 2.0, result(0.0, [(0.1, 1), (2.0, 9)], verify=5)),
+        one_round(0.0, 1.0, result(0.0, [(0.1, 1), (1.0, 9)], verify=4)),
+    ]
+    m = case_metrics(ThroughputCase(60, 1, 10), rounds)
+    assert m.intervals is not None
+    tok = m.intervals["tok_s"]
+    assert tok["values"] == [10.0, 5.0, 10.0]
+    assert tok["mean"] == pytest.approx(25 / 3)
+    assert tok["low"] < 25 / 3 < tok["high"]
+    assert tok["n"] == 3
+    assert m.intervals["tpot_ms"]["values"] == pytest.approx([100.0, 211.111, 100.0], abs=1e-3)
+    assert m.intervals["accept_length"]["values"] == [2.5, 2.0, 2.5]
+
+
+def test_acceptance_histogram_and_rate_per_position() -> None:
+    # Steps by correct drafts: 1 step with 0, 2 with 1, 1 with 3 (SGLang's shape).
+    a = with_histogram(result(0.0, [(1.0, 9)], verify=4), [1, 2, 0, 1])
+    b = with_histogram(result(0.0, [(1.0, 2)], verify=2), [2], name="spec_accept_histogram")
+    hostile = with_histogram(result(0.0, [(1.0, 3)], verify=1), ["x", -1])
+    huge = with_histogram(result(0.0, [(1.0, 3)], verify=1), [1] * 100_000)
+    m = case_metrics(ThroughputCase(60, 4), [one_round(0.0, 1.0, a, b, hostile, huge)])
+    assert m.accept_histogram == [3, 2, 0, 1]
+    assert m.accept_rate_by_position == pytest.approx([3 / 6, 1 / 6, 1 / 6])
+    # The histogram agrees with the token count it summarises: 1 + correct drafts per step.
+    assert sum((i + 1) * n for i, n in enumerate([1, 2, 0, 1])) == 9
+    none = case_metrics(ThroughputCase(60, 1), [one_round(0, 1, result(0.0, [(1.0, 5)]))])
+    assert (none.accept_histogram, none.accept_rate_by_position) == (None, None)
+
+
+def test_goodput_counts_requests_meeting_every_slo() -> None:
+    fast = result(0.0, [(0.1, 1), (1.0, 10)])  # TTFT 100 ms, TPOT 90 ms
+    slow_start = result(0.0, [(0.6, 1), (1.0, 10)])  # TTFT 600 ms
+    slow_tokens = result(0.0, [(0.1, 1), (2.0, 10)])  # TPOT ~190 ms
+    rnd = one_round(0.0, 2.0, fast, slow_start, slow_tokens)
+    m = case_metrics(ThroughputCase(60, 3), [rnd], slo=(("ttft", 0.5), ("tpot", 0.1)))
+    assert m.slo == "ttft:500ms,tpot:100ms"
+    assert m.slo_attainment == pytest.approx(1 / 3)
+    assert m.goodput == pytest.approx(1 / 2.0)
+    assert case_metrics(ThroughputCase(60, 3), [rnd]).goodput is None

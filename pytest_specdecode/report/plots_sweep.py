@@ -1,0 +1,262 @@
+"""The sweep's decision plots: speedup, the Pareto front, the acceptance histogram.
+
+- ``speedup.png``: baseline TPOT / config TPOT against concurrency, a line per
+  config and a panel per context and domain, the 95% interval as a band.
+- ``pareto.png``: per context and domain, every (config, load) point as
+  per-request tok/s against aggregate tok/s; the front (points no other
+  beats on both) joined by a line.
+- ``accept_histogram.png``: per domain, the share of verify steps by number
+  of correct drafts (SGLang's ``spec_correct_drafts_histogram``) and the
+  acceptance rate per draft position, per config.
+
+Built from the report dict like the other plots (see :mod:`.plots`); absent
+data means an absent plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pytest_specdecode.config.load_options import DOMAINS
+from pytest_specdecode.report import plots, verdict
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) -> dict[str, Figure]:
+    """The decision figures by file stem; those without data are left out."""
+    out: dict[str, Figure] = {}
+    speedups = _speedup_points(report)
+    if speedups:
+        out["speedup"] = _speedup_figure(speedups, colors, simulated)
+    fronts = [g for g in (report.get("verdict") or {}).get("pareto") or [] if g.get("points")]
+    if fronts:
+        out["pareto"] = _pareto_figure(fronts, colors, simulated)
+    histograms = _histograms(report)
+    if histograms:
+        out["accept_histogram"] = _histogram_figure(histograms, colors, simulated)
+    return out
+
+
+def _domain_rank(domain: str) -> int:
+    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+
+
+# --- speedup --------------------------------------------------------------------
+
+
+def _speedup_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    points = []
+    for config in report.get("configs") or []:
+        for case in config.get("throughput") or []:
+            found = (case.get("speedup") or {}).get("tpot") or {}
+            metrics = case.get("metrics") or {}
+            context, load, domain = verdict.case_shape(str(case.get("case")), metrics)
+            value = found.get("value")
+            if not isinstance(value, (int, float)) or context is None or load.startswith("r"):
+                continue
+            points.append(
+                {
+                    "config": str(config.get("label")),
+                    "panel": (context, domain),
+                    "concurrency": int(load.split("-")[0][1:]),
+                    "value": float(value),
+                    "low": found.get("low"),
+                    "high": found.get("high"),
+                }
+            )
+    return points
+
+
+def _speedup_figure(
+    points: list[dict[str, Any]], colors: dict[str, str], simulated: bool
+) -> Figure:
+    keys = sorted({p["panel"] for p in points}, key=lambda k: (k[0], _domain_rank(k[1])))
+    figure = plots._new_figure(max(5.5, 4.6 * len(keys)), 4.8)
+    axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
+    handles: dict[str, Any] = {}
+    for ax, key in zip(axes, keys, strict=True):
+        here = [p for p in points if p["panel"] == key]
+        levels = sorted({p["concurrency"] for p in here})
+        for label in colors:
+            mine = sorted((p for p in here if p["config"] == label), key=lambda p: p["concurrency"])
+            if not mine:
+                continue
+            xs = [p["concurrency"] for p in mine]
+            (line,) = ax.plot(xs, [p["value"] for p in mine], marker="o", color=colors[label])
+            line.set_label(label)
+            banded = [p for p in mine if p["low"] is not None and p["high"] is not None]
+            if banded:
+                ax.fill_between(
+                    [p["concurrency"] for p in banded],
+                    [p["low"] for p in banded],
+                    [p["high"] for p in banded],
+                    color=colors[label],
+                    alpha=0.18,
+                    linewidth=0,
+                )
+            handles.setdefault(label, line)
+        ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_title(plots.panel_title(key, keys))
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel("speedup (baseline TPOT / config TPOT)")
+        ax.grid(True, alpha=0.3)
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 3),
+        title="config",
+    )
+    plots._title(
+        figure,
+        "Speedup over the non-speculative baseline (higher is better)\n"
+        "band: 95% interval over rounds; dotted: no speedup",
+        simulated,
+    )
+    return figure
+
+
+# --- Pareto front -------------------------------------------------------------------
+
+
+def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulated: bool) -> Figure:
+    keys = [(int(g["context"]), str(g["domain"])) for g in groups]
+    figure = plots._new_figure(max(7.0, 5.0 * len(groups)), 5.6)
+    axes: Sequence[Axes] = figure.subplots(1, len(groups), squeeze=False)[0]
+    handles: dict[str, Any] = {}
+    for ax, group, key in zip(axes, groups, keys, strict=True):
+        points = group["points"]
+        for label in colors:
+            mine = [p for p in points if p["config"] == label]
+            if not mine:
+                continue
+            marker = "o" if all(p.get("eligible", True) for p in mine) else "x"
+            handle = ax.scatter(
+                [p["req_tok_s"] for p in mine],
+                [p["tok_s"] for p in mine],
+                color=colors[label],
+                marker=marker,
+                label=label,
+                zorder=3,
+            )
+            handles.setdefault(label, handle)
+            for p in mine:
+                ax.annotate(
+                    str(p["load"]),
+                    (p["req_tok_s"], p["tok_s"]),
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                    fontsize=7,
+                )
+        front = sorted((p for p in points if p.get("front")), key=lambda p: p["req_tok_s"])
+        if front:
+            (line,) = ax.plot(
+                [p["req_tok_s"] for p in front],
+                [p["tok_s"] for p in front],
+                color="black",
+                linewidth=1.2,
+                zorder=2,
+            )
+            line.set_label("Pareto front")
+            handles.setdefault("Pareto front", line)
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.set_title(plots.panel_title(key, keys))
+        ax.set_xlabel("per-request tok/s (interactivity)")
+        ax.set_ylabel("aggregate output tok/s")
+        ax.grid(True, alpha=0.3)
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 3),
+        title="config (x: failed a gate)",
+    )
+    plots._title(
+        figure,
+        "Pareto front: per-request against aggregate tok/s (up and right is better)\n"
+        "point labels: load (c: concurrency, r: request rate)",
+        simulated,
+    )
+    return figure
+
+
+# --- acceptance histogram ---------------------------------------------------------
+
+
+def _histograms(report: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """Per domain and config: the summed histogram of correct drafts per verify step."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for config in report.get("configs") or []:
+        if (config.get("config") or {}).get("algorithm") == "NONE":
+            continue
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            hist = metrics.get("accept_histogram")
+            if not isinstance(hist, list) or not hist:
+                continue
+            _, _, domain = verdict.case_shape(str(case.get("case")), metrics)
+            total = out.setdefault(domain, {}).setdefault(str(config.get("label")), [])
+            total += [0] * (len(hist) - len(total))
+            for i, n in enumerate(hist):
+                total[i] += int(n) if isinstance(n, int) else 0
+    return {
+        d: h for d, h in sorted(out.items(), key=lambda kv: _domain_rank(kv[0])) if any(h.values())
+    }
+
+
+def _histogram_figure(
+    histograms: dict[str, dict[str, list[int]]], colors: dict[str, str], simulated: bool
+) -> Figure:
+    domains = list(histograms)
+    figure = plots._new_figure(max(6.0, 5.2 * len(domains)), 8.0)
+    grid = figure.subplots(2, len(domains), squeeze=False)
+    handles: dict[str, Any] = {}
+    for column, domain in enumerate(domains):
+        top: Axes = grid[0][column]
+        bottom: Axes = grid[1][column]
+        configs = [label for label in colors if label in histograms[domain]]
+        width = 0.8 / max(1, len(configs))
+        for i, label in enumerate(configs):
+            hist = histograms[domain][label]
+            steps = sum(hist) or 1
+            xs = [j + (i - (len(configs) - 1) / 2) * width for j in range(len(hist))]
+            bars = top.bar(
+                xs, [n / steps for n in hist], width * 0.95, color=colors[label], label=label
+            )
+            handles.setdefault(label, bars)
+            rates = [sum(hist[k:]) / steps for k in range(1, len(hist))]
+            if rates:
+                bottom.plot(range(1, len(rates) + 1), rates, marker="o", color=colors[label])
+        depth = max(len(h) for h in histograms[domain].values())
+        top.set_xticks(range(depth), [str(j) for j in range(depth)])
+        top.set_title(f"{domain}: verify steps by correct drafts", fontsize=10)
+        top.set_xlabel("correct drafts in the verify step")
+        top.set_ylabel("share of verify steps")
+        top.grid(True, axis="y", alpha=0.3)
+        bottom.set_xticks(range(1, max(depth, 2)), [str(j) for j in range(1, max(depth, 2))])
+        bottom.set_ylim(0, 1.05)
+        bottom.set_title(f"{domain}: acceptance rate per draft position", fontsize=10)
+        bottom.set_xlabel("draft position")
+        bottom.set_ylabel("steps accepting >= position / steps")
+        bottom.grid(True, alpha=0.3)
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 3),
+        title="config",
+    )
+    plots._title(
+        figure, "Acceptance per draft (from the server's spec_correct_drafts_histogram)", simulated
+    )
+    return figure

@@ -1,0 +1,270 @@
+"""The sweep's tables as cells: throughput with intervals and speedup, acceptance, verdict, Pareto.
+
+Each builder returns a header and rows of strings from the report dict; the
+terminal summary lays them out in fixed width and the Markdown summary as
+GFM, so both show the same figures the same way.
+
+Intervals read ``30,572 ±2.1%``: the mean over the case's rounds and the half
+width of its 95% interval (Student t over rounds) relative to it; accept
+length ``3.21 ±0.04`` in tokens. Speedup reads ``2.41x (2.30-2.52)``: baseline
+TPOT / config TPOT with its 95% interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_specdecode import figures
+from pytest_specdecode.config.load_options import DOMAINS
+from pytest_specdecode.report.verdict import case_shape, mean
+
+Table = tuple[list[str], list[list[str]]]
+MAX_POSITIONS = 8
+"""Draft positions shown in the acceptance table (the JSON report keeps all)."""
+
+
+def short_labels(configs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Config labels reduced to the keys that differ between the measured speculative configs.
+
+    A budget sweep's rows read ``budget=4``, ``budget=8``... instead of the
+    whole label repeated; the baseline keeps its label (``NONE``); a single
+    speculative config keeps its full label.
+    """
+    measured = [c for c in configs if c.get("throughput")]
+    spec = [c for c in measured if (c.get("config") or {}).get("algorithm") != "NONE"]
+    keys = ("algorithm", "budget", "topk", "window", "draft_model")
+    varying = [k for k in keys if len({str((c.get("config") or {}).get(k)) for c in spec}) > 1]
+    extras = {str((c.get("config") or {}).get("extra")) for c in measured}
+    out: dict[str, str] = {}
+    for c in configs:
+        label = str(c.get("label"))
+        config = c.get("config") or {}
+        if len(spec) < 2 or len(extras) > 1 or not varying or config.get("algorithm") == "NONE":
+            out[label] = label
+        else:
+            out[label] = " ".join(f"{k}={config.get(k)}" for k in varying)
+    return out
+
+
+def _interval(metrics: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    found = (metrics.get("intervals") or {}).get(name)
+    return found if isinstance(found, Mapping) else None
+
+
+def with_interval(metrics: Mapping[str, Any], name: str, digits: int, *, relative: bool) -> str:
+    """``30,572 ±2.1%`` (relative) or ``3.21 ±0.04``; the plain figure with one round."""
+    found = _interval(metrics, name)
+    value = found.get("mean") if found else None
+    if not isinstance(value, (int, float)):
+        value = mean(metrics, name) if found else metrics.get(name)
+    shown = figures.rate(value) if name == "tok_s" else figures.number(value, digits)
+    if shown == figures.MISSING or not found:
+        return shown
+    low, high = found.get("low"), found.get("high")
+    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
+        return shown
+    half = (high - low) / 2
+    if relative:
+        return f"{shown} ±{half / value * 100:.1f}%" if value else shown
+    return f"{shown} ±{half:.{digits}f}"
+
+
+def ratio_cell(found: Mapping[str, Any] | None, *, interval: bool = True) -> str:
+    """``2.41x (2.30-2.52)``; ``2.41x`` without an interval; ``-`` without a value."""
+    if not found or not isinstance(found.get("value"), (int, float)):
+        return figures.MISSING
+    text = f"{found['value']:.2f}x"
+    low, high = found.get("low"), found.get("high")
+    if interval and isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        text += f" ({low:.2f}-{high:.2f})"
+    return text
+
+
+def _cases(report: Mapping[str, Any]) -> list[tuple[tuple[Any, ...], int, Mapping[str, Any], Any]]:
+    """(case order, config position, config, case) for every throughput case."""
+    out = []
+    for position, config in enumerate(report.get("configs") or []):
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            context, load, domain = case_shape(str(case.get("case")), metrics)
+            head = load.split("-")[0]
+            try:
+                load_key: tuple[int, float] = (0 if head.startswith("c") else 1, float(head[1:]))
+            except ValueError:
+                load_key = (2, 0.0)
+            rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+            order = (context if context is not None else 1 << 30, load_key, rank, domain)
+            out.append((order, position, config, case))
+    out.sort(key=lambda entry: (entry[0], entry[1]))
+    return out
+
+
+def throughput(report: Mapping[str, Any], short: Mapping[str, str] | None = None) -> Table:
+    """One row per case and config: tok/s, TPOT, accept length, speedup, tok/s ratio."""
+    configs = list(report.get("configs") or [])
+    short = short_labels(configs) if short is None else short
+    slo = any(
+        (case.get("metrics") or {}).get("slo")
+        for c in configs
+        for case in c.get("throughput") or []
+    )
+    header = ["case", "config", "tok/s", "TPOT ms", "accept", "speedup", "tok/s ratio"]
+    header += ["goodput req/s", "SLO met"] if slo else []
+    rows = []
+    for _, _, config, case in _cases(report):
+        metrics = case.get("metrics") or {}
+        baseline = (config.get("config") or {}).get("algorithm") == "NONE"
+        speedup = case.get("speedup") or {}
+        row = [
+            str(case.get("case")),
+            short.get(str(config.get("label")), str(config.get("label"))),
+            with_interval(metrics, "tok_s", 0, relative=True),
+            with_interval(metrics, "tpot_ms", 2, relative=True),
+            with_interval(metrics, "accept_length", 2, relative=False),
+            "1.00x (baseline)" if baseline else ratio_cell(speedup.get("tpot")),
+            "1.00x" if baseline else ratio_cell(speedup.get("tok_s"), interval=False),
+        ]
+        if slo:
+            attained = metrics.get("slo_attainment")
+            row += [
+                figures.number(metrics.get("goodput"), 2),
+                f"{attained:.0%}" if isinstance(attained, (int, float)) else figures.MISSING,
+            ]
+        if metrics.get("errors"):
+            row[2] += f" ({metrics['errors']} errors)"
+        rows.append(row)
+    return header, rows
+
+
+def acceptance(report: Mapping[str, Any]) -> Table:
+    """Per speculative config and domain: accept length and acceptance rate per draft position."""
+    configs = list(report.get("configs") or [])
+    short = short_labels(configs)
+    sums: dict[tuple[str, str], list[int]] = {}
+    tokens: dict[tuple[str, str], list[float]] = {}
+    for config in configs:
+        if (config.get("config") or {}).get("algorithm") == "NONE":
+            continue
+        label = short.get(str(config.get("label")), str(config.get("label")))
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            _, _, domain = case_shape(str(case.get("case")), metrics)
+            key = (label, domain)
+            hist = metrics.get("accept_histogram")
+            if isinstance(hist, list):
+                total = sums.setdefault(key, [])
+                total += [0] * (len(hist) - len(total))
+                for i, n in enumerate(hist):
+                    total[i] += int(n) if isinstance(n, int) else 0
+            entry = tokens.setdefault(key, [0.0, 0.0])
+            done, steps = metrics.get("completion_tokens"), metrics.get("spec_verify_ct")
+            if isinstance(done, (int, float)) and isinstance(steps, (int, float)) and steps:
+                entry[0] += done
+                entry[1] += steps
+    positions = min(MAX_POSITIONS, max((len(h) - 1 for h in sums.values()), default=0))
+    header = ["config", "domain", "accept length", "verify steps"]
+    header += [f"pos {i}" for i in range(1, positions + 1)]
+    rows = []
+
+    def rank(key: tuple[str, str]) -> tuple[int, int, str]:
+        domain = DOMAINS.index(key[1]) if key[1] in DOMAINS else len(DOMAINS)
+        return (_order(short, key[0]), domain, key[1])
+
+    for key in sorted(set(sums) | set(tokens), key=rank):
+        hist = sums.get(key)
+        done, steps = tokens.get(key, [0.0, 0.0])
+        if not steps and not (hist and sum(hist)):
+            continue  # the server reported no speculation counts for this config
+        accept = done / steps if steps else None
+        rates = (
+            [sum(hist[i:]) / sum(hist) for i in range(1, len(hist))] if hist and sum(hist) else []
+        )
+        row = [key[0], key[1], figures.number(accept, 2), figures.number(steps or None, 0)]
+        row += [f"{rates[i]:.2f}" if i < len(rates) else "-" for i in range(positions)]
+        rows.append(row)
+    return header, rows
+
+
+def _order(short: Mapping[str, str], label: str) -> int:
+    values = list(short.values())
+    return values.index(label) if label in values else len(values)
+
+
+def verdict(report: Mapping[str, Any]) -> Table:
+    """One row per load point and domain: the best config that passed every gate."""
+    found = report.get("verdict") or {}
+    short = short_labels(list(report.get("configs") or []))
+    by_speedup = found.get("ranked_by") == "speedup"
+    score = "speedup" if by_speedup else "tok/s"
+    header = ["load", "domain", "best config", score, "over contexts", "runner-up", "margin"]
+    rows = []
+    for group in found.get("groups") or []:
+        best, runner = group.get("best"), group.get("runner_up")
+        second = _score(group.get("runner_up_score"), by_speedup)
+        contexts = ", ".join(str(c) for c in group.get("contexts") or [])
+        spread = group.get("range") or []
+        if len(spread) == 2 and spread[0] != spread[1]:
+            contexts += f" ({_score(spread[0], by_speedup)} to {_score(spread[1], by_speedup)})"
+        rows.append(
+            [
+                str(group.get("load")),
+                str(group.get("domain")),
+                short.get(str(best), str(best)) if best else "none passed every gate",
+                _score(group.get("score"), by_speedup),
+                contexts or "-",
+                f"{short.get(str(runner), str(runner))} ({second})" if runner else "-",
+                str(group.get("margin") or "-"),
+            ]
+        )
+    return header, rows
+
+
+def _score(value: Any, by_speedup: bool) -> str:
+    if not isinstance(value, (int, float)):
+        return figures.MISSING
+    return f"{value:.2f}x" if by_speedup else figures.rate(value)
+
+
+def pareto(report: Mapping[str, Any]) -> Table:
+    """The Pareto front per context and domain: points no other beats on both axes."""
+    short = short_labels(list(report.get("configs") or []))
+    header = ["context", "domain", "config", "load", "per-request tok/s", "aggregate tok/s"]
+    rows = []
+    for group in (report.get("verdict") or {}).get("pareto") or []:
+        for point in group.get("points") or []:
+            if point.get("front"):
+                rows.append(
+                    [
+                        str(group.get("context")),
+                        str(group.get("domain")),
+                        short.get(str(point.get("config")), str(point.get("config"))),
+                        str(point.get("load")),
+                        figures.rate(point.get("req_tok_s")),
+                        figures.rate(point.get("tok_s")),
+                    ]
+                )
+    return header, rows
+
+
+def excluded_lines(report: Mapping[str, Any]) -> list[str]:
+    """One line per config kept out of the verdict, with the gates it failed."""
+    found = (report.get("verdict") or {}).get("excluded") or {}
+    return [f"{label}: {', '.join(reasons)}" for label, reasons in found.items()]
+
+
+def rounds_note(report: Mapping[str, Any]) -> str:
+    """How the figures were measured, for the line above the throughput table."""
+    counts = sorted(
+        {
+            int(n)
+            for c in report.get("configs") or []
+            for case in c.get("throughput") or []
+            if isinstance(n := (case.get("metrics") or {}).get("rounds"), int)
+        }
+    )
+    rounds = f"{'/'.join(str(n) for n in counts)} rounds" if counts else "rounds"
+    return (
+        f"mean over {rounds}; ± is the 95% interval (Student t over rounds); "
+        "speedup = baseline TPOT / config TPOT (95% interval), tok/s ratio = config / baseline"
+    )

@@ -1,0 +1,314 @@
+"""What a sweep decides: speedup over the baseline, the best config, the Pareto front.
+
+Speedup (DESIGN.md section 5) is the baseline's TPOT over the config's TPOT
+for the same case (context, load and domain), the baseline being algorithm
+NONE on the same server build: a config of this run, else the NONE cases of
+a saved run (``--dflash-baseline``, then the compared run). The output tok/s
+ratio is given beside it. Both come with a 95% interval, round by round
+when the rounds pair up (round i sends the same prompts under every config),
+see :func:`pytest_specdecode.throughput.stats.paired_ratio_interval`; neither
+is ever derived from accept length.
+
+The verdict, per load point (concurrency or rate) and domain, is the config
+with the best speedup (the geometric mean over the group's contexts) among
+the configs that passed every gate; without a baseline it ranks by output
+tok/s and says so. Its margin over the runner-up is ``clear`` when the best
+config's 95% interval lies above the runner-up's in every context, else
+``within noise`` (measure more rounds before trusting the order). The
+Pareto front, per context and domain, holds the (config, load) points that
+no other point beats on both per-request tok/s and aggregate tok/s.
+
+Everything works on the report dict (:meth:`RunResults.to_json`), so a saved
+report is judged the same way as a live run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_specdecode.config.load_options import DOMAINS
+from pytest_specdecode.throughput import stats
+from pytest_specdecode.throughput.comparison import CaseRow
+from pytest_specdecode.throughput.workload import parse_case_id
+
+NO_BASELINE = (
+    "no speedup: this run has no non-speculative baseline; add algorithm NONE to it "
+    "(e.g. --dflash-sweep 'algorithm=NONE,DFLASH;budget=4,8') or pass --dflash-baseline "
+    "with a saved run of --dflash-config algorithm=NONE"
+)
+
+
+def samples(metrics: Mapping[str, Any], name: str) -> list[float]:
+    """Per-round values of ``name`` (``tok_s``, ``tpot_ms``, ...) from a case's metrics.
+
+    Reports written before intervals existed have one value: the case's own.
+    """
+    intervals = metrics.get("intervals")
+    found = intervals.get(name) if isinstance(intervals, Mapping) else None
+    values = stats.clean(found.get("values") or []) if isinstance(found, Mapping) else []
+    if values:
+        return values
+    fallback = {"tpot_ms": "tpot_ms_p50", "req_tok_s": "req_tok_s_p50"}.get(name, name)
+    return stats.clean([metrics.get(fallback)])
+
+
+def mean(metrics: Mapping[str, Any], name: str) -> float | None:
+    """The mean over rounds of ``name``."""
+    values = samples(metrics, name)
+    return sum(values) / len(values) if values else None
+
+
+def case_shape(case: str, metrics: Mapping[str, Any]) -> tuple[int | None, str, str]:
+    """(context, load, domain) of a case: from its metrics, else from its id."""
+    context, load, domain = metrics.get("context"), metrics.get("load"), metrics.get("domain")
+    if isinstance(context, int) and isinstance(load, str) and isinstance(domain, str):
+        return context, load, domain
+    try:
+        parsed = parse_case_id(case)
+    except argparse.ArgumentTypeError:  # a report from before domains: ctx1024-c8
+        match = re.match(r"ctx(\d+)-c(\d+)", case)
+        if match is None:
+            return (context if isinstance(context, int) else None, case, "-")
+        return int(match[1]), f"c{match[2]}", "-"
+    return parsed.context, parsed.load, parsed.domain
+
+
+# --- speedup ------------------------------------------------------------------
+
+
+def _interval_json(found: stats.Interval | None) -> dict[str, Any] | None:
+    return None if found is None else found.to_json()
+
+
+def _speedup(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "tpot": _interval_json(
+            stats.paired_ratio_interval(samples(base, "tpot_ms"), samples(now, "tpot_ms"))
+        ),
+        "tok_s": _interval_json(
+            stats.paired_ratio_interval(samples(now, "tok_s"), samples(base, "tok_s"))
+        ),
+    }
+
+
+def _session_baselines(configs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for c in configs if (c.get("config") or {}).get("algorithm") == "NONE"]
+
+
+def _pick(baselines: list[dict[str, Any]], config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Baselines with the config's own extra server flags first (same build and flags)."""
+    extra = config.get("extra")
+    return sorted(baselines, key=lambda b: (b.get("config") or {}).get("extra") != extra)
+
+
+def annotate_speedups(
+    report: dict[str, Any], saved: Iterable[CaseRow] = (), saved_label: str | None = None
+) -> None:
+    """Give every throughput case of the report its ``speedup``; set ``report["speedup"]``."""
+    configs: list[dict[str, Any]] = list(report.get("configs") or [])
+    baselines = _session_baselines(configs)
+    saved_none = {row.case: row for row in saved if row.algorithm == "NONE"}
+    sources: set[str] = set()
+    measured = False
+    for config in configs:
+        for case in config.get("throughput") or []:
+            measured = True
+            case.pop("speedup", None)
+            if (config.get("config") or {}).get("algorithm") == "NONE":
+                continue
+            found = _baseline_case(case["case"], _pick(baselines, config.get("config") or {}))
+            if found is not None:
+                label, metrics = found
+                source = f"{label} (this run)"
+            elif case["case"] in saved_none:
+                row = saved_none[case["case"]]
+                metrics, source = dict(row.extra_info), f"NONE (saved run {saved_label})"
+            else:
+                continue
+            case["speedup"] = {**_speedup(metrics, case.get("metrics") or {}), "baseline": source}
+            sources.add(source)
+    report["speedup"] = {
+        "baseline": sorted(sources),
+        "missing": NO_BASELINE if measured and not sources and not baselines else None,
+        "method": "baseline TPOT / config TPOT, and config tok/s / baseline tok/s, with a 95% "
+        "interval: geometric mean of the per-round ratios (round i has the same prompts under "
+        "every config), t interval on their logs; unpaired: ratio of means, delta method",
+    }
+
+
+def _baseline_case(case: str, baselines: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+    for config in baselines:
+        for found in config.get("throughput") or []:
+            if found.get("case") == case:
+                return str(config.get("label")), dict(found.get("metrics") or {})
+    return None
+
+
+# --- verdict ------------------------------------------------------------------
+
+
+def _geo_mean(values: Sequence[float]) -> float | None:
+    usable = [v for v in values if v > 0]
+    if not usable:
+        return None
+    return math.exp(sum(math.log(v) for v in usable) / len(usable))
+
+
+Score = tuple[float, float | None, float | None]
+"""A config's figure on one case, with its 95% interval: (value, low, high)."""
+
+
+def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> Score | None:
+    metrics = case.get("metrics") or {}
+    if not by_speedup:
+        found: Mapping[str, Any] = (metrics.get("intervals") or {}).get("tok_s") or {}
+        value = mean(metrics, "tok_s")
+        return None if value is None else (value, found.get("low"), found.get("high"))
+    if (config.get("config") or {}).get("algorithm") == "NONE":
+        return (1.0, 1.0, 1.0)
+    found = (case.get("speedup") or {}).get("tpot") or {}
+    value = found.get("value")
+    if not isinstance(value, (int, float)):
+        return None
+    return (float(value), found.get("low"), found.get("high"))
+
+
+Member = list[tuple[int | None, Score | None]]
+
+
+def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The verdict per (load, domain) and the Pareto front per (context, domain).
+
+    ``excluded`` maps a config label to the gates it failed; those configs are
+    never chosen (nor on a front), and the verdict lists why.
+    """
+    configs: list[dict[str, Any]] = list(report.get("configs") or [])
+    by_speedup = any(
+        "speedup" in case for config in configs for case in config.get("throughput") or []
+    )
+    groups: dict[tuple[str, str], dict[str, Member]] = {}
+    order: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for config in configs:
+        label = str(config.get("label"))
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            context, load, domain = case_shape(str(case.get("case")), metrics)
+            key = (load, domain)
+            rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+            order.setdefault(key, (_load_order(load), rank, domain))
+            errors = metrics.get("errors")
+            score = None if errors else _score(case, config, by_speedup)
+            groups.setdefault(key, {}).setdefault(label, []).append((context, score))
+    lines = []
+    for key in sorted(groups, key=lambda k: order[k]):
+        lines.append(_group(key, groups[key], excluded, by_speedup))
+    return {
+        "ranked_by": "speedup" if by_speedup else "tok_s",
+        "groups": lines,
+        "excluded": {label: list(reasons) for label, reasons in excluded.items() if reasons},
+        "pareto": pareto(report, excluded),
+    }
+
+
+def _margin(best: dict[int | None, Score], runner: dict[int | None, Score]) -> str:
+    """``clear`` when, in every context, the best's interval lies above the runner-up's."""
+    lows_highs = [(best[c][1], runner[c][2]) for c in best if c in runner]
+    if not lows_highs or any(low is None or high is None for low, high in lows_highs):
+        return "no interval"
+    clear = all(low > high for low, high in lows_highs if low is not None and high is not None)
+    return "clear" if clear else "within noise"
+
+
+def _group(
+    key: tuple[str, str],
+    members: dict[str, Member],
+    excluded: Mapping[str, Sequence[str]],
+    by_speedup: bool,
+) -> dict[str, Any]:
+    load, domain = key
+    contexts = sorted({c for values in members.values() for c, _ in values if c is not None})
+    scored: list[tuple[float, str, dict[int | None, Score]]] = []
+    for label, values in members.items():
+        if excluded.get(label):
+            continue
+        per_context = {c: s for c, s in values if s is not None}
+        if len(per_context) < len(values) or len(per_context) < len(contexts):
+            continue  # an errored or missing case: not comparable over the group
+        score = _geo_mean([s[0] for s in per_context.values()])
+        if score is not None:
+            scored.append((score, label, per_context))
+    scored.sort(key=lambda entry: -entry[0])
+    best = scored[0] if scored else None
+    runner = scored[1] if len(scored) > 1 else None
+    figures = [s[0] for s in best[2].values()] if best else []
+    return {
+        "load": load,
+        "domain": domain,
+        "contexts": contexts,
+        "best": best[1] if best else None,
+        "score": best[0] if best else None,
+        "range": [min(figures), max(figures)] if figures else None,
+        "runner_up": runner[1] if runner else None,
+        "runner_up_score": runner[0] if runner else None,
+        "margin": _margin(best[2], runner[2]) if best and runner else None,
+        "candidates": len(scored),
+        "ranked_by": "speedup" if by_speedup else "tok_s",
+    }
+
+
+def _load_order(load: str) -> tuple[int, float]:
+    try:
+        head = load.split("-")[0]
+        return (0 if head.startswith("c") else 1, float(head[1:]))
+    except ValueError:
+        return (2, 0.0)
+
+
+# --- Pareto front --------------------------------------------------------------
+
+
+def pareto(
+    report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]
+) -> list[dict[str, Any]]:
+    """Per (context, domain): every (config, load) point, the non-dominated ones marked."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for config in report.get("configs") or []:
+        label = str(config.get("label"))
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            context, load, domain = case_shape(str(case.get("case")), metrics)
+            x, y = mean(metrics, "req_tok_s"), mean(metrics, "tok_s")
+            if context is None or x is None or y is None:
+                continue
+            groups.setdefault((context, domain), []).append(
+                {
+                    "config": label,
+                    "load": load,
+                    "case": case.get("case"),
+                    "req_tok_s": x,
+                    "tok_s": y,
+                    "eligible": not excluded.get(label) and not metrics.get("errors"),
+                }
+            )
+    out = []
+
+    def rank(key: tuple[int, str]) -> tuple[int, int, str]:
+        return (key[0], DOMAINS.index(key[1]) if key[1] in DOMAINS else len(DOMAINS), key[1])
+
+    for (context, domain), points in sorted(groups.items(), key=lambda item: rank(item[0])):
+        eligible = [p for p in points if p["eligible"]]
+        for p in points:
+            p["front"] = p["eligible"] and not any(
+                q is not p
+                and q["req_tok_s"] >= p["req_tok_s"]
+                and q["tok_s"] >= p["tok_s"]
+                and (q["req_tok_s"] > p["req_tok_s"] or q["tok_s"] > p["tok_s"])
+                for q in eligible
+            )
+        points.sort(key=lambda p: -p["req_tok_s"])
+        out.append({"context": context, "domain": domain, "points": points})
+    return out

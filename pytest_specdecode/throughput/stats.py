@@ -1,0 +1,294 @@
+"""Intervals over rounds: mean and 95% interval by Student's t, and of ratios and differences.
+
+A case is measured over R rounds; each round gives one value per figure
+(tok/s, mean TPOT, accept length). The interval of the mean is
+``mean +- t(0.975, R-1) * s / sqrt(R)`` with ``s`` the sample standard
+deviation. Two cases (a saved run and this one, a baseline and a config) are
+compared by the difference of their means (Welch's t, Welch-Satterthwaite
+degrees of freedom) or by the ratio of their means (the delta method on the
+log of the ratio, same degrees of freedom). A side measured once has no
+variance of its own; it is given the other side's relative spread (equal
+variances assumed, said in :attr:`Interval.method`). With one round on both
+sides there is no interval at all.
+
+When both sides have the same number of rounds (two or more) they are
+*paired*: round i of a case sends the same prompts in every run and under
+every config (the prompt set is pinned), so the comparison is made round by
+round, which removes the spread that comes from the prompts themselves:
+the ratio is the geometric mean of the per-round ratios with a t interval
+on their logs, the difference the mean of the per-round differences.
+
+The t quantile is computed here (regularized incomplete beta by continued
+fraction, then bisection) so the plugin needs no SciPy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CONFIDENCE = 0.95
+METHOD = (
+    "mean over rounds, 95% interval by Student's t with rounds-1 degrees of freedom; "
+    "comparisons pair round i of both sides (same prompts) when their round counts match"
+)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` (> 0, may be fractional) degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2.0, 0.5, x)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t (``t_quantile(0.975, 2)`` is 4.303)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be within (0, 1), got {p!r}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def _critical(df: float) -> float:
+    return t_quantile(0.5 + CONFIDENCE / 2.0, df)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its 95% interval (``low``/``high`` None: no interval)."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    n: int = 1
+    method: str = ""
+
+    @property
+    def known(self) -> bool:
+        """Whether there is an interval (at least two rounds somewhere)."""
+        return self.low is not None and self.high is not None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width (``None`` without one)."""
+        if self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
+
+
+def clean(values: Sequence[Any]) -> list[float]:
+    """The finite numbers of ``values`` (a hostile or old report may hold anything)."""
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def _mean_var(values: Sequence[float]) -> tuple[float, float | None]:
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    return mean, sum((v - mean) ** 2 for v in values) / (n - 1)
+
+
+def mean_interval(values: Sequence[float]) -> Interval | None:
+    """Mean and 95% interval of the values (one per round); ``None`` when empty."""
+    data = clean(values)
+    if not data:
+        return None
+    mean, var = _mean_var(data)
+    if var is None:
+        return Interval(mean, n=1)
+    half = _critical(len(data) - 1) * math.sqrt(var / len(data))
+    return Interval(mean, mean - half, mean + half, len(data), "t")
+
+
+def summary(values: Sequence[float]) -> dict[str, Any] | None:
+    """JSON form of :func:`mean_interval` plus the values themselves (for later comparisons)."""
+    found = mean_interval(values)
+    if found is None:
+        return None
+    return {
+        "mean": found.value,
+        "low": found.low,
+        "high": found.high,
+        "n": found.n,
+        "values": clean(values),
+    }
+
+
+def _welch_df(parts: Sequence[tuple[float, int]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of ``var/n`` terms."""
+    num = sum(v for v, _ in parts) ** 2
+    den = sum(v * v / (n - 1) for v, n in parts if n > 1)
+    if num <= 0 or den <= 0:
+        return float(max(sum(n for _, n in parts) - len(parts), 1))
+    return max(num / den, 1.0)
+
+
+def _spreads(
+    a: list[float], b: list[float], relative: bool
+) -> tuple[float, float, float, float, str] | None:
+    """(mean a, mean b, var-of-mean a, var-of-mean b, method) or None without any spread.
+
+    With ``relative``, variances are of ``x / mean`` (for ratios).
+    """
+    ma, va = _mean_var(a)
+    mb, vb = _mean_var(b)
+    if relative:
+        if ma == 0 or mb == 0:
+            return None
+        va = None if va is None else va / (ma * ma)
+        vb = None if vb is None else vb / (mb * mb)
+    if va is None and vb is None:
+        return None
+    method = "welch"
+    if va is None:  # measured once: take the other side's spread (equal variances)
+        va, method = vb, "pooled"
+    if vb is None:
+        vb, method = va, "pooled"
+    assert va is not None
+    assert vb is not None
+    return ma, mb, va / len(a), vb / len(b), method
+
+
+def _df(a: list[float], b: list[float], sa: float, sb: float, method: str) -> float:
+    if method == "pooled":
+        return float(max(len(a), len(b)) - 1)
+    return _welch_df([(sa, len(a)), (sb, len(b))])
+
+
+def diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:
+    """mean(now) - mean(base) and its 95% interval (Welch); ``None`` if a side is empty."""
+    a, b = clean(base), clean(now)
+    if not a or not b:
+        return None
+    found = _spreads(a, b, relative=False)
+    if found is None:
+        d = sum(b) / len(b) - sum(a) / len(a)
+        return Interval(d, n=1)
+    ma, mb, sa, sb, method = found
+    half = _critical(_df(a, b, sa, sb, method)) * math.sqrt(sa + sb)
+    d = mb - ma
+    return Interval(d, d - half, d + half, len(a) + len(b), method)
+
+
+def ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> Interval | None:
+    """mean(numerator) / mean(denominator) and its 95% interval.
+
+    The interval is ``exp(log r +- t * se)`` with ``se`` from the delta
+    method, ``se**2 = var_num / (n_num * mean_num**2) + var_den / (n_den *
+    mean_den**2)``, and Welch-Satterthwaite degrees of freedom.
+    """
+    a, b = clean(numerator), clean(denominator)
+    if not a or not b:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    if ma <= 0 or mb <= 0:
+        return None
+    ratio = ma / mb
+    found = _spreads(a, b, relative=True)
+    if found is None:
+        return Interval(ratio, n=1)
+    _, _, sa, sb, method = found
+    se = math.sqrt(sa + sb)
+    half = _critical(_df(a, b, sa, sb, method)) * se
+    return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half), len(a) + len(b), method)
+
+
+def _paired(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) >= 2
+
+
+def paired_diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:
+    """Round-by-round difference when the rounds pair up, else :func:`diff_interval`."""
+    a, b = clean(base), clean(now)
+    if not _paired(a, b):
+        return diff_interval(a, b)
+    found = mean_interval([y - x for x, y in zip(a, b, strict=True)])
+    assert found is not None
+    return Interval(found.value, found.low, found.high, found.n, "paired")
+
+
+def paired_ratio_interval(
+    numerator: Sequence[float], denominator: Sequence[float]
+) -> Interval | None:
+    """Round-by-round ratio when the rounds pair up, else :func:`ratio_interval`.
+
+    Paired: ``exp(mean(log(n_i / d_i)) +- t * s / sqrt(R))``.
+    """
+    a, b = clean(numerator), clean(denominator)
+    if not _paired(a, b) or min(a + b) <= 0:
+        return ratio_interval(a, b)
+    found = mean_interval([math.log(x / y) for x, y in zip(a, b, strict=True)])
+    assert found is not None
+    assert found.low is not None
+    assert found.high is not None
+    return Interval(
+        math.exp(found.value), math.exp(found.low), math.exp(found.high), found.n, "paired"
+    )
