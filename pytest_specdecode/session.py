@@ -198,7 +198,15 @@ class SpecDecodeSession:
         if message is not None:
             # Before any fixture: the test's bad marker or source is its error.
             pytest.fail(f"collection error: {message}", pytrace=False)
-        yield
+        try:
+            yield
+        except BaseException:
+            # A config that did not come up: where it was tried and how, for the report.
+            config = item_config(item)
+            log = self.services.start_log(config) if config is not None else None
+            if log is not None:
+                item.user_properties.append((records.SERVICE, log))
+            raise
         handle = _service_of(item)
         if handle is None:
             return
