@@ -56,15 +56,17 @@ class SpecDecodeSession:
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
         distributed.check_options(config, settings)
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
-        lease, target, port = distributed.worker_lease(config, settings) or (None, None, None)
+        bound = distributed.worker_lease(config, settings)
         self.services = ServiceManager(
             settings,
             progress=self.progress,
             dialect=self.resolver.dialect,
             root=config.rootpath,
-            target=target,
-            port=port,
-            lease=lease,
+            target=bound.host if bound else None,
+            port=bound.port if bound else None,
+            lease=bound.lease if bound else None,
+            placement=bound.placement if bound else None,
+            lease_for=bound.lease_for if bound else None,
             redactor=self.redactor,
         )
         if distributed.is_xdist_controller(config):

@@ -178,6 +178,13 @@ def run(
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result
+    if result.exited == -1:
+        # paramiko's status when the channel closed without one: sshd or the host went away.
+        raise SSHError(
+            f"the connection to {where} was lost while running {command!r} (no exit status): "
+            "is the host still up?",
+            reason="ssh-lost",
+        )
     if result.exited in (124, 137):
         raise SSHError(
             f"command {command!r} on {where} did not finish within {timeout:g} s; "
