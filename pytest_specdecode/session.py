@@ -54,6 +54,8 @@ class SpecDecodeSession:
             from pytest_specdecode.coding.sandbox import require_bwrap
 
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
+        # A dry run plans here, in this process: no workers, no servers.
+        self.dry_workers = distributed.serial_for_dry_run(config) if settings.dry_run else 0
         distributed.check_options(config, settings)
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
         bound = distributed.worker_lease(config, settings)
@@ -166,6 +168,34 @@ class SpecDecodeSession:
                 reporter.write_line(f"dflash: collection error: {message}", red=True)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
+        if self.settings.dry_run and reporter is not None:
+            reporter.section("dflash dry run")
+            for line in self._dry_run(session.items):
+                reporter.write_line(line)
+
+    def _dry_run(self, items: list[pytest.Item]) -> list[str]:
+        from pytest_specdecode.service.dryrun import Planned, plan_lines
+
+        counts: dict[SpecConfig, int] = {}
+        for item in items:
+            if (config := item_config(item)) is not None:
+                counts[config] = counts.get(config, 0) + 1
+        planned = [Planned(config, n) for config, n in counts.items()]
+        lines = plan_lines(
+            self.settings,
+            self.resolver.dialect,
+            planned,
+            workers=self.dry_workers,
+            port=self.services.port,
+            invalid=self.invalid,
+            redactor=self.redactor,
+        )
+        return self.redactor.lines(lines)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        # A dry run ends after the plan: no test runs, so no server is touched.
+        return True if self.settings.dry_run else None
 
     def _warn_sandbox(self) -> None:
         """Say once per run what the fallback sandbox cannot protect (if it is used)."""
@@ -278,7 +308,10 @@ class SpecDecodeSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.services.shutdown()
         self._flush_messages()
-        if self.controller:
+        if self.settings.dry_run:
+            # Nothing was measured: no report, no gates; a bad config fails the plan.
+            session.exitstatus = 1 if self.invalid and int(exitstatus) == 0 else exitstatus
+        elif self.controller:
             session.exitstatus = self.outputs.finish(int(exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

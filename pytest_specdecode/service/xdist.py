@@ -82,6 +82,19 @@ def check_options(config: pytest.Config, settings: Settings) -> None:
         )
 
 
+def serial_for_dry_run(config: pytest.Config) -> int:
+    """A dry run plans in this process, so xdist must start no workers (a worker may start
+    nothing either, but would need collecting and scheduling for it). Returns the ``-n``
+    given, for the plan; called before xdist's own ``pytest_configure``."""
+    if not is_xdist_controller(config):
+        return 0
+    workers = int(config.option.numprocesses or 0)
+    config.option.dist = "no"
+    config.option.tx = []
+    config.option.numprocesses = 0
+    return workers
+
+
 def config_key(config: SpecConfig) -> str:
     """The key of a config in lease files and the controller's schedule: its canonical key."""
     return config.key()
