@@ -57,6 +57,8 @@ class SpecDecodeSession:
         # A dry run plans here, in this process: no workers, no servers.
         self.dry_workers = distributed.serial_for_dry_run(config) if settings.dry_run else 0
         distributed.check_options(config, settings)
+        self.resume = self._load_resume(shared) if settings.resume else None
+        self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
         bound = distributed.worker_lease(config, settings)
         self.services = ServiceManager(
@@ -74,9 +76,18 @@ class SpecDecodeSession:
         if distributed.is_xdist_controller(config):
             controller = distributed.XdistController(settings, self.services.port)
             config.pluginmanager.register(controller, "specdecode-xdist")
+            if self.resume is not None:  # the workers read this copy, whatever happens next
+                distributed.share_resume(controller.lease_dir, self.resume.path)
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()
+
+    def _load_resume(self, shared: str | None) -> Any:
+        from pytest_specdecode.report.resume import Resume
+
+        # Workers read the copy the controller made before any test rewrote the report.
+        copy = distributed.shared_resume(Path(shared)) if shared else None
+        return Resume.load(copy or self.settings.resume or "", self.settings, self.config.rootpath)
 
     # --- collection -------------------------------------------------------
 
@@ -153,6 +164,32 @@ class SpecDecodeSession:
             )
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
+        if self.resume is not None:
+            self._resume_from(items)
+
+    def _resume_from(self, items: list[pytest.Item]) -> None:
+        """Deselect the tests the resumed report has results for; carry those results."""
+        assert self.resume is not None
+        listed = []
+        for item in items:
+            config = item_config(item)
+            listed.append(
+                (item.nodeid, item_kind(item), bool(config and config.algorithm == "NONE"))
+            )
+        carried = self.resume.plan(listed)
+        for item in items:
+            if (config := item_config(item)) is not None:
+                done, total = self._carried.get(config, (0, 0))
+                self._carried[config] = (done + (item.nodeid in carried), total + 1)
+        gone = [item for item in items if item.nodeid in carried]
+        if gone:
+            self.config.hook.pytest_deselected(items=gone)
+            items[:] = [item for item in items if item.nodeid not in carried]
+        self.lossless_baseline.expected -= carried
+        if self.controller:
+            self.resume.carry_into(self.results)
+        else:
+            distributed.write_carried(self.config, sorted(carried))
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -168,6 +205,9 @@ class SpecDecodeSession:
                 reporter.write_line(f"dflash: collection error: {message}", red=True)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
+        if self.resume is not None and reporter is not None and self.controller:
+            whole = sum(done == total for done, total in self._carried.values())
+            reporter.write_line(self.resume.note(whole, len(session.items)))
         if self.settings.dry_run and reporter is not None:
             reporter.section("dflash dry run")
             for line in self._dry_run(session.items):
@@ -181,6 +221,8 @@ class SpecDecodeSession:
             if (config := item_config(item)) is not None:
                 counts[config] = counts.get(config, 0) + 1
         planned = [Planned(config, n) for config, n in counts.items()]
+        whole = [Planned(c, n, carried=True) for c, (done, n) in self._carried.items() if done == n]
+        planned = whole + planned
         lines = plan_lines(
             self.settings,
             self.resolver.dialect,
@@ -289,7 +331,15 @@ class SpecDecodeSession:
             lines.append(f"dflash: {'restart command' if script else 'launch'} {command}")
         return self.redactor.lines(lines)
 
+    def _carry_from_workers(self) -> None:
+        """Under xdist the controller collects nothing: it carries what the workers deselected."""
+        if self.resume is not None and self.controller and self.results.resumed_from is None:
+            carried = distributed.read_carried(self.config)
+            if carried is not None:
+                self.resume.carry_into(self.results, carried)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._carry_from_workers()
         self.results.add(
             report.nodeid, report.when, report.outcome, report.user_properties, report.duration
         )
@@ -312,7 +362,13 @@ class SpecDecodeSession:
             # Nothing was measured: no report, no gates; a bad config fails the plan.
             session.exitstatus = 1 if self.invalid and int(exitstatus) == 0 else exitstatus
         elif self.controller:
-            session.exitstatus = self.outputs.finish(int(exitstatus))
+            status = int(exitstatus)
+            if self.resume is not None:
+                from pytest_specdecode.report.resume import exit_status
+
+                self._carry_from_workers()
+                status = exit_status(status, self.results)
+            session.exitstatus = self.outputs.finish(status)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from pytest_specdecode.report import summary
