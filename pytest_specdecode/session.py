@@ -19,6 +19,8 @@ from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dic
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.report import results
 from pytest_specdecode.report.outputs import RunOutputs
+from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
+from pytest_specdecode.report.sweep_progress import notes as sweep_notes
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
 from pytest_specdecode.service.signals import TermAsInterrupt
@@ -59,7 +61,9 @@ class SpecDecodeSession:
         distributed.check_options(config, settings)
         self.resume = self._load_resume(shared) if settings.resume else None
         self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
+        self._planned: dict[str, int] = {}  # config key -> tests to run (serially)
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
+        self.sweep = SweepProgress(parallel=distributed.parallel_hosts(config, settings))
         bound = distributed.worker_lease(config, settings)
         self.services = ServiceManager(
             settings,
@@ -187,7 +191,8 @@ class SpecDecodeSession:
             items[:] = [item for item in items if item.nodeid not in carried]
         self.lossless_baseline.expected -= carried
         if self.controller:
-            self.resume.carry_into(self.results)
+            left = {c.key() for item in items if (c := item_config(item)) is not None}
+            self.resume.carry_into(self.results, left)
         else:
             distributed.write_carried(self.config, sorted(carried))
 
@@ -205,6 +210,10 @@ class SpecDecodeSession:
                 reporter.write_line(f"dflash: collection error: {message}", red=True)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
+        self._planned = {}
+        for item in session.items:
+            if (config := item_config(item)) is not None:
+                self._planned[config.key()] = self._planned.get(config.key(), 0) + 1
         if self.resume is not None and reporter is not None and self.controller:
             whole = sum(done == total for done, total in self._carried.values())
             reporter.write_line(self.resume.note(whole, len(session.items)))
@@ -336,18 +345,44 @@ class SpecDecodeSession:
         if self.resume is not None and self.controller and self.results.resumed_from is None:
             carried = distributed.read_carried(self.config)
             if carried is not None:
-                self.resume.carry_into(self.results, carried)
+                left = distributed.planned_tests(self.config) or {}
+                self.resume.carry_into(self.results, left, carried)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._carry_from_workers()
         self.results.add(
             report.nodeid, report.when, report.outcome, report.user_properties, report.duration
         )
+        if self.controller:
+            self._sweep_progress(report)
         if report.when == "teardown":
             self.lossless_baseline.done(report.nodeid)
             self._flush_messages()
             if self.controller:
                 self.outputs.update()
+
+    def _sweep_progress(self, report: pytest.TestReport) -> None:
+        if not self.sweep.planned:
+            tests = distributed.planned_tests(self.config) or self._planned
+            whole = {k for k, r in self.results.configs.items() if r.carried and r.carried["whole"]}
+            self.sweep.plan(tests, dict.fromkeys(whole, 0))
+        props: dict[str, Any] = dict(report.user_properties)
+        finished = self.sweep.report(
+            report.nodeid,
+            report.when,
+            props.get(records.CONFIG_KEY),
+            props.get(records.KIND),
+            report.duration,
+            props.get(records.SERVICE),
+        )
+        status = self.results.sweep = self.sweep.status()
+        if finished:
+            left = status["left_seconds"]
+            self.progress.context = (
+                f"{status['configs_done']}/{status['configs_total']} configs"
+                + (f" | about {duration(left)} left" if left is not None else "")
+            )
+            self.progress.done(describe(status))
 
     def _flush_messages(self) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -368,6 +403,8 @@ class SpecDecodeSession:
 
                 self._carry_from_workers()
                 status = exit_status(status, self.results)
+            if self.sweep.planned:
+                self.results.sweep = self.sweep.status()
             session.exitstatus = self.outputs.finish(status)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -381,6 +418,9 @@ class SpecDecodeSession:
         if self.controller and any(r.coding for r in self.results.ordered()):
             self._warn_sandbox()  # under xdist the controller collects nothing: say it here
         path = self.outputs.report_path
+        if self.controller:
+            for line in self.redactor.lines(sweep_notes(self.outputs.data())):
+                terminalreporter.write_line(f"dflash {line}")
         if path is not None and self.controller:
             terminalreporter.write_line(self.redactor(f"dflash report: {path}"))
         for note in self.redactor.lines(self.outputs.notes):

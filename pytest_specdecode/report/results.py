@@ -125,6 +125,7 @@ class RunResults:
         self.other_failures: list[str] = []
         self.tests: list[dict[str, Any]] = []
         self.resumed_from: dict[str, Any] | None = None  # set by --dflash-resume
+        self.sweep: dict[str, Any] | None = None  # how far the sweep is (sweep_progress.py)
 
     def ordered(self) -> list[ConfigResults]:
         """Configs in a stable order (baseline first, then by value), whatever the
@@ -235,6 +236,7 @@ class RunResults:
             "other_failures": self.other_failures,
             "tests": self.tests,
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
+            **({"sweep": self.sweep} if self.sweep else {}),
         }
 
 

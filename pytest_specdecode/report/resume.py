@@ -104,8 +104,14 @@ class Resume:
         self.carried = carried
         return carried
 
-    def carry_into(self, results: RunResults, carried: Iterable[str] | None = None) -> int:
-        """Copy the results of the carried tests into ``results``; returns how many."""
+    def carry_into(
+        self, results: RunResults, remaining: Iterable[str], carried: Iterable[str] | None = None
+    ) -> int:
+        """Copy the results of the carried tests into ``results``; returns how many.
+
+        ``remaining``: the config keys with tests still to run in this run (the others
+        are carried whole, their server facts included)."""
+        left = set(remaining)
         chosen = set(self.carried if carried is None else carried)
         results.resumed_from = dict(self.origin)
         by_config: dict[str, set[str]] = {}
@@ -117,13 +123,9 @@ class Resume:
         for data in self.report.get("configs") or []:
             mine = by_config.get(str(data.get("key")), set())
             if mine:
-                all_of_it = all(
-                    entry.get("nodeid") in chosen
-                    for entry in self.report.get("tests") or []
-                    if entry.get("config_key") == data.get("key")
-                )
-                results.configs[str(data["key"])] = _carried_config(
-                    data, mine, whole=all_of_it, origin=self.origin
+                key = str(data["key"])
+                results.configs[key] = _carried_config(
+                    data, mine, whole=key not in left, origin=self.origin
                 )
         results.other_failures.extend(
             n for n in self.report.get("other_failures") or [] if n in chosen

@@ -150,6 +150,30 @@ def read_carried(config: pytest.Config) -> list[str] | None:
     return [str(n) for n in data] if isinstance(data, list) else None
 
 
+def parallel_hosts(config: pytest.Config, settings: Settings) -> int:
+    """How many hosts serve configs at once: under xdist, those that have workers."""
+    if not is_xdist_controller(config):
+        return 1
+    workers = int(config.option.numprocesses or 1)
+    return max(1, min(workers, len(settings.hosts) if settings.remote else 1))
+
+
+def planned_tests(config: pytest.Config) -> dict[str, int] | None:
+    """On the controller: per config key, the tests the workers collected (None serially)."""
+    controller = config.pluginmanager.get_plugin("specdecode-xdist")
+    lease_dir = getattr(controller, "lease_dir", None)
+    if lease_dir is None:
+        return None
+    try:
+        groups = json.loads((Path(lease_dir) / GROUPS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    counts: dict[str, int] = {}
+    for key in groups.values() if isinstance(groups, dict) else ():
+        counts[str(key)] = counts.get(str(key), 0) + 1
+    return counts
+
+
 def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
     """On a worker: which config each collected test id runs under."""
     info: dict[str, Any] | None = getattr(config, "workerinput", None)

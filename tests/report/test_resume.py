@@ -83,7 +83,7 @@ def test_done_tests_are_carried_and_their_results_copied() -> None:
     carried = resume.plan(COLLECTED)
     assert carried == {"t::lossless[NONE]", "t::c[A-fib]", "t::c[A-gcd]", "t::c[B-fib]"}
     results = RunResults()
-    assert resume.carry_into(results) == 4
+    assert resume.carry_into(results, {"kB"}) == 4
     a, b = results.configs["kA"], results.configs["kB"]
     # A is whole: its records and its server facts; B keeps only what is done.
     assert sorted(a.coding) == ["fib", "gcd"]
@@ -111,10 +111,10 @@ def test_a_lossless_check_still_to_run_reruns_the_baseline() -> None:
 def test_carried_failures_count_in_the_exit_status() -> None:
     resume = Resume(Path("r.json"), REPORT)
     results = RunResults()
-    resume.carry_into(results, {"t::c[A-fib]"})
+    resume.carry_into(results, set(), {"t::c[A-fib]"})
     assert exit_status(5, results) == 0  # every test carried: not "no tests collected"
     assert exit_status(0, results) == 0
-    resume.carry_into(failed := RunResults(), {"t::c[A-gcd]"})
+    resume.carry_into(failed := RunResults(), set(), {"t::c[A-gcd]"})
     assert exit_status(0, failed) == 1  # as the uninterrupted run, which ran it and failed
     assert exit_status(2, failed) == 2
     assert exit_status(5, RunResults()) == 5
