@@ -133,9 +133,11 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     configs = [c for c in report.get("configs") or [] if isinstance(c, Mapping)]
     if resumed:
         whole = [c["label"] for c in configs if (c.get("carried") or {}).get("whole")]
+        tests = {t.get("nodeid") for t in report.get("tests") or [] if t.get("carried")}
         lines.append(
             f"resumed from {resumed.get('report')} (run of {resumed.get('started')}): "
-            f"{len(whole)} config{'s' if len(whole) != 1 else ''} carried whole"
+            f"{len(tests)} test{'s' if len(tests) != 1 else ''} carried (not run again), "
+            f"{len(whole)} config{'s' if len(whole) != 1 else ''} whole"
             + (f" ({', '.join(whole)})" if whole else "")
         )
     for c in configs:

@@ -78,7 +78,8 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(
     )  # fmt: skip
     again.stdout.fnmatch_lines(
         ["dflash sweep: 2/2 configs done (1 carried from the resumed report), *s elapsed",
-         "dflash resumed from *report.json (run of *): 1 config carried whole (DFLASH budget=4)"]
+         "dflash resumed from *report.json (run of *): 3 tests carried (not run again), 1 "
+         "config whole (DFLASH budget=4)"]
     )  # fmt: skip
     assert starts(pytester.path / "again") == ["8"], "only the unfinished config restarted"
     data = report(pytester)

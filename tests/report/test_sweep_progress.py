@@ -57,6 +57,12 @@ def test_durations_read_for_people() -> None:
 
 def test_the_step_summary_names_moved_configs_retries_and_the_resume() -> None:
     report = {
+        "tests": [
+            {"nodeid": "a", "carried": True},
+            {"nodeid": "b", "carried": True},
+            {"nodeid": "a", "when": "teardown", "carried": True},
+            {"nodeid": "c"},
+        ],
         "sweep": {"configs_done": 2, "configs_total": 2, "carried": 1, "elapsed_seconds": 5.0},
         "resumed_from": {"report": "r.json", "started": "2026-12-01T10:00:00+00:00"},
         "configs": [
@@ -73,8 +79,8 @@ def test_the_step_summary_names_moved_configs_retries_and_the_resume() -> None:
     }
     assert notes(report) == [
         "sweep: 2/2 configs done (1 carried from the resumed report), 5s elapsed",
-        "resumed from r.json (run of 2026-12-01T10:00:00+00:00): 1 config carried whole "
-        "(DFLASH budget=4)",
+        "resumed from r.json (run of 2026-12-01T10:00:00+00:00): 2 tests carried (not run "
+        "again), 1 config whole (DFLASH budget=4)",
         "moved: DFLASH budget=8: gpu3 -> gpu2 (SSH refused)",
         "retried: DFLASH budget=8: 1 failed start(s) (CUDA out of memory at start-up) on gpu2",
     ]
