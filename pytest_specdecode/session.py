@@ -62,6 +62,7 @@ class SpecDecodeSession:
         self.resume = self._load_resume(shared) if settings.resume else None
         self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
         self._planned: dict[str, int] = {}  # config key -> tests to run (serially)
+        self._sweep_planned = False
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
         self.sweep = SweepProgress(parallel=distributed.parallel_hosts(config, settings))
         bound = distributed.worker_lease(config, settings)
@@ -361,11 +362,16 @@ class SpecDecodeSession:
             if self.controller:
                 self.outputs.update()
 
-    def _sweep_progress(self, report: pytest.TestReport) -> None:
-        if not self.sweep.planned:
+    def _plan_sweep(self) -> None:
+        if not self._sweep_planned:
+            # Once: serially from the collection, under xdist from what the workers collected.
+            self._sweep_planned = True
             tests = distributed.planned_tests(self.config) or self._planned
             whole = {k for k, r in self.results.configs.items() if r.carried and r.carried["whole"]}
             self.sweep.plan(tests, dict.fromkeys(whole, 0))
+
+    def _sweep_progress(self, report: pytest.TestReport) -> None:
+        self._plan_sweep()
         props: dict[str, Any] = dict(report.user_properties)
         finished = self.sweep.report(
             report.nodeid,
@@ -403,6 +409,7 @@ class SpecDecodeSession:
 
                 self._carry_from_workers()
                 status = exit_status(status, self.results)
+            self._plan_sweep()
             if self.sweep.planned:
                 self.results.sweep = self.sweep.status()
             session.exitstatus = self.outputs.finish(status)

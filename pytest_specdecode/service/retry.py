@@ -175,7 +175,7 @@ def with_retries(
                 raise
             raise ServiceError(
                 f"{exc.message or exc.summary} (all {n} starts failed: "
-                f"{', '.join(v.why for v in verdicts)})",
+                f"{', '.join(dict.fromkeys(v.why for v in verdicts))})",
                 reason=exc.reason,
                 phase=exc.phase,
                 log_tail=exc.log_tail,

@@ -99,6 +99,18 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(
     assert ("test_sweep.py::test_b_last[DFLASH-b8]", False) in outcomes
     assert len(data["tests"]) == 4
 
+    # Resumed once more, nothing is left: no start, and not "no tests ran" (exit 5).
+    done = run(pytester, "done", "--dflash-resume")
+    assert done.ret == pytest.ExitCode.OK
+    done.assert_outcomes(deselected=4)
+    done.stdout.fnmatch_lines(
+        ["dflash sweep: 2/2 configs done (2 carried from the resumed report)*"]
+    )
+    assert starts(pytester.path / "done") == []
+    assert [c["label"] for c in report(pytester)["configs"]] == [
+        c["label"] for c in data["configs"]
+    ]
+
 
 def test_resuming_with_other_settings_is_refused_in_one_line(
     pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]

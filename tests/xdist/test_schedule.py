@@ -205,7 +205,7 @@ def test_a_lost_hosts_configs_finish_on_the_next_host_whatever_the_timing(
     tmp_path: Path, lost_after: int
 ) -> None:
     ids, groups = nine_configs()
-    for seed in range(30):
+    for seed in range(15):
         live = simulate(
             tmp_path, ids, groups, workers=6, host_of=THREE.__getitem__, seed=seed,
             hosts=["h1", "h2", "h3"], lose=(lost_after, "h3"),
