@@ -40,7 +40,7 @@ from typing import Any
 
 FAST_SIM = (
     f"{sys.executable} -m pytest_specdecode.sim --sim-load-seconds 0.3 "
-    "--sim-warmup-seconds 0.2 --sim-time-scale 0 --sim-quality 0.7"
+    "--sim-warmup-seconds 0.2 --sim-time-scale 0 --sim-quality 0.4"
 )
 REQUIREMENTS = {
     "resume": "the resumed run starts exactly the last 3 configs; its report equals an "
