@@ -38,10 +38,11 @@ class SweepProgress:
     _durations: dict[str, float] = field(default_factory=dict)
     _start_seen: set[str] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        self._began = self.clock()  # the sweep's time counts from the session's start
+
     def plan(self, tests: Mapping[str, int], carried: Mapping[str, int] | None = None) -> None:
         """``tests``: per config key, the tests to run; ``carried``: configs resumed whole."""
-        if self._began is None:
-            self._began = self.clock()
         for key, n in tests.items():
             self.configs.setdefault(key, _Config(n))
         for key in carried or {}:
@@ -78,7 +79,7 @@ class SweepProgress:
         """``configs_done``, ``configs_total``, ``carried``, ``elapsed_seconds``,
         ``left_seconds`` (None: not enough measured yet)."""
         done = sum(c.carried or (c.tests > 0 and c.done >= c.tests) for c in self.configs.values())
-        elapsed = self.clock() - self._began if self._began is not None else 0.0
+        elapsed = self.clock() - (self._began or 0.0)
         return {
             "configs_done": done,
             "configs_total": len(self.configs),
