@@ -46,12 +46,33 @@ from pytest_specdecode.service.placement import (
     write_placement,
 )
 from pytest_specdecode.service.schedule import ConfigPlan
+from pytest_specdecode.service.shared_files import (
+    GROUPS,
+    LEASE_DIR,
+    planned_tests,
+    read_carried,
+    share_resume,
+    shared_resume,
+    write_carried,
+    write_groups,
+)
 
-__all__ = ["ConfigScheduling", "XdistController", "host_key", "worker_lease"]
+__all__ = [
+    "GROUPS",
+    "LEASE_DIR",
+    "ConfigScheduling",
+    "XdistController",
+    "host_key",
+    "planned_tests",
+    "read_carried",
+    "share_resume",
+    "shared_resume",
+    "worker_lease",
+    "write_carried",
+    "write_groups",
+]
 
-LEASE_DIR = "dflash_lease_dir"
 PORT = "dflash_port"
-GROUPS = "groups.json"
 LEASES = "leases"
 # Tests a worker holds: xdist runs a test once the worker holds the next one.
 PENDING_PER_WORKER = 2
@@ -112,77 +133,12 @@ def bound_host(settings: Settings, worker: str) -> Host | None:
     return settings.hosts[worker_index(worker) % len(settings.hosts)]
 
 
-RESUME = "resume.json"
-CARRIED = "carried.json"
-
-
-def share_resume(lease_dir: Path, report: Path) -> None:
-    """On the controller: the report a resumed run continues from, for every worker."""
-    shutil.copyfile(report, lease_dir / RESUME)
-
-
-def shared_resume(lease_dir: Path) -> Path | None:
-    path = lease_dir / RESUME
-    return path if path.exists() else None
-
-
-def write_carried(config: pytest.Config, nodeids: list[str]) -> None:
-    """On a worker: the tests it deselected as carried (every worker finds the same)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return
-    path = Path(info[LEASE_DIR]) / CARRIED
-    tmp = path.with_name(f"{CARRIED}.{info['workerid']}")
-    tmp.write_text(json.dumps(nodeids), encoding="utf-8")
-    tmp.replace(path)
-
-
-def read_carried(config: pytest.Config) -> list[str] | None:
-    """On the controller: what the workers carried (None until one has collected)."""
-    controller = config.pluginmanager.get_plugin("specdecode-xdist")
-    lease_dir = getattr(controller, "lease_dir", None)
-    if lease_dir is None:
-        return None
-    try:
-        data = json.loads((Path(lease_dir) / CARRIED).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return [str(n) for n in data] if isinstance(data, list) else None
-
-
 def parallel_hosts(config: pytest.Config, settings: Settings) -> int:
     """How many hosts serve configs at once: under xdist, those that have workers."""
     if not is_xdist_controller(config):
         return 1
     workers = int(config.option.numprocesses or 1)
     return max(1, min(workers, len(settings.hosts) if settings.remote else 1))
-
-
-def planned_tests(config: pytest.Config) -> dict[str, int] | None:
-    """On the controller: per config key, the tests the workers collected (None serially)."""
-    controller = config.pluginmanager.get_plugin("specdecode-xdist")
-    lease_dir = getattr(controller, "lease_dir", None)
-    if lease_dir is None:
-        return None
-    try:
-        groups = json.loads((Path(lease_dir) / GROUPS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    counts: dict[str, int] = {}
-    for key in groups.values() if isinstance(groups, dict) else ():
-        counts[str(key)] = counts.get(str(key), 0) + 1
-    return counts
-
-
-def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
-    """On a worker: which config each collected test id runs under."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return
-    path = Path(info[LEASE_DIR]) / GROUPS
-    tmp = path.with_name(f"{GROUPS}.{info['workerid']}")
-    tmp.write_text(json.dumps(groups), encoding="utf-8")
-    tmp.replace(path)  # every worker writes the same content; atomically
 
 
 class ConfigScheduling:
