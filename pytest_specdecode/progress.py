@@ -38,6 +38,7 @@ class Progress:
         self._last_line = ""
         self._last_write = float("-inf")
         self._dirty = False
+        self.context = ""  # where the whole sweep is, e.g. "3/6 configs, about 5m left"
 
     @classmethod
     def for_stderr(
@@ -57,7 +58,8 @@ class Progress:
         """Report the current state; throttled, and only rewritten on change."""
         if self._stream is None:
             return
-        line = f"[dflash] {label}: {phase}, {elapsed:.0f}s"
+        where = f" {self.context}" if self.context else ""
+        line = f"[dflash{where}] {label}: {phase}, {elapsed:.0f}s"
         if detail:
             line += f" | {detail.strip()}"
         # Masked before cutting, so a cut cannot leave half a key unrecognised.

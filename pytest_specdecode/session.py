@@ -19,6 +19,8 @@ from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dic
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.report import results
 from pytest_specdecode.report.outputs import RunOutputs
+from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
+from pytest_specdecode.report.sweep_progress import notes as sweep_notes
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
 from pytest_specdecode.service.signals import TermAsInterrupt
@@ -54,25 +56,43 @@ class SpecDecodeSession:
             from pytest_specdecode.coding.sandbox import require_bwrap
 
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
+        # A dry run plans here, in this process: no workers, no servers.
+        self.dry_workers = distributed.serial_for_dry_run(config) if settings.dry_run else 0
         distributed.check_options(config, settings)
+        self.resume = self._load_resume(shared) if settings.resume else None
+        self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
+        self._planned: dict[str, int] = {}  # config key -> tests to run (serially)
+        self._sweep_planned = False
         self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
-        lease, target, port = distributed.worker_lease(config, settings) or (None, None, None)
+        self.sweep = SweepProgress(parallel=distributed.parallel_hosts(config, settings))
+        bound = distributed.worker_lease(config, settings)
         self.services = ServiceManager(
             settings,
             progress=self.progress,
             dialect=self.resolver.dialect,
             root=config.rootpath,
-            target=target,
-            port=port,
-            lease=lease,
+            target=bound.host if bound else None,
+            port=bound.port if bound else None,
+            lease=bound.lease if bound else None,
+            placement=bound.placement if bound else None,
+            lease_for=bound.lease_for if bound else None,
             redactor=self.redactor,
         )
         if distributed.is_xdist_controller(config):
             controller = distributed.XdistController(settings, self.services.port)
             config.pluginmanager.register(controller, "specdecode-xdist")
+            if self.resume is not None:  # the workers read this copy, whatever happens next
+                distributed.share_resume(controller.lease_dir, self.resume.path)
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()
+
+    def _load_resume(self, shared: str | None) -> Any:
+        from pytest_specdecode.report.resume import Resume
+
+        # Workers read the copy the controller made before any test rewrote the report.
+        copy = distributed.shared_resume(Path(shared)) if shared else None
+        return Resume.load(copy or self.settings.resume or "", self.settings, self.config.rootpath)
 
     # --- collection -------------------------------------------------------
 
@@ -149,6 +169,33 @@ class SpecDecodeSession:
             )
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
+        if self.resume is not None:
+            self._resume_from(items)
+
+    def _resume_from(self, items: list[pytest.Item]) -> None:
+        """Deselect the tests the resumed report has results for; carry those results."""
+        assert self.resume is not None
+        listed = []
+        for item in items:
+            config = item_config(item)
+            listed.append(
+                (item.nodeid, item_kind(item), bool(config and config.algorithm == "NONE"))
+            )
+        carried = self.resume.plan(listed)
+        for item in items:
+            if (config := item_config(item)) is not None:
+                done, total = self._carried.get(config, (0, 0))
+                self._carried[config] = (done + (item.nodeid in carried), total + 1)
+        gone = [item for item in items if item.nodeid in carried]
+        if gone:
+            self.config.hook.pytest_deselected(items=gone)
+            items[:] = [item for item in items if item.nodeid not in carried]
+        self.lossless_baseline.expected -= carried
+        if self.controller:
+            left = {c.key() for item in items if (c := item_config(item)) is not None}
+            self.resume.carry_into(self.results, left)
+        else:
+            distributed.write_carried(self.config, sorted(carried))
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -164,6 +211,43 @@ class SpecDecodeSession:
                 reporter.write_line(f"dflash: collection error: {message}", red=True)
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
+        self._planned = {}
+        for item in session.items:
+            if (config := item_config(item)) is not None:
+                self._planned[config.key()] = self._planned.get(config.key(), 0) + 1
+        if self.resume is not None and reporter is not None and self.controller:
+            whole = sum(done == total for done, total in self._carried.values())
+            reporter.write_line(self.resume.note(whole, len(session.items)))
+        if self.settings.dry_run and reporter is not None:
+            reporter.section("dflash dry run")
+            for line in self._dry_run(session.items):
+                reporter.write_line(line)
+
+    def _dry_run(self, items: list[pytest.Item]) -> list[str]:
+        from pytest_specdecode.service.dryrun import Planned, plan_lines
+
+        counts: dict[SpecConfig, int] = {}
+        for item in items:
+            if (config := item_config(item)) is not None:
+                counts[config] = counts.get(config, 0) + 1
+        planned = [Planned(config, n) for config, n in counts.items()]
+        whole = [Planned(c, n, carried=True) for c, (done, n) in self._carried.items() if done == n]
+        planned = whole + planned
+        lines = plan_lines(
+            self.settings,
+            self.resolver.dialect,
+            planned,
+            workers=self.dry_workers,
+            port=self.services.port,
+            invalid=self.invalid,
+            redactor=self.redactor,
+        )
+        return self.redactor.lines(lines)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        # A dry run ends after the plan: no test runs, so no server is touched.
+        return True if self.settings.dry_run else None
 
     def _warn_sandbox(self) -> None:
         """Say once per run what the fallback sandbox cannot protect (if it is used)."""
@@ -198,7 +282,15 @@ class SpecDecodeSession:
         if message is not None:
             # Before any fixture: the test's bad marker or source is its error.
             pytest.fail(f"collection error: {message}", pytrace=False)
-        yield
+        try:
+            yield
+        except BaseException:
+            # A config that did not come up: where it was tried and how, for the report.
+            config = item_config(item)
+            log = self.services.start_log(config) if config is not None else None
+            if log is not None:
+                item.user_properties.append((records.SERVICE, log))
+            raise
         handle = _service_of(item)
         if handle is None:
             return
@@ -249,15 +341,54 @@ class SpecDecodeSession:
             lines.append(f"dflash: {'restart command' if script else 'launch'} {command}")
         return self.redactor.lines(lines)
 
+    def _carry_from_workers(self) -> None:
+        """Under xdist the controller collects nothing: it carries what the workers deselected."""
+        if self.resume is not None and self.controller and self.results.resumed_from is None:
+            carried = distributed.read_carried(self.config)
+            if carried is not None:
+                left = distributed.planned_tests(self.config) or {}
+                self.resume.carry_into(self.results, left, carried)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._carry_from_workers()
         self.results.add(
             report.nodeid, report.when, report.outcome, report.user_properties, report.duration
         )
+        if self.controller:
+            self._sweep_progress(report)
         if report.when == "teardown":
             self.lossless_baseline.done(report.nodeid)
             self._flush_messages()
             if self.controller:
                 self.outputs.update()
+
+    def _plan_sweep(self) -> None:
+        if not self._sweep_planned:
+            # Once: serially from the collection, under xdist from what the workers collected.
+            self._sweep_planned = True
+            tests = distributed.planned_tests(self.config) or self._planned
+            whole = {k for k, r in self.results.configs.items() if r.carried and r.carried["whole"]}
+            self.sweep.plan(tests, dict.fromkeys(whole, 0))
+
+    def _sweep_progress(self, report: pytest.TestReport) -> None:
+        self._plan_sweep()
+        props: dict[str, Any] = dict(report.user_properties)
+        finished = self.sweep.report(
+            report.nodeid,
+            report.when,
+            props.get(records.CONFIG_KEY),
+            props.get(records.KIND),
+            report.duration,
+            props.get(records.SERVICE),
+        )
+        status = self.results.sweep = self.sweep.status()
+        if finished:
+            left = status["left_seconds"]
+            self.progress.context = (
+                f"{status['configs_done']}/{status['configs_total']} configs"
+                + (f" | about {duration(left)} left" if left is not None else "")
+            )
+            self.progress.done(describe(status))
 
     def _flush_messages(self) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -268,8 +399,20 @@ class SpecDecodeSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.services.shutdown()
         self._flush_messages()
-        if self.controller:
-            session.exitstatus = self.outputs.finish(int(exitstatus))
+        if self.settings.dry_run:
+            # Nothing was measured: no report, no gates; a bad config fails the plan.
+            session.exitstatus = 1 if self.invalid and int(exitstatus) == 0 else exitstatus
+        elif self.controller:
+            status = int(exitstatus)
+            if self.resume is not None:
+                from pytest_specdecode.report.resume import exit_status
+
+                self._carry_from_workers()
+                status = exit_status(status, self.results)
+            self._plan_sweep()
+            if self.sweep.planned:
+                self.results.sweep = self.sweep.status()
+            session.exitstatus = self.outputs.finish(status)
 
     @pytest.hookimpl(trylast=True)  # after pytest-benchmark's table: the verdict ends the run
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -283,6 +426,9 @@ class SpecDecodeSession:
         if self.controller and any(r.coding for r in self.results.ordered()):
             self._warn_sandbox()  # under xdist the controller collects nothing: say it here
         path = self.outputs.report_path
+        if self.controller:
+            for line in self.redactor.lines(sweep_notes(self.outputs.data())):
+                terminalreporter.write_line(f"dflash {line}")
         if path is not None and self.controller:
             terminalreporter.write_line(self.redactor(f"dflash report: {path}"))
         for note in self.redactor.lines(self.outputs.notes):

@@ -100,12 +100,25 @@ def _wait_for_banner(port: int, proc: subprocess.Popen[bytes], log: Path, timeou
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
     """An OpenSSH server on 127.0.0.1 with its own config, host key and client key."""
+    with start_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server
+
+
+@pytest.fixture
+def verbose_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
+    """A test's own sshd that logs every connection (``Connection from ...``) to ``log``."""
+    with start_sshd(tmp_path_factory.mktemp("sshd-verbose"), log_level="VERBOSE") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def start_sshd(base: Path, *, log_level: str = "ERROR") -> Iterator[SSHD]:
+    """Run sshd on 127.0.0.1-4 at a free port until the block ends; skip without OpenSSH."""
     binary = _find_sshd()
     if binary is None:
         pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
     if shutil.which("ssh-keygen") is None:
         pytest.skip("ssh-keygen is not installed (apt-get install openssh-client)")
-    base = tmp_path_factory.mktemp("sshd")
     host_key = base / "ssh_host_ed25519_key"
     client_key = base / "client_ed25519"
     _keygen(host_key)
@@ -141,7 +154,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
                 "KbdInteractiveAuthentication no",
                 "MaxStartups 50",
                 "MaxSessions 50",
-                "LogLevel ERROR",
+                f"LogLevel {log_level}",
                 "UseDNS no",
                 "PrintMotd no",
                 "PrintLastLog no",

@@ -67,6 +67,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _positive_int(text)
     if value > 65535:
@@ -422,6 +432,42 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="X",
         help="Exit 1 when a config's accept length is below X. Default: no gate",
+    )
+
+    # Long sweeps: starting again, planning, flaky starts.
+    add(
+        "--dflash-resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="REPORT",
+        help="Continue a sweep from its JSON report: configs whose tests all have results "
+        "are not restarted and their results are carried over; the missing tests run. "
+        "Without REPORT: the configured --dflash-report. Default: off",
+    )
+    add(
+        "--dflash-dry-run",
+        action="store_true",
+        default=None,
+        help="Collect and validate every config, print what would be run on each host (launch "
+        "command, systemd drop-in or script command) in run order; start, stop and send "
+        "nothing. Default: False",
+    )
+    add(
+        "--dflash-start-retries",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="Retry a start-up failure that looks transient (killed by a signal, CUDA out of "
+        "memory, port still in use, SSH unreachable) up to N times; argument and validation "
+        "errors are never retried. Default: 1",
+    )
+    add(
+        "--dflash-start-retry-pause",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="Pause before each start-up retry (GPU memory takes a while to be freed). Default: 10",
     )
 
     # Reports.

@@ -9,10 +9,8 @@ the plugin turns into ``pytest.UsageError`` (exit 4, one line).
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
-import re
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from pytest_specdecode.config import load_options
+from pytest_specdecode.config.hosts import Host, parse_host
 from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, Slo
 from pytest_specdecode.config.options import (
     API_STYLES,
@@ -37,6 +36,8 @@ from pytest_specdecode.config.options import (
     RestartMode,
 )
 from pytest_specdecode.errors import SpecDecodeError
+
+__all__ = ["Host", "Settings", "SettingsError", "parse_host", "resolve"]
 
 T = TypeVar("T")
 S = TypeVar("S", bound=str)
@@ -74,17 +75,6 @@ class _Found(NamedTuple):
     value: Any
     source: str
     origin: Literal["cli", "env", "ini"]
-
-
-@dataclass(frozen=True)
-class Host:
-    """An SSH target; ``port`` is the SSH port when given as ``host:port``."""
-
-    name: str
-    port: int | None = None
-
-    def __str__(self) -> str:
-        return self.name if self.port is None else f"{self.name}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -146,6 +136,10 @@ class Settings:
     min_accept_length: float | None = None
     report: str = ".dflash/report.json"
     plot: str | None = None
+    resume: str | None = None  # the report a resumed sweep continues from
+    dry_run: bool = False
+    start_retries: int = 1
+    start_retry_pause: float = 10.0
 
     @property
     def remote(self) -> bool:
@@ -242,45 +236,6 @@ def _int_list(value: Any) -> tuple[int, ...]:
     if not numbers:
         raise ValueError("expected at least one integer")
     return tuple(numbers)
-
-
-def parse_host(text: str) -> Host:
-    """``gpu1`` or ``gpu1:2222`` (SSH port) or ``[::1]:2222``."""
-    text = text.strip()
-    if not text:
-        raise ValueError("empty host name")
-    if text.startswith("["):
-        name, _, rest = text[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-    elif text.count(":") == 1:
-        name, port_text = text.split(":")
-    else:
-        name, port_text = text, ""
-    _check_host_name(name, text)
-    if not port_text:
-        return Host(name)
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"bad port {port_text!r} in host {text!r}; use HOST or HOST:PORT")
-    return Host(name, int(port_text))
-
-
-_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9._-]*[A-Za-z0-9_])?")
-
-
-def _check_host_name(name: str, text: str) -> None:
-    """A DNS name, an IPv4 address or an IPv6 address: what SSH and a URL both take."""
-    if ":" in name:
-        try:
-            ipaddress.IPv6Address(name)
-        except ValueError:
-            raise ValueError(
-                f"bad host {text!r}: use HOST, HOST:PORT (SSH port) or [IPv6]:PORT"
-            ) from None
-    elif not _HOST_NAME.fullmatch(name):
-        raise ValueError(
-            f"bad host {text!r}: a host is a name or an address like gpu1, gpu1.example.org "
-            "or 192.0.2.7, optionally with :PORT (SSH port)"
-        )
 
 
 def _hosts(value: Any) -> tuple[Host, ...]:
@@ -386,6 +341,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
             f"dflash_prompt_template {prompt_template!r} has no {{prompt}} placeholder for the "
             "problem's text; add it"
         )
+    report = r.get("report", _text, ".dflash/report.json")
     return Settings(
         hosts=hosts,
         port=port,
@@ -443,9 +399,24 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         compare=r.get("compare", _text, "") or None,
         compare_fail=_lines(r, "compare_fail"),
         min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),
-        report=r.get("report", _text, ".dflash/report.json"),
+        report=report,
         plot=r.get("plot", _text, "") or None,
+        resume=_resume(r, report),
+        dry_run=_flag(r, "dry_run"),
+        start_retries=r.get("start_retries", _number(int, minimum=0), 1),
+        start_retry_pause=r.get("start_retry_pause", _number(float, minimum=0.001), 10.0),
     )
+
+
+def _resume(r: _Resolver, report: str) -> str | None:
+    """The report to resume from: ``--dflash-resume`` alone (or ini ``true``) means ``report``."""
+    found = r.raw("resume")
+    if found is None:
+        return None
+    value = found.value
+    if value is True or str(value).strip().lower() in ("true", "yes", "on", "1"):
+        return report
+    return str(value).strip() or None
 
 
 def _check_restart_cmd(template: str) -> None:

@@ -7,6 +7,7 @@ the report with ``os.replace``, so a reader never sees half a file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -38,7 +39,47 @@ def metadata(settings: Settings, *, cwd: str | os.PathLike[str] = ".") -> dict[s
         "launch": settings.launch,
         "simulated": settings.uses_simulator,
         "git_commit": git_commit(cwd),
+        "settings": result_settings(settings),
     }
+
+
+def result_settings(settings: Settings) -> dict[str, Any]:
+    """The settings that change what a run measures (``--dflash-resume`` compares them):
+    how flags are spelled and the server started, the throughput cases and the coding
+    questions (with a digest of each problem file's content)."""
+    s = settings
+    return {
+        "dialect": s.dialect,
+        "sglang version": s.sglang_version,
+        "launch line": s.launch if s.control in ("local", "systemd") else None,
+        "restart command": s.restart_cmd,
+        "flag templates": [s.args_template, s.env_template],
+        "draft model": s.draft_model,
+        "cases": {
+            "contexts": list(s.contexts),
+            "concurrency": list(s.concurrency),
+            "output tokens": s.output_tokens,
+            "rounds": s.rounds,
+        },
+        "problems": {
+            "dataset": s.dataset,
+            "files": {path: _digest(path) for path in s.problem_files},
+            "samples": s.samples,
+            "temperature": s.temperature,
+            "max tokens": s.max_tokens,
+            "api": s.api,
+            "system prompt": s.system_prompt,
+            "prompt template": s.prompt_template,
+            "answer timeout": s.answer_timeout,
+        },
+    }
+
+
+def _digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "unreadable"
 
 
 def git_commit(cwd: str | os.PathLike[str] = ".") -> str | None:

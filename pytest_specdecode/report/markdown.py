@@ -33,6 +33,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if _simulated(report, configs):
         out += [f"> {SIM_NOTE}", ""]
     out += _gates(report)
+    out += _sweep(report)
     if configs:
         out += ["### Configs", "", *_config_table(configs), ""]
     else:
@@ -73,6 +74,14 @@ def _simulated(report: Mapping[str, Any], configs: list[dict[str, Any]]) -> bool
     return bool(report.get("simulated")) or any(
         (c.get("service") or {}).get("simulated") for c in configs
     )
+
+
+def _sweep(report: Mapping[str, Any]) -> list[str]:
+    """Long sweeps: progress, what a resume carried, moved configs, retried starts."""
+    from pytest_specdecode.report.sweep_progress import notes
+
+    found = notes(report)
+    return ["### Sweep", "", *(f"- {_esc(line)}" for line in found), ""] if found else []
 
 
 def _gates(report: Mapping[str, Any]) -> list[str]:

@@ -38,6 +38,7 @@ class CodingRecord:
     accept_length: float | None = None
     generate_seconds: float | None = None  # asking for the samples (the requests' wall time)
     check_seconds: float | None = None  # judging them (the verdicts' durations, summed)
+    nodeid: str = ""  # the test that recorded it (a resumed run carries records by test)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class ThroughputRecord:
     case: str
     metrics: dict[str, Any]
     key: str = ""
+    nodeid: str = ""
 
 
 @dataclass
@@ -73,6 +75,8 @@ class ConfigResults:
     died: str | None = None
     died_tests: set[str] = field(default_factory=set)
     called: set[str] = field(default_factory=set)
+    # Results carried from an earlier run by --dflash-resume: from where, which tests.
+    carried: dict[str, Any] | None = None
 
     def died_after(self) -> int:
         """How many tests of this config ran before its server died."""
@@ -120,6 +124,8 @@ class RunResults:
         self.configs: dict[str, ConfigResults] = {}  # by canonical key
         self.other_failures: list[str] = []
         self.tests: list[dict[str, Any]] = []
+        self.resumed_from: dict[str, Any] | None = None  # set by --dflash-resume
+        self.sweep: dict[str, Any] | None = None  # how far the sweep is (sweep_progress.py)
 
     def ordered(self) -> list[ConfigResults]:
         """Configs in a stable order (baseline first, then by value), whatever the
@@ -166,6 +172,7 @@ class RunResults:
                     "outcome": outcome,
                     "duration": round(duration, 4),
                     "config": label,
+                    "config_key": data.get(CONFIG_KEY),
                 }
             )
         if label is None or kind is None:
@@ -189,10 +196,10 @@ class RunResults:
         record = data.get(RECORD)
         if isinstance(record, dict) and when == "call":
             if kind == "coding":
-                results.coding[record["problem"]] = CodingRecord(**record)
+                results.coding[record["problem"]] = CodingRecord(**{**record, "nodeid": nodeid})
             elif kind == "throughput":
                 results.throughput[record["case"]] = ThroughputRecord(
-                    record["case"], record["metrics"], record.get("key", "")
+                    record["case"], record["metrics"], record.get("key", ""), nodeid
                 )
             elif kind == "lossless":
                 results.lossless[nodeid] = LosslessRecord(record["passed"], record["detail"])
@@ -221,11 +228,15 @@ class RunResults:
                     "server_died": (
                         {"reason": r.died, "after_tests": r.died_after()} if r.died else None
                     ),
+                    "died_tests": sorted(r.died_tests),
+                    **({"carried": r.carried} if r.carried else {}),
                 }
                 for r in self.ordered()
             ],
             "other_failures": self.other_failures,
             "tests": self.tests,
+            **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
+            **({"sweep": self.sweep} if self.sweep else {}),
         }
 
 

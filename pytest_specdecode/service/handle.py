@@ -67,6 +67,10 @@ class ServiceHandle:
     simulated: bool = False
     log_dir: Path = Path()
     watch: Watch = _never_gone
+    # Where it runs, the failed starts before it came up, and why it moved hosts.
+    host: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    moves: list[dict[str, str]] = field(default_factory=list)
 
     def gone(self, *, settle: float = 0.0) -> ServerGone | None:
         """Why the server is known to be gone, or None (running, or unknowable).
@@ -89,6 +93,9 @@ class ServiceHandle:
         info = self.server_info
         return {
             "base_url": self.base_url,
+            "host": self.host,
+            "start_attempts": self.attempts,
+            "moves": self.moves,
             "restarted": self.restarted,
             "restart_proof": self.proof if self.restarted else None,
             "restart_proven": bool(self.proof) if self.restarted else None,

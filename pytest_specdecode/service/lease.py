@@ -48,6 +48,14 @@ class SwitchFailed(SpecDecodeError):
     """Another worker tried to bring this config up and failed; carries its message."""
 
 
+class LeaseHostDown(SpecDecodeError):
+    """Another worker found this lease's host down (it will not come back in this run)."""
+
+
+class Moved(SpecDecodeError):
+    """The config this worker waits for was moved to another host while it waited."""
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with ``pid`` runs (workers share one machine).
 
@@ -127,6 +135,7 @@ class HostLease:
         state.setdefault("switching", None)
         state.setdefault("failed", {})
         state.setdefault("history", [])
+        state.setdefault("down", None)
         state["users"] = {w: p for w, p in state["users"].items() if self._alive(p)}
         switching = state["switching"]
         if switching and not self._alive(switching["pid"]):
@@ -179,6 +188,7 @@ class HostLease:
         switch: Callable[[dict[str, Any] | None], dict[str, Any]],
         *,
         timeout: float,
+        still_here: Callable[[], bool] | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Block until ``key`` is live and this worker uses it; returns (server, switched).
 
@@ -189,12 +199,16 @@ class HostLease:
         ``timeout`` bounds the wait for another worker's switch (and, without a
         scheduler, for the users of another config); waiting for the
         scheduler to make ``key`` active has no deadline of its own: it moves
-        on as tests complete.
+        on as tests complete. ``still_here()`` False (checked while waiting)
+        means the scheduler moved ``key`` to another host: :class:`Moved`. A
+        host another worker found down raises :class:`LeaseHostDown`.
         """
         waiting_since: float | None = None
         while True:
             with self._lock:
                 state = self.read()
+                if state["down"]:
+                    raise LeaseHostDown(state["down"], reason="host-down")
                 if key in state["failed"]:
                     raise SwitchFailed(state["failed"][key])
                 if state["live"] == key and not state["switching"]:
@@ -226,6 +240,8 @@ class HostLease:
                     )
             else:
                 waiting_since = None
+            if still_here is not None and not still_here():
+                raise Moved(f"{key} moved to another host while this worker waited for it")
             self._sleep(self._poll)
 
     def _switch(
@@ -240,7 +256,11 @@ class HostLease:
             with self._lock:
                 state = self.read()
                 state["switching"] = None
-                state["failed"][key] = str(exc)
+                if getattr(exc, "reason", None) == "host-down":
+                    # The host's fault, not the config's: the config runs elsewhere.
+                    state["down"] = getattr(exc, "summary", str(exc))
+                else:
+                    state["failed"][key] = str(exc)
                 self._write(state)
             raise
         with self._lock:

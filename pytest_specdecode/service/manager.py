@@ -28,14 +28,15 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.service import drafter, switch
+from pytest_specdecode.service import drafter, retry, switch
 from pytest_specdecode.service.base import ServiceController, ServiceError
 from pytest_specdecode.service.controllers import build_controller
 from pytest_specdecode.service.handle import ServerGone, ServiceHandle, Watch
 from pytest_specdecode.service.identity import Fingerprint
 from pytest_specdecode.service.launch import LaunchRenderer, endpoint
-from pytest_specdecode.service.lease import HostLease
+from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
 from pytest_specdecode.service.local import group_running, read_tail
+from pytest_specdecode.service.placement import LocalPlacement, Placement
 from pytest_specdecode.service.probe import LOADING, Look, ProbeFailed, ServerProbe, probe_live
 from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
 from pytest_specdecode.service.xdist import config_key
@@ -72,6 +73,8 @@ class ServiceManager:
         target: Host | None = None,
         port: int | None = None,
         lease: HostLease | None = None,
+        placement: Placement | None = None,
+        lease_for: Callable[[Host], HostLease | None] | None = None,
         http: requests.Session | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -82,11 +85,13 @@ class ServiceManager:
         self.progress = progress
         self.dialect = dialect or dialects.get_dialect(settings.dialect, **template_args(settings))
         # Under pytest-xdist each worker is bound to one host and shares its
-        # server with the other workers bound there, through ``lease``.
-        self.target = target or (settings.hosts[0] if settings.hosts else None)
-        self.where = endpoint(settings, self.target, port)
-        self.renderer = LaunchRenderer(settings, self.dialect, self.where, self.redactor)
-        self.lease = lease if settings.restart != "never" else None
+        # server with the other workers bound there, through ``lease``. With
+        # several hosts, ``placement`` says where a config runs once a host is lost.
+        many = settings.remote and len(settings.hosts) > 1
+        self.placement = placement or (LocalPlacement(settings.hosts) if many else None)
+        self._lease_for = lease_for
+        self._port = port
+        self._bind(target or (settings.hosts[0] if settings.hosts else None), lease)
         # A local server starts in the project's root, so relative paths in
         # the launch command (e.g. --sim-answers answers.json) work from anywhere.
         self.root = root
@@ -98,6 +103,14 @@ class ServiceManager:
         self._live: ServiceHandle | None = None
         self._failed: dict[SpecConfig, SpecDecodeError] = {}
         self._messages: list[str] = []
+        self._attempts: dict[SpecConfig, list[retry.Attempt]] = {}
+
+    def _bind(self, target: Host | None, lease: HostLease | None) -> None:
+        """Serve from ``target`` (again: after its host was lost, another one)."""
+        self.target = target
+        self.where = endpoint(self.settings, target, self._port)
+        self.renderer = LaunchRenderer(self.settings, self.dialect, self.where, self.redactor)
+        self.lease = lease if self.settings.restart != "never" else None
 
     @property
     def port(self) -> int:
@@ -120,10 +133,7 @@ class ServiceManager:
         if config in self._failed:
             raise _unavailable(self._failed[config], config)
         try:
-            if self.lease is not None:
-                handle = self._leased(self.lease, config, log_dir)
-            else:
-                handle = self._bring_up(config, log_dir, None)[0]
+            handle = self._somewhere(config, log_dir)
         except OtherConfigLive:
             raise
         except SpecDecodeError as exc:
@@ -132,8 +142,50 @@ class ServiceManager:
             raise _unavailable(exc, config) from None
         self._messages.append(handle.ready_message())
         handle.log_dir = log_dir
+        handle.host = self._host_name()
+        handle.moves = self.placement.moves(config_key(config)) if self.placement else []
+        if handle.restarted:
+            handle.attempts = [a.to_json() for a in self._attempts.get(config, [])]
         self._live = handle
         return handle
+
+    def start_log(self, config: SpecConfig) -> dict[str, Any] | None:
+        """For the report of a config that did not come up: where it was tried, and how."""
+        if config not in self._failed:
+            return None
+        return {
+            "ready": False,
+            "host": self._host_name(),
+            "start_attempts": [a.to_json() for a in self._attempts.get(config, [])],
+            "moves": self.placement.moves(config_key(config)) if self.placement else [],
+        }
+
+    def _somewhere(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
+        """Bring ``config`` up on its host; when that host is lost, on the next one."""
+        key = config_key(config)
+        while True:
+            if self.placement is not None:
+                host = self.placement.host_for(key)  # raises when no host is left
+                if host != self.target:
+                    self._move_to(host)
+            try:
+                if self.lease is not None:
+                    return self._leased(self.lease, config, log_dir)
+                return self._bring_up(config, log_dir, None)[0]
+            except Moved:
+                continue  # the scheduler moved it while this worker waited
+            except (retry.HostDown, LeaseHostDown) as exc:
+                if self.placement is None:
+                    raise
+                self.placement.mark_down(self.target or Host("localhost"), exc.summary, key)
+                self._messages.append(f"{config.label()}: host {self.target} lost: {exc.summary}")
+
+    def _move_to(self, host: Host) -> None:
+        self._drop_live()
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            controller.stop()  # closes its SSH connection; the remote server is left alone
+        self._bind(host, self._lease_for(host) if self._lease_for else None)
 
     def drain_messages(self) -> list[str]:
         messages, self._messages = self._messages, []
@@ -179,8 +231,38 @@ class ServiceManager:
     def _restart(
         self, config: SpecConfig, log_dir: Path, before: Look | None
     ) -> tuple[ServiceHandle, dict[str, Any]]:
+        """Start ``config``, again after a pause while the failure looks transient
+        (``--dflash-start-retries``); every failed try goes to the report."""
         self._drop_live()
         controller = self._get_controller(log_dir)
+        label = config.label()
+
+        def retrying(number: int, verdict: retry.Verdict, pause: float) -> None:
+            where = self._host_name()
+            self._messages.append(
+                f"{label}: start {number} on {where} failed ({verdict.why}): "
+                f"retrying in {pause:g} s"
+            )
+            self.progress.update(label, f"retrying in {pause:g}s", 0.0, verdict.why)
+
+        return retry.with_retries(
+            lambda: self._start(config, controller, before),
+            retries=self.settings.start_retries,
+            pause=self.settings.start_retry_pause,
+            attempts=self._attempts.setdefault(config, []),
+            where=self._host_name(),
+            label=label,
+            may_move=self.placement is not None,
+            sleep=self._sleep,
+            on_retry=retrying,
+        )
+
+    def _host_name(self) -> str:
+        return str(self.target) if self.target is not None else "localhost"
+
+    def _start(
+        self, config: SpecConfig, controller: ServiceController, before: Look | None
+    ) -> tuple[ServiceHandle, dict[str, Any]]:
         started = self._clock()
         self.progress.update(config.label(), "restarting", 0.0)
         try:
@@ -240,12 +322,17 @@ class ServiceManager:
                 )
             return handle
 
+        placement, target = self.placement, self.target
+        here = None
+        if placement is not None and target is not None:
+            here = lambda: placement.still_here(config_key(config), target)  # noqa: E731
         return switch.acquire_leased(
             lease,
             config_key(config),
             bring_up=lambda old_pgid: self._bring_up(config, log_dir, old_pgid),
             join=join,
             timeout=self.settings.ready_timeout + SWITCH_MARGIN,
+            still_here=here,
         )
 
     # --- the pieces -------------------------------------------------------
@@ -294,6 +381,8 @@ class ServiceManager:
             clock=self._clock,
             sleep=self._sleep,
             redact=self.redactor.text,
+            # A local process is polled for nothing; a remote one costs an SSH round trip.
+            failure_check_interval=0.25 if self.settings.control == "local" else 1.0,
             on_progress=lambda phase, elapsed, line: self.progress.update(
                 label, phase, elapsed, line or ""
             ),

@@ -18,6 +18,10 @@ down), and then waits in the lease. Tests of a crashed worker go back to
 their group if no worker moved past it yet, else into a new group for the
 same config at the end (the config is then applied again: a crash may have
 taken the server with it anyway).
+
+A lost host (:meth:`ConfigPlan.lose_host`) hands its groups with tests left
+to one live host, after that host's own groups: its workers move there too
+(the scheduler rebinds them), so every worker still receives groups in order.
 """
 
 from __future__ import annotations
@@ -63,22 +67,30 @@ class ConfigPlan:
         self.unassigned: deque[int] = deque(range(len(self.groups)))
         self.assigned: dict[str, list[int]] = {}
         self.done: set[int] = set()
+        self.down: set[str] = set()
 
     def key_of(self, index: int) -> str | None:
         """The config key test ``index`` runs under (None: no server needed)."""
         group = self.group_of[index]
         return None if group is None else self.groups[group].key
 
-    def next_for(self, host: str, *, orphans: Iterable[str] = ()) -> int | None:
+    def next_for(
+        self, host: str, *, orphans: Iterable[str] = (), holding: Iterable[int] = ()
+    ) -> int | None:
         """The next test for a worker bound to ``host``, or None when ``host`` has no more.
 
         ``orphans`` are hosts no live worker serves any more (their workers
-        crashed): their groups' remaining tests move to ``host``.
+        crashed): their groups' remaining tests move to ``host``. ``holding``
+        are the tests the worker holds: it is never handed a group that comes
+        before one of theirs (after a lost host's groups joined ``host``'s, a
+        worker that moved with them holds groups further down the list).
         """
         if self.free:
             return self.free.popleft()
         mine = self.assigned.setdefault(host, [])
-        for g in mine:
+        held = {self.group_of[i] for i in holding} - {None}
+        start = max((mine.index(g) for g in held if g in mine), default=0)
+        for g in mine[start:]:
             if self.groups[g].pool:
                 return self._take(g)
         if self.unassigned:
@@ -149,6 +161,26 @@ class ConfigPlan:
         """The config key ``host`` may serve now."""
         g = self.active_group(host)
         return None if g is None else self.groups[g].key
+
+    def lose_host(self, host: str, target: str | None) -> list[int]:
+        """``host`` is down: its groups with tests left go to the end of ``target``'s
+        (None: no host is left; they stay, and :meth:`where` says so). The moved groups."""
+        self.down.add(host)
+        if target is None:
+            return []
+        mine = self.assigned.setdefault(host, [])
+        moved = [g for g in mine if self.groups[g].incomplete > 0]
+        self.assigned[host] = [g for g in mine if g not in moved]
+        self.assigned.setdefault(target, []).extend(moved)
+        return moved
+
+    def where(self) -> dict[str, str]:
+        """Config key -> the host its latest group runs on ("" when that host is down)."""
+        found: dict[str, str] = {}
+        # In group order: a config re-run after a crash has a later group, which counts.
+        for g, host in sorted((g, h) for h, groups in self.assigned.items() for g in groups):
+            found[self.groups[g].key] = "" if host in self.down else host
+        return found
 
     @property
     def exhausted(self) -> bool:

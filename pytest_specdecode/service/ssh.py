@@ -112,7 +112,8 @@ def open_connection(target: SSHTarget) -> Any:
         # key, failed auth) keeps its reader thread until paramiko closes it.
         conn.client.close()
         if isinstance(exc, (paramiko.SSHException, OSError, EOFError)):
-            raise SSHError(_connect_error(target, conn, exc)) from exc
+            message, reason = _connect_error(target, conn, exc)
+            raise SSHError(message, reason=reason) from exc
         raise
     return conn
 
@@ -177,6 +178,13 @@ def run(
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result
+    if result.exited == -1:
+        # paramiko's status when the channel closed without one: sshd or the host went away.
+        raise SSHError(
+            f"the connection to {where} was lost while running {command!r} (no exit status): "
+            "is the host still up?",
+            reason="ssh-lost",
+        )
     if result.exited in (124, 137):
         raise SSHError(
             f"command {command!r} on {where} did not finish within {timeout:g} s; "
@@ -190,7 +198,9 @@ def _run(conn: Any, command: str, shown: str, where: str) -> Any:
     try:
         return conn.run(command, hide=True, warn=True, in_stream=False, pty=False)
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise SSHError(f"SSH command {shown!r} on {where} failed: {exc}") from None
+        raise SSHError(
+            f"SSH command {shown!r} on {where} failed: {exc}", reason="ssh-lost"
+        ) from None
 
 
 def close_quietly(conn: Any) -> None:
@@ -214,7 +224,8 @@ def _known_hosts_files(target: SSHTarget, ssh_config: dict[str, Any]) -> list[st
     return [os.path.expanduser(p) for p in (user_files + " " + global_files).split()]
 
 
-def _connect_error(target: SSHTarget, conn: Any, exc: BaseException) -> str:
+def _connect_error(target: SSHTarget, conn: Any, exc: BaseException) -> tuple[str, str]:
+    """The one-line message for a failed connection, and its reason (see service/retry.py)."""
     where = describe(target, conn)
     if isinstance(exc, UnknownHostKey):
         port = getattr(conn, "port", None) or 22
@@ -224,28 +235,36 @@ def _connect_error(target: SSHTarget, conn: Any, exc: BaseException) -> str:
             f"SSH host key of {where} is unknown ({exc.key_type} {exc.fingerprint}) and unknown "
             f"keys are refused: check the fingerprint and add it to ~/.ssh/known_hosts "
             f"(e.g. `{scan} >> ~/.ssh/known_hosts`, or ssh there once by hand), or opt in with "
-            "--dflash-ssh-accept-new-host-key to trust it for this session"
+            "--dflash-ssh-accept-new-host-key to trust it for this session",
+            "ssh-hostkey",
         )
     if isinstance(exc, paramiko.BadHostKeyException):
         return (
             f"SSH host key of {where} does not match known_hosts (host reinstalled, or someone "
-            "in between?): verify the new key, then fix the entry with `ssh-keygen -R HOST`"
+            "in between?): verify the new key, then fix the entry with `ssh-keygen -R HOST`",
+            "ssh-hostkey",
         )
     if isinstance(exc, paramiko.AuthenticationException):
         return (
             f"SSH login to {where} failed ({exc}): check the user and key "
-            "(--dflash-ssh-user, --dflash-ssh-key, ssh-agent or ~/.ssh/config)"
+            "(--dflash-ssh-user, --dflash-ssh-key, ssh-agent or ~/.ssh/config)",
+            "ssh-auth",
         )
     if isinstance(exc, socket.gaierror):
-        return f"cannot resolve SSH host {target.host!r} ({exc}): check --dflash-host"
+        return f"cannot resolve SSH host {target.host!r} ({exc}): check --dflash-host", (
+            "ssh-unresolved"
+        )
     if isinstance(exc, (paramiko.ssh_exception.NoValidConnectionsError, ConnectionRefusedError)):
         return (
             f"SSH connection to {where} refused: is sshd running there and is the port right "
-            "(--dflash-ssh-port or Port in ~/.ssh/config)?"
+            "(--dflash-ssh-port or Port in ~/.ssh/config)?",
+            "ssh-refused",
         )
     if isinstance(exc, (TimeoutError, socket.timeout)):
         return (
             f"SSH connection to {where} timed out after {target.connect_timeout} s: "
-            "check the host, the port and any firewall in between"
+            "check the host, the port and any firewall in between",
+            "ssh-timeout",
         )
-    return f"SSH connection to {where} failed: {type(exc).__name__}: {exc}"
+    # Reset, no route, EOF during the handshake: the host did not hold a connection.
+    return f"SSH connection to {where} failed: {type(exc).__name__}: {exc}", "ssh-lost"

@@ -29,6 +29,7 @@ def acquire_leased(
     bring_up: Callable[[int | None], tuple[ServiceHandle, dict[str, Any]]],
     join: Callable[[dict[str, Any]], ServiceHandle],
     timeout: float,
+    still_here: Callable[[], bool] | None = None,
 ) -> ServiceHandle:
     """The handle on ``key``'s server: switched by this worker, or joined.
 
@@ -44,7 +45,7 @@ def acquire_leased(
         switched.append(handle)
         return facts
 
-    server, did_switch = lease.hold(key, switch, timeout=timeout)
+    server, did_switch = lease.hold(key, switch, timeout=timeout, still_here=still_here)
     if did_switch:
         return switched[0]
     return join(server or {})

@@ -10,7 +10,11 @@ Workers write which config each collected test runs under to the lease
 directory; the controller schedules with :class:`ConfigScheduling`, which
 hands each host one config's tests at a time (:mod:`.schedule`) and tells the
 lease which config each host may switch to. So each config starts once, by
-construction, however the workers' timing falls. At the end the controller
+construction, however the workers' timing falls. A worker that finds its
+host down says so in the lease directory (:mod:`.placement`); the scheduler,
+which watches for that in a thread of its own (the other workers may all be
+idle, so no event would come), moves the host's configs not yet done and its
+workers to a live host and publishes where each config runs now. At the end the controller
 stops the local servers the workers left running. Throughput cases skip under
 xdist (pytest-benchmark switches itself off there): they need the server to
 themselves.
@@ -21,9 +25,10 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from xdist.remote import Producer
@@ -34,11 +39,40 @@ from pytest_specdecode.config.settings import Host, Settings, SettingsError
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.local import stop_group_id
+from pytest_specdecode.service.placement import (
+    SharedPlacement,
+    down_hosts,
+    host_key,
+    write_placement,
+)
 from pytest_specdecode.service.schedule import ConfigPlan
+from pytest_specdecode.service.shared_files import (
+    GROUPS,
+    LEASE_DIR,
+    planned_tests,
+    read_carried,
+    share_resume,
+    shared_resume,
+    write_carried,
+    write_groups,
+)
 
-LEASE_DIR = "dflash_lease_dir"
+__all__ = [
+    "GROUPS",
+    "LEASE_DIR",
+    "ConfigScheduling",
+    "XdistController",
+    "host_key",
+    "planned_tests",
+    "read_carried",
+    "share_resume",
+    "shared_resume",
+    "worker_lease",
+    "write_carried",
+    "write_groups",
+]
+
 PORT = "dflash_port"
-GROUPS = "groups.json"
 LEASES = "leases"
 # Tests a worker holds: xdist runs a test once the worker holds the next one.
 PENDING_PER_WORKER = 2
@@ -69,6 +103,19 @@ def check_options(config: pytest.Config, settings: Settings) -> None:
         )
 
 
+def serial_for_dry_run(config: pytest.Config) -> int:
+    """A dry run plans in this process, so xdist must start no workers (a worker may start
+    nothing either, but would need collecting and scheduling for it). Returns the ``-n``
+    given, for the plan; called before xdist's own ``pytest_configure``."""
+    if not is_xdist_controller(config):
+        return 0
+    workers = int(config.option.numprocesses or 0)
+    config.option.dist = "no"
+    config.option.tx = []
+    config.option.numprocesses = 0
+    return workers
+
+
 def config_key(config: SpecConfig) -> str:
     """The key of a config in lease files and the controller's schedule: its canonical key."""
     return config.key()
@@ -86,21 +133,12 @@ def bound_host(settings: Settings, worker: str) -> Host | None:
     return settings.hosts[worker_index(worker) % len(settings.hosts)]
 
 
-def host_key(settings: Settings, host: Host | None, port: int) -> str:
-    """The lease name of the server a worker bound to ``host`` uses."""
-    name = host.name if host is not None and settings.control != "local" else "localhost"
-    return f"{name}-{port}"
-
-
-def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
-    """On a worker: which config each collected test id runs under."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return
-    path = Path(info[LEASE_DIR]) / GROUPS
-    tmp = path.with_name(f"{GROUPS}.{info['workerid']}")
-    tmp.write_text(json.dumps(groups), encoding="utf-8")
-    tmp.replace(path)  # every worker writes the same content; atomically
+def parallel_hosts(config: pytest.Config, settings: Settings) -> int:
+    """How many hosts serve configs at once: under xdist, those that have workers."""
+    if not is_xdist_controller(config):
+        return 1
+    workers = int(config.option.numprocesses or 1)
+    return max(1, min(workers, len(settings.hosts) if settings.remote else 1))
 
 
 class ConfigScheduling:
@@ -109,7 +147,10 @@ class ConfigScheduling:
     Implements xdist's ``Scheduling`` protocol. ``host_of(worker_id)`` is the
     lease name of the host a worker is bound to; ``publish(host, key, holders)``
     tells that host's lease its active config and the workers holding its
-    remaining tests (default: the file the lease reads).
+    remaining tests (default: the file the lease reads). ``hosts`` are the
+    run's host keys in order (where a lost host's work goes: the next live
+    one) and ``names`` how the report names them. ``watch`` is how often the
+    thread looks for lost hosts (0: only on xdist's events).
     """
 
     def __init__(
@@ -120,6 +161,9 @@ class ConfigScheduling:
         host_of: Callable[[str], str],
         *,
         publish: Callable[[str, str | None, list[str]], None] | None = None,
+        hosts: Sequence[str] = (),
+        names: Mapping[str, str] | None = None,
+        watch: float = 0.2,
     ) -> None:
         self.numnodes = len(parse_tx_spec_config(config))
         self.config = config
@@ -133,6 +177,15 @@ class ConfigScheduling:
         self.node2pending: dict[WorkerController, list[int]] = {}
         self.plan: ConfigPlan | None = None
         self._written: dict[str, tuple[str | None, list[str]]] = {}
+        self.hosts = list(hosts)
+        self.names = dict(names or {})
+        self.moves: dict[str, list[dict[str, str]]] = {}
+        self._placement: tuple[dict[str, str], dict[str, list[dict[str, str]]]] | None = None
+        # xdist calls from its loop; the watcher thread from its own: one at a time.
+        self._lock = threading.RLock()
+        self._stopped = threading.Event()
+        self._watch = watch
+        self._thread: threading.Thread | None = None
 
     # --- the protocol's properties --------------------------------------
 
@@ -179,18 +232,21 @@ class ConfigScheduling:
     def mark_test_complete(
         self, node: WorkerController, item_index: int, duration: float = 0
     ) -> None:
-        assert self.plan is not None
-        self.node2pending[node].remove(item_index)
-        self.plan.complete(item_index)
-        self._top_up(node)
-        self._write_actives()
+        with self._lock:
+            assert self.plan is not None
+            self.node2pending[node].remove(item_index)
+            self.plan.complete(item_index)
+            self._lost_hosts()
+            self._top_up(node)
+            self._write_actives()
 
     def mark_test_pending(self, item: str) -> None:
-        assert self.plan is not None
-        self.plan.put_back([self.plan.collection.index(item)])
-        for node in self.nodes:
-            self._top_up(node)
-        self._write_actives()
+        with self._lock:
+            assert self.plan is not None
+            self.plan.put_back([self.plan.collection.index(item)])
+            for node in self.nodes:
+                self._top_up(node)
+            self._write_actives()
 
     def remove_pending_tests_from_node(
         self, node: WorkerController, indices: Sequence[int]
@@ -198,6 +254,10 @@ class ConfigScheduling:
         raise NotImplementedError("ConfigScheduling does not steal tests")
 
     def remove_node(self, node: WorkerController) -> str | None:
+        with self._lock:
+            return self._remove_node(node)
+
+    def _remove_node(self, node: WorkerController) -> str | None:
         pending = self.node2pending.pop(node)
         if not pending or self.plan is None:
             return None
@@ -213,15 +273,70 @@ class ConfigScheduling:
 
     def schedule(self) -> None:
         assert self.collection_is_completed
-        if self.plan is None:
-            collections = list(self.node2collection.values())
-            if any(c != collections[0] for c in collections[1:]):
-                self.log("**Different tests collected, aborting run**")
-                return
-            self.plan = ConfigPlan(collections[0], self._read_groups())
-        for node in self.nodes:
-            self._top_up(node)
-        self._write_actives()
+        with self._lock:
+            if self.plan is None:
+                collections = list(self.node2collection.values())
+                if any(c != collections[0] for c in collections[1:]):
+                    self.log("**Different tests collected, aborting run**")
+                    return
+                self.plan = ConfigPlan(collections[0], self._read_groups())
+                self._start_watching()
+            for node in self.nodes:
+                self._top_up(node)
+            self._write_actives()
+
+    # --- lost hosts -------------------------------------------------------
+
+    def host(self, worker: str) -> str:
+        """The host a worker serves: its own, or once that is lost, the live host its
+        configs moved to (the first live one after it, as in :meth:`_lost_hosts`)."""
+        found = self.host_of(worker)
+        if self.plan is not None and found in self.plan.down:
+            return self._successor(found) or found
+        return found
+
+    def _successor(self, host: str, also_down: Sequence[str] = ()) -> str | None:
+        """The live host after ``host`` in the run's order (wrapping), or None."""
+        down = set(self.plan.down if self.plan is not None else ()) | set(also_down) | {host}
+        i = self.hosts.index(host) if host in self.hosts else -1
+        order = self.hosts[i + 1 :] + self.hosts[: i + 1]
+        return next((h for h in order if h not in down), None)
+
+    def _start_watching(self) -> None:
+        if self._watch <= 0 or self._thread is not None or len(self.hosts) < 2:
+            return
+        self._thread = threading.Thread(target=self._watching, name="dflash-hosts", daemon=True)
+        self._thread.start()
+
+    def _watching(self) -> None:
+        while not self._stopped.wait(self._watch):
+            with self._lock:
+                if self.plan is not None and self._lost_hosts():
+                    self._write_actives()
+
+    def stop(self) -> None:
+        """End the watcher thread (at session end)."""
+        self._stopped.set()
+
+    def _lost_hosts(self) -> bool:
+        """Take in the hosts workers found down; True when something moved."""
+        plan = self.plan
+        if plan is None or len(self.hosts) < 2:
+            return False
+        found = {h: r for h, r in down_hosts(self.lease_dir).items() if h not in plan.down}
+        for host, reason in found.items():
+            target = self._successor(host, also_down=list(found))
+            moved = plan.lose_host(host, target)
+            for g in moved:
+                self.moves.setdefault(plan.groups[g].key, []).append(
+                    {
+                        "from": self.names.get(host, host),
+                        "to": self.names.get(target or "", target or ""),
+                        "reason": reason,
+                    }
+                )
+            self.log(f"host {host} lost ({reason}): {len(moved)} config(s) moved to {target}")
+        return bool(found)
 
     # --- helpers ----------------------------------------------------------
 
@@ -235,14 +350,14 @@ class ConfigScheduling:
     def _top_up(self, node: WorkerController) -> None:
         if self.plan is None or node.shutting_down:
             return
-        host = self.host_of(node.gateway.id)
-        served = {self.host_of(n.gateway.id) for n in self.nodes if not n.shutting_down}
+        host = self.host(node.gateway.id)
+        served = {self.host(n.gateway.id) for n in self.nodes if not n.shutting_down}
         orphans = [h for h in self.plan.assigned if h not in served]
         pending = self.node2pending[node]
         sent: list[int] = []
         ran_out = False
         while len(pending) < PENDING_PER_WORKER:
-            index = self.plan.next_for(host, orphans=orphans)
+            index = self.plan.next_for(host, orphans=orphans, holding=pending)
             if index is None:
                 ran_out = True
                 break
@@ -269,6 +384,12 @@ class ConfigScheduling:
             if self._written.get(host) != (key, holders):
                 self._publish(host, key, holders)
                 self._written[host] = (key, holders)
+        if len(self.hosts) < 2:
+            return  # one host: nowhere to move to, nobody reads the placement
+        placement = (plan.where(), {k: list(v) for k, v in self.moves.items()})
+        if placement != self._placement:
+            write_placement(self.lease_dir, *placement)
+            self._placement = placement
 
 
 class XdistController:
@@ -278,18 +399,25 @@ class XdistController:
         self.settings = settings
         self.port = port
         self.lease_dir = Path(tempfile.mkdtemp(prefix="dflash-lease-"))
+        self.scheduler: ConfigScheduling | None = None
 
     def host_of(self, worker: str) -> str:
         return host_key(self.settings, bound_host(self.settings, worker), self.port)
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> Any:
-        return ConfigScheduling(config, log, self.lease_dir, self.host_of)
+        names = {host_key(self.settings, h, self.port): str(h) for h in self.settings.hosts}
+        self.scheduler = ConfigScheduling(
+            config, log, self.lease_dir, self.host_of, hosts=list(names), names=names
+        )
+        return self.scheduler
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[LEASE_DIR] = str(self.lease_dir)
         node.workerinput[PORT] = self.port
 
     def pytest_sessionfinish(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
         stop_local_servers(self.lease_dir)
 
     def pytest_unconfigure(self) -> None:
@@ -308,16 +436,34 @@ def stop_local_servers(lease_dir: Path) -> None:
             stop_group_id(int(server["pgid"]))
 
 
-def worker_lease(
-    config: pytest.Config, settings: Settings
-) -> tuple[HostLease, Host | None, int] | None:
-    """On an xdist worker: its lease, the host it is bound to, and the server port."""
+class WorkerBinding(NamedTuple):
+    """What an xdist worker serves from: its host, the server port, the lease on that
+    host, the scheduler's placement (multi-host runs), and the lease of any other host."""
+
+    lease: HostLease
+    host: Host | None
+    port: int
+    placement: SharedPlacement | None
+    lease_for: Callable[[Host], HostLease]
+
+
+def worker_lease(config: pytest.Config, settings: Settings) -> WorkerBinding | None:
+    """On an xdist worker: where it serves from (see :class:`WorkerBinding`)."""
     info: dict[str, Any] | None = getattr(config, "workerinput", None)
     if not info or LEASE_DIR not in info:
         return None
     worker = str(info["workerid"])
     host = bound_host(settings, worker)
     port = int(info[PORT])
-    lease = HostLease(Path(info[LEASE_DIR]) / LEASES, host_key(settings, host, port), worker)
+    directory = Path(info[LEASE_DIR])
+
+    def lease_for(target: Host | None) -> HostLease:
+        return HostLease(directory / LEASES, host_key(settings, target, port), worker)
+
+    lease = lease_for(host)
     lease.register()
-    return lease, host, port
+    placement = None
+    if settings.remote and len(settings.hosts) > 1:
+        hosts = {host_key(settings, h, port): h for h in settings.hosts}
+        placement = SharedPlacement(directory, hosts, host_key(settings, host, port), worker)
+    return WorkerBinding(lease, host, port, placement, lease_for)

@@ -71,6 +71,7 @@ class ServerArgs:
     fields: Mapping[str, Any] = field(default_factory=dict)
     unmodelled: tuple[str, ...] = ()
     build: str = "release"
+    state_file: str | None = None
 
     def __repr__(self) -> str:
         # Logged at start-up like SGLang's server_args line: never with the key.
@@ -131,6 +132,7 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
         time_scale=sim.sim_time_scale,
         quality=sim.sim_quality,
         answers=sim.sim_answers,
+        state_file=sim.sim_state_file,
         faults=Faults.of(sim.sim_fault),
         legacy_flags=table.build == "legacy",
         warnings=tuple(rules.warnings),

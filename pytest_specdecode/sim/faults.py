@@ -11,7 +11,9 @@ FAULT_HELP = (
     "slow-first-token:SECONDS, lossy (speculative output differs from greedy), "
     "stale-config (run and report another drafter window than requested), "
     "drafter-ignores-window (flags and /server_info keep the window, the drafter runs and "
-    "logs draft_window_size=None, compact_cache=False)"
+    "logs draft_window_size=None, compact_cache=False), oom-on-first-start / "
+    "sigkill-on-first-start (the first start for --sim-state-file runs out of CUDA memory / "
+    "is killed by SIGKILL after loading; later starts with the same file work)"
 )
 _PLAIN = (
     "crash-on-start",
@@ -20,6 +22,8 @@ _PLAIN = (
     "lossy",
     "stale-config",
     "drafter-ignores-window",
+    "oom-on-first-start",
+    "sigkill-on-first-start",
 )
 
 
@@ -67,6 +71,11 @@ class Faults:
     lossy: bool = False
     stale_config: bool = False
     drafter_ignores_window: bool = False
+    first_start: str | None = None  # "oom" or "sigkill": how the first start fails
+
+    @property
+    def needs_state_file(self) -> bool:
+        return self.first_start is not None
 
     @classmethod
     def of(cls, faults: list[Fault]) -> Faults:
@@ -88,6 +97,14 @@ class Faults:
             lossy="lossy" in names,
             stale_config="stale-config" in names,
             drafter_ignores_window="drafter-ignores-window" in names,
+            first_start=next(
+                (
+                    n.split("-", 1)[0]
+                    for n in ("oom-on-first-start", "sigkill-on-first-start")
+                    if n in names
+                ),
+                None,
+            ),
         )
 
 
@@ -95,3 +112,13 @@ def stale_window(window: int | None, num_draft_tokens: int | None) -> int:
     """The window a stale server runs instead of the requested one."""
     stale = 2048 if window == 1024 else 1024
     return max(stale, num_draft_tokens or 0)
+
+
+def first_start(state_file: str) -> bool:
+    """Whether this is the first start for ``state_file`` (and mark it started)."""
+    try:
+        with open(state_file, "x", encoding="utf-8") as fh:
+            fh.write("started\n")
+    except FileExistsError:
+        return False
+    return True

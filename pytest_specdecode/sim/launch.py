@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ import uvicorn
 
 from pytest_specdecode.sim import cli
 from pytest_specdecode.sim.answers import AnswersFileError, Scripted, load_scripted
-from pytest_specdecode.sim.faults import stale_window
+from pytest_specdecode.sim.faults import first_start, stale_window
 from pytest_specdecode.sim.model import SpecSettings
 from pytest_specdecode.sim.server import SimServer
 
@@ -197,6 +198,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         while True:
             time.sleep(3600)
     time.sleep(args.load_seconds)
+    first = args.faults.first_start
+    if first is not None and args.state_file is not None and first_start(args.state_file):
+        if first == "sigkill":
+            log.error("Simulated: killed by the kernel's OOM killer (--sim-fault %s)", first)
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
+        log.error(
+            "Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "sglang/srt/model_executor/model_runner.py", line 412, in load_model\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+            "a total capacity of 79.25 GiB of which 1.06 GiB is free (simulated by --sim-fault "
+            "oom-on-first-start)"
+        )
+        return 1
     if args.faults.crash_on_start:
         log.error(
             "Scheduler hit an exception: Traceback (most recent call last):\n"

@@ -86,6 +86,11 @@ def sim_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--sim-fault", type=parse_fault, action="append", default=[], help=FAULT_HELP)
     sim.add_argument(
+        "--sim-state-file",
+        default=None,
+        help="file recording that a server started (the *-on-first-start faults). Default: none",
+    )
+    sim.add_argument(
         "--sim-build",
         choices=tuple(SIM_BUILDS),
         default=None,
@@ -154,7 +159,11 @@ def sglang_parser(table: facts.OptionTable) -> SGLangParser:
 
 def parse(argv: Sequence[str], version: str = facts.NEWEST) -> Parsed:
     """Parse ``argv``; exits 2 with argparse's message on anything SGLang would refuse."""
-    sim, rest = sim_parser().parse_known_args(list(argv))
+    parser = sim_parser()
+    sim, rest = parser.parse_known_args(list(argv))
+    needing = [f.name for f in sim.sim_fault if f.name.endswith("-on-first-start")]
+    if needing and not sim.sim_state_file:
+        parser.error(f"--sim-fault {needing[0]} needs --sim-state-file PATH")
     table = facts.load(version, build(sim))
     ns = sglang_parser(table).parse_args(rest)
     given = tuple(o.dest for o in table.options if getattr(ns, o.dest, o.default) != o.default)

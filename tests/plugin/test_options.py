@@ -122,6 +122,31 @@ def test_bad_options_are_one_line_usage_errors(
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+def test_resume_without_a_path_continues_the_configured_report(
+    pytester: pytest.Pytester,
+) -> None:
+    bare = pytester.parseconfig("--dflash-report", "out/r.json", "--dflash-resume")
+    assert resolve(bare, environ={}).resume == "out/r.json"
+    assert resolve(pytester.parseconfig(), environ={}).resume is None
+    pytester.makeini("[pytest]\ndflash_resume = true\n")
+    assert resolve(pytester.parseconfig(), environ={}).resume == ".dflash/report.json"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dflash-start-retries", "-1"], "*--dflash-start-retries: expected an integer >= 0*"),
+        (["--dflash-start-retry-pause", "0"], "*--dflash-start-retry-pause: expected a finite*"),
+    ],
+)
+def test_bad_retry_options_are_one_line_usage_errors(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
 def test_help_shows_the_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*speculative-decoding*", "*--dflash-host=HOST*"])
@@ -218,6 +243,10 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-min-accept-length": (["--dflash-min-accept-length", "2.5"], "2.5", []),
     "--dflash-report": (["--dflash-report", "out/r.json"], "out/r.json", []),
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),
+    "--dflash-resume": (["--dflash-resume", "old/r.json"], "old/r.json", []),
+    "--dflash-dry-run": (["--dflash-dry-run"], "true", []),
+    "--dflash-start-retries": (["--dflash-start-retries", "3"], "3", []),
+    "--dflash-start-retry-pause": (["--dflash-start-retry-pause", "2.5"], "2.5", []),
     # Options of branches merged after this table was written (unused until they are).
     "--dflash-sandbox": (["--dflash-sandbox", "fallback"], "fallback", []),
     "--dflash-check-workers": (["--dflash-check-workers", "3"], "3", []),

@@ -149,3 +149,22 @@ def test_scripted_answers_and_ddtree_log(sim_factory: Any, tmp_path: Path) -> No
     info = requests.get(sim.url + "/server_info", timeout=5).json()
     assert (info["speculative_eagle_topk"], info["speculative_ddtree_budget"]) == (3, 12)
     assert "Initialized DDTree worker. block_size=16, tree_budget=12" in sim.stderr()
+
+
+def test_a_first_start_fault_fails_only_the_first_start_for_its_state_file(
+    tmp_path: Path,
+) -> None:
+    # crash-on-start as well: a start the first-start fault lets through ends at once.
+    state = str(tmp_path / "state")
+    args = (*FAST, "--sim-fault", "oom-on-first-start", "--sim-state-file", state)
+    first = run(*args, "--sim-fault", "crash-on-start")
+    assert first.returncode == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory" in first.stderr
+    second = run(*args, "--sim-fault", "crash-on-start")
+    assert "CUDA out of memory" not in second.stderr
+    assert "illegal memory access" in second.stderr
+    killed = run(*FAST, "--sim-fault", "sigkill-on-first-start", "--sim-state-file", state + "2")
+    assert killed.returncode == -9
+    missing = run(*FAST, "--sim-fault", "oom-on-first-start")
+    assert missing.returncode == 2
+    assert "--sim-fault oom-on-first-start needs --sim-state-file PATH" in missing.stderr

@@ -15,11 +15,14 @@ import pytest
 
 from pytest_specdecode.service.lease import (
     HostLease,
+    LeaseHostDown,
     LeaseTimeout,
+    Moved,
     SwitchFailed,
     pid_alive,
     write_active,
 )
+from pytest_specdecode.service.retry import HostDown
 
 ALIVE: set[int] = set()
 
@@ -148,3 +151,34 @@ def test_a_worker_need_not_wait_for_tests_whose_holders_all_exited(tmp_path: Pat
         b.hold("B", switcher([], "B"), timeout=1)
     ALIVE.discard(700)  # gw0 exited
     assert b.hold("B", switcher([], "B"), timeout=1)[1] is True
+
+
+def test_a_host_found_down_is_not_the_configs_failure(tmp_path: Path) -> None:
+    write_active(tmp_path, "host", "A")
+    a, b = lease(tmp_path, "gw0", 400), lease(tmp_path, "gw1", 401)
+
+    def lost(old: dict[str, Any] | None) -> dict[str, Any]:
+        raise HostDown("host gpu3 cannot start config 'A': no SSH answer", host="gpu3")
+
+    with pytest.raises(HostDown):
+        a.hold("A", lost, timeout=1)
+    with a._lock:
+        assert a.read()["failed"] == {}  # A did not fail: it runs elsewhere
+    # Another worker of that host learns at once that the host is gone.
+    with pytest.raises(LeaseHostDown, match="host gpu3 cannot start config 'A'"):
+        b.hold("A", switcher([], "A"), timeout=1)
+
+
+def test_a_waiting_worker_notices_its_config_moved(tmp_path: Path) -> None:
+    write_active(tmp_path, "host", "A")
+    a, b = lease(tmp_path, "gw0", 500), lease(tmp_path, "gw1", 501)
+    a.hold("A", switcher([], "A"), timeout=1)
+    checks: list[bool] = []
+
+    def here() -> bool:
+        checks.append(True)
+        return len(checks) < 3
+
+    with pytest.raises(Moved, match="B moved to another host"):
+        b.hold("B", switcher([], "B"), timeout=1, still_here=here)
+    assert len(checks) == 3

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.service.placement import read_placement, write_down
 from pytest_specdecode.service.schedule import ConfigPlan
 from pytest_specdecode.service.xdist import GROUPS, ConfigScheduling
 
@@ -76,9 +79,14 @@ def simulate(
     host_of: Callable[[str], str],
     seed: int,
     crash: int | None = None,
+    hosts: list[str] | None = None,
+    lose: tuple[int, str] | None = None,
 ) -> dict[str, list[str]]:
-    """Run the schedule to the end; return each host's sequence of live configs."""
+    """Run the schedule to the end; return each host's sequence of live configs.
+
+    ``lose=(n, host)``: after the n-th test ran, a worker reports ``host`` down."""
     (tmp_path / GROUPS).write_text(json.dumps(groups))
+    shutil.rmtree(tmp_path / "down", ignore_errors=True)
     published: dict[str, str | None] = {}
 
     def publish(host: str, key: str | None, holders: list[str]) -> None:
@@ -90,6 +98,8 @@ def simulate(
         tmp_path,
         host_of,
         publish=publish,
+        hosts=hosts or [],
+        watch=0,
     )
     nodes = [FakeNode(Gateway(f"gw{i}")) for i in range(workers)]
     for node in nodes:
@@ -108,7 +118,7 @@ def simulate(
             if not node.can_run():
                 continue
             key = sched.plan.key_of(node.held[0])
-            host = host_of(node.gateway.id)
+            host = sched.host(node.gateway.id)
             assert published.get(host) == sched.plan.active(host)
             if key is None or published.get(host) == key:
                 runnable.append(node)
@@ -116,10 +126,12 @@ def simulate(
         node = rng.choice(runnable)
         index = node.held[0]
         key = sched.plan.key_of(index)
-        host = host_of(node.gateway.id)
+        host = sched.host(node.gateway.id)
         if key is not None and (not live.get(host) or live[host][-1] != key):
             live.setdefault(host, []).append(key)
         ran += 1
+        if lose is not None and ran == lose[0]:
+            write_down(tmp_path, lose[1], "SSH connection refused", node.gateway.id, "?")
         if crash is not None and ran == crash:
             node.held.clear()
             nodes.remove(node)
@@ -178,6 +190,78 @@ def test_a_crashed_worker_does_not_bring_a_config_back(tmp_path: Path) -> None:
                 crash=crash,
             )
             assert live == {"h": ["b4", "b8"]}, (seed, crash)
+
+
+def nine_configs() -> tuple[list[str], dict[str, str]]:
+    ids = [f"t::c{c}_{n}" for c in range(9) for n in range(2)]
+    return ids, {nodeid: nodeid.split("::")[1].split("_")[0] for nodeid in ids}
+
+
+THREE = {"gw0": "h1", "gw1": "h2", "gw2": "h3", "gw3": "h1", "gw4": "h2", "gw5": "h3"}
+
+
+@pytest.mark.parametrize("lost_after", [2, 6, 11])
+def test_a_lost_hosts_configs_finish_on_the_next_host_whatever_the_timing(
+    tmp_path: Path, lost_after: int
+) -> None:
+    ids, groups = nine_configs()
+    for seed in range(15):
+        live = simulate(
+            tmp_path, ids, groups, workers=6, host_of=THREE.__getitem__, seed=seed,
+            hosts=["h1", "h2", "h3"], lose=(lost_after, "h3"),
+        )  # fmt: skip
+        # Every config ran (the simulation checked every test completed), none twice on
+        # one host; h3 took no new config once lost (a config it had started may rerun).
+        for keys in live.values():
+            assert len(keys) == len(set(keys)), (seed, live)
+        applied = {key for keys in live.values() for key in keys}
+        assert applied == set(groups.values()), (seed, live)
+        placement = read_placement(tmp_path)
+        assert placement is not None
+        where = placement["where"]
+        assert "h3" not in where.values(), (seed, where)
+        for key, moves in placement["moves"].items():
+            assert [(m["from"], m["to"]) for m in moves] == [("h3", "h1")], (seed, key)
+            assert moves[0]["reason"] == "SSH connection refused"
+            assert where[key] == "h1"
+
+
+def test_the_watcher_moves_a_lost_hosts_config_when_no_event_would_come(tmp_path: Path) -> None:
+    # Every other worker is done: only the lost host's worker holds tests, and it
+    # waits. No xdist event will come, so the scheduler's thread must move the config.
+    ids = ["t::a_0", "t::a_1", "t::b_0", "t::b_1"]
+    (tmp_path / GROUPS).write_text(json.dumps({i: i[3] for i in ids}))
+    sched = ConfigScheduling(
+        FakeConfig(2), None, tmp_path, {"gw0": "h1", "gw1": "h2"}.__getitem__,  # type: ignore[arg-type]
+        publish=lambda *a: None, hosts=["h1", "h2"], watch=0.01,
+    )  # fmt: skip
+    nodes = [FakeNode(Gateway("gw0")), FakeNode(Gateway("gw1"))]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, ids)
+    sched.schedule()
+    try:
+        assert sched.plan is not None
+        assert read_placement(tmp_path) == {"where": {"a": "h1", "b": "h2"}, "moves": {}}
+        write_down(tmp_path, "h2", "no answer over SSH", "gw1", "b")
+        deadline = time.monotonic() + 10
+        while (read_placement(tmp_path) or {}).get("where", {}).get("b") != "h1":
+            assert time.monotonic() < deadline, read_placement(tmp_path)
+            time.sleep(0.01)
+        assert sched.host("gw1") == "h1"
+        assert sched.plan.active("h1") == "a"  # b comes after h1's own config
+    finally:
+        sched.stop()
+
+
+def test_with_every_host_lost_configs_are_published_as_nowhere(tmp_path: Path) -> None:
+    plan = ConfigPlan(["a1", "b1"], {"a1": "A", "b1": "B"})
+    assert plan.next_for("h1") == 0
+    assert plan.next_for("h2") == 1
+    assert plan.lose_host("h2", "h1") == [1]
+    assert plan.where() == {"A": "h1", "B": "h1"}
+    assert plan.lose_host("h1", None) == []
+    assert plan.where() == {"A": "", "B": ""}
 
 
 def test_the_plan_hands_out_free_tests_first_and_configs_in_order() -> None:

@@ -1,0 +1,204 @@
+"""``--dflash-resume``: continue a sweep from its JSON report.
+
+The report is rewritten after every test, so an interrupted sweep leaves one
+that says which tests have results. A resumed run checks the report was made
+with the same settings that change results (:func:`json_report.result_settings`;
+else one line naming them), then:
+
+- a test with a result (its call phase passed, failed or skipped, and its
+  server did not die under it) is *carried*: deselected, so it does not run
+  again (pytest's own counts say ``N deselected``), and its results are
+  copied into the new report, marked with the run they came from;
+- a config all of whose tests are carried is therefore never restarted, and
+  its whole entry (the server facts included) is carried;
+- a config partly done reruns only its missing tests (its server restarts once).
+
+So gates, summary and plots see the same results as an uninterrupted run, and
+the exit status counts carried failures (:func:`exit_status`). One exception
+keeps the lossless check honest: when a speculative config's lossless test
+still has to run, the baseline's lossless tests run again too (their greedy
+outputs are not in the report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.config.spec import ConfigError
+from pytest_specdecode.report import json_report
+from pytest_specdecode.report.results import (
+    CodingRecord,
+    ConfigResults,
+    LosslessRecord,
+    RunResults,
+    ThroughputRecord,
+)
+
+OK, TESTS_FAILED, NO_TESTS_COLLECTED = 0, 1, 5
+DONE_OUTCOMES = ("passed", "failed", "skipped")
+
+
+class ResumeError(ConfigError):
+    """The report cannot be resumed from (unreadable, or made with other settings)."""
+
+
+class Resume:
+    """What an earlier run of the sweep left: its report, and which tests are done."""
+
+    def __init__(self, path: Path, report: Mapping[str, Any]) -> None:
+        self.path = path
+        self.report = report
+        self.origin = {
+            "report": str(path),
+            "started": report.get("started"),
+            "git_commit": report.get("git_commit"),
+        }
+        died = {n for c in report.get("configs") or [] for n in c.get("died_tests") or []}
+        self.entries: dict[str, list[dict[str, Any]]] = {}
+        for entry in report.get("tests") or []:
+            if isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
+                self.entries.setdefault(entry["nodeid"], []).append(entry)
+        self.done = {
+            nodeid
+            for nodeid, found in self.entries.items()
+            if nodeid not in died
+            and any(e.get("when") == "call" and e.get("outcome") in DONE_OUTCOMES for e in found)
+        }
+        self.carried: set[str] = set()
+
+    @classmethod
+    def load(cls, path: str | Path, settings: Settings, root: Path) -> Resume:
+        """Read the report at ``path`` (relative to ``root``); :class:`ResumeError` if it
+        is not one or was made with settings that change results."""
+        target = Path(path) if Path(path).is_absolute() else root / path
+        try:
+            report = json_report.load(target)
+        except ValueError as exc:
+            raise ResumeError(
+                f"--dflash-resume: {exc}; give the JSON report of the run to continue "
+                "(--dflash-resume=PATH, default the --dflash-report path)"
+            ) from None
+        differ = differences(report.get("settings"), json_report.result_settings(settings))
+        if differ:
+            raise ResumeError(
+                f"--dflash-resume: {str(path)!r} was made with other settings that change "
+                f"results: {'; '.join(differ)}; resume with that run's settings, or start the "
+                "sweep again without --dflash-resume"
+            )
+        return cls(target, report)
+
+    def plan(self, items: Iterable[tuple[str, str, bool]]) -> set[str]:
+        """Which of the collected tests (node id, kind, runs the baseline config) to carry."""
+        listed = list(items)
+        carried = {nodeid for nodeid, _, _ in listed if nodeid in self.done}
+        lossless_left = any(
+            kind == "lossless" and not baseline and nodeid not in carried
+            for nodeid, kind, baseline in listed
+        )
+        if lossless_left:  # the check needs the baseline's outputs, which only a run has
+            carried -= {n for n, kind, baseline in listed if kind == "lossless" and baseline}
+        self.carried = carried
+        return carried
+
+    def carry_into(
+        self, results: RunResults, remaining: Iterable[str], carried: Iterable[str] | None = None
+    ) -> int:
+        """Copy the results of the carried tests into ``results``; returns how many.
+
+        ``remaining``: the config keys with tests still to run in this run (the others
+        are carried whole, their server facts included)."""
+        left = set(remaining)
+        chosen = set(self.carried if carried is None else carried)
+        results.resumed_from = dict(self.origin)
+        by_config: dict[str, set[str]] = {}
+        for nodeid in chosen:
+            for entry in self.entries.get(nodeid, []):
+                results.tests.append({**entry, "carried": True})
+                if entry.get("config_key"):
+                    by_config.setdefault(str(entry["config_key"]), set()).add(nodeid)
+        for data in self.report.get("configs") or []:
+            mine = by_config.get(str(data.get("key")), set())
+            if mine:
+                key = str(data["key"])
+                results.configs[key] = _carried_config(
+                    data, mine, whole=key not in left, origin=self.origin
+                )
+        results.other_failures.extend(
+            n for n in self.report.get("other_failures") or [] if n in chosen
+        )
+        return len(chosen)
+
+    def note(self, configs: int, to_run: int) -> str:
+        """The line a resumed run shows after collection."""
+        started = self.origin["started"] or "an earlier run"
+        return (
+            f"dflash: resume: {len(self.carried)} tests carried from {str(self.path)!r} (run "
+            f"of {started}); {configs} config{'s' if configs != 1 else ''} complete there, not "
+            f"restarted; {to_run} test{'s' if to_run != 1 else ''} to run"
+        )
+
+
+def differences(before: Any, now: Mapping[str, Any]) -> list[str]:
+    """The result-changing settings that differ, one phrase each (``dialect 'a' -> 'b'``)."""
+    if not isinstance(before, Mapping):
+        return ["the report records none (made by an older pytest-specdecode)"]
+    found: list[str] = []
+    for name, value in now.items():
+        old = before.get(name)
+        if old == value:
+            continue
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            parts = [
+                f"{key} {old.get(key)!r} -> {sub!r}"
+                for key, sub in value.items()
+                if old.get(key) != sub
+            ]
+            found.append(f"{name}: {', '.join(parts)}")
+        else:
+            found.append(f"{name} {old!r} -> {value!r}")
+    return found
+
+
+def exit_status(exitstatus: int, results: RunResults) -> int:
+    """pytest's status as an uninterrupted run would have it: carried failures count, and a
+    run whose every test was carried ran no tests of its own but is not empty."""
+    carried = [t for t in results.tests if t.get("carried")]
+    if not carried:
+        return exitstatus
+    if exitstatus == NO_TESTS_COLLECTED:
+        exitstatus = OK
+    if exitstatus == OK and any(t.get("outcome") == "failed" for t in carried):
+        return TESTS_FAILED
+    return exitstatus
+
+
+def _carried_config(
+    data: Mapping[str, Any], nodeids: set[str], *, whole: bool, origin: Mapping[str, Any]
+) -> ConfigResults:
+    """A config's entry of the old report, reduced to the carried tests' results."""
+    results = ConfigResults(str(data.get("label")), str(data.get("key")))
+    results.config = dict(data.get("config") or {})
+    if whole:  # its server facts belong to it; a partial config gets this run's
+        results.service = dict(data.get("service") or {})
+    for entry in data.get("coding") or []:
+        if whole or entry.get("nodeid") in nodeids:
+            results.coding[entry["problem"]] = CodingRecord(**_fields(CodingRecord, entry))
+    for entry in data.get("throughput") or []:
+        if whole or entry.get("nodeid") in nodeids:
+            results.throughput[entry["case"]] = ThroughputRecord(**_fields(ThroughputRecord, entry))
+    for nodeid, entry in (data.get("lossless") or {}).items():
+        if nodeid in nodeids:
+            results.lossless[nodeid] = LosslessRecord(**_fields(LosslessRecord, entry))
+    results.errors = [n for n in data.get("errors") or [] if n in nodeids]
+    results.called = set(nodeids)
+    results.carried = {**origin, "tests": sorted(nodeids), "whole": whole}
+    return results
+
+
+def _fields(kind: type, entry: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(kind)}
+    return {k: v for k, v in entry.items() if k in names}

@@ -1,0 +1,156 @@
+"""How far a sweep is: configs done of all, time elapsed, and an estimate of the time left.
+
+The estimate is made from what the run measured so far: the mean server
+start (the readiness gate's time, on a GPU host mostly the model load) for
+each config not started yet, plus the mean time of a test of each kind for
+each test still to run, divided over the hosts that work in parallel. It
+is None until a start and a test have been measured. Fed by the session
+from test reports (the xdist controller gets every worker's), shown on the
+progress line, at each finished config and in the GitHub step summary.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Config:
+    tests: int  # to run in this run
+    done: int = 0
+    carried: bool = False  # every test came from the resumed report
+    started: bool = False
+
+
+@dataclass
+class SweepProgress:
+    """Configs and tests of the run, and what finishing them took so far."""
+
+    clock: Callable[[], float] = time.monotonic
+    parallel: int = 1
+    configs: dict[str, _Config] = field(default_factory=dict)
+    starts: list[float] = field(default_factory=list)
+    test_times: dict[str, list[float]] = field(default_factory=dict)
+    _began: float | None = None
+    _durations: dict[str, float] = field(default_factory=dict)
+    _start_seen: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._began = self.clock()  # the sweep's time counts from the session's start
+
+    def plan(self, tests: Mapping[str, int], carried: Mapping[str, int] | None = None) -> None:
+        """``tests``: per config key, the tests to run; ``carried``: configs resumed whole."""
+        for key, n in tests.items():
+            self.configs.setdefault(key, _Config(n))
+        for key in carried or {}:
+            self.configs.setdefault(key, _Config(0, carried=True))
+
+    @property
+    def planned(self) -> bool:
+        return bool(self.configs)
+
+    def report(self, nodeid: str, when: str, key: str | None, kind: str | None,
+               duration: float, service: Mapping[str, Any] | None) -> bool:  # fmt: skip
+        """Take one test report; True when it finished the last test of its config."""
+        self._durations[nodeid] = self._durations.get(nodeid, 0.0) + duration
+        config = self.configs.get(key or "")
+        if config is None:
+            return False
+        config.started = True
+        if (
+            isinstance(service, Mapping)
+            and service.get("restarted")
+            and key not in self._start_seen
+        ):
+            self._start_seen.add(str(key))
+            ready = float(service.get("ready_seconds") or 0.0)
+            self.starts.append(ready)
+            self._durations[nodeid] -= ready  # the test's own time, without the start
+        if when != "teardown":
+            return False
+        config.done += 1
+        self.test_times.setdefault(kind or "test", []).append(self._durations.pop(nodeid))
+        return config.done == config.tests
+
+    def status(self) -> dict[str, Any]:
+        """``configs_done``, ``configs_total``, ``carried``, ``elapsed_seconds``,
+        ``left_seconds`` (None: not enough measured yet)."""
+        done = sum(c.carried or (c.tests > 0 and c.done >= c.tests) for c in self.configs.values())
+        elapsed = self.clock() - (self._began or 0.0)
+        return {
+            "configs_done": done,
+            "configs_total": len(self.configs),
+            "carried": sum(c.carried for c in self.configs.values()),
+            "elapsed_seconds": round(elapsed, 1),
+            "left_seconds": self._left(),
+        }
+
+    def _left(self) -> float | None:
+        every = [t for times in self.test_times.values() for t in times]
+        if not self.starts or not every:
+            return None
+        start = sum(self.starts) / len(self.starts)
+        test = sum(every) / len(every)
+        work = 0.0
+        for c in self.configs.values():
+            if c.carried:
+                continue
+            work += (0.0 if c.started else start) + max(0, c.tests - c.done) * test
+        return round(work / max(1, self.parallel), 1)
+
+
+def describe(status: Mapping[str, Any] | None) -> str:
+    """``sweep: 3/6 configs done, 4m12s elapsed, about 5m left``."""
+    if not status or not status.get("configs_total"):
+        return ""
+    text = f"sweep: {status['configs_done']}/{status['configs_total']} configs done"
+    if status.get("carried"):
+        text += f" ({status['carried']} carried from the resumed report)"
+    text += f", {duration(status.get('elapsed_seconds') or 0.0)} elapsed"
+    left = status.get("left_seconds")
+    if status["configs_done"] < status["configs_total"]:
+        text += f", about {duration(left)} left" if left is not None else ", time left unknown yet"
+    return text
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``4m12s``, ``2h05m``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def notes(report: Mapping[str, Any]) -> list[str]:
+    """What a long sweep's reader needs besides the results: how far it is, what was
+    carried from a resumed report, which configs moved hosts and which starts were retried."""
+    lines = [text] if (text := describe(report.get("sweep"))) else []
+    resumed = report.get("resumed_from")
+    configs = [c for c in report.get("configs") or [] if isinstance(c, Mapping)]
+    if resumed:
+        whole = [c["label"] for c in configs if (c.get("carried") or {}).get("whole")]
+        tests = {t.get("nodeid") for t in report.get("tests") or [] if t.get("carried")}
+        lines.append(
+            f"resumed from {resumed.get('report')} (run of {resumed.get('started')}): "
+            f"{len(tests)} test{'s' if len(tests) != 1 else ''} carried (not run again), "
+            f"{len(whole)} config{'s' if len(whole) != 1 else ''} whole"
+            + (f" ({', '.join(whole)})" if whole else "")
+        )
+    for c in configs:
+        service = c.get("service") or {}
+        for move in service.get("moves") or []:
+            lines.append(
+                f"moved: {c['label']}: {move.get('from')} -> {move.get('to') or 'nowhere'} "
+                f"({move.get('reason')})"
+            )
+        tries = service.get("start_attempts") or []
+        if tries:
+            why = ", ".join(sorted({str(t.get("why")) for t in tries}))
+            where = " on " + str(service["host"]) if service.get("host") else ""
+            lines.append(f"retried: {c['label']}: {len(tries)} failed start(s) ({why}){where}")
+    return lines

@@ -1,0 +1,208 @@
+"""Which host runs a config, and where it goes when its host is lost.
+
+A run with several ``--dflash-host`` keeps going when one of them goes away:
+the manager tells its placement a host is down (:mod:`.retry` says when), and
+asks it again where the config runs now.
+
+- :class:`LocalPlacement` (no pytest-xdist): the run uses its first host that
+  is not down; a lost host hands the rest of the sweep to the next one.
+- :class:`SharedPlacement` (an xdist worker): the controller's scheduler
+  decides (:mod:`.xdist`). A worker that finds its host down writes a marker
+  to ``down/`` in the lease directory; the scheduler marks the host down,
+  moves its configs not yet done to a live host and publishes in
+  ``placement.json`` where each config runs (``where``: config key -> host
+  key, ``""`` when no host is left) and why configs moved (``moves``).
+  Workers follow ``where``; only the scheduler writes it.
+
+A move is recorded per config (``{"from", "to", "reason"}``) for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_specdecode.config.settings import Host, Settings
+from pytest_specdecode.service.lease import safe_name
+from pytest_specdecode.service.retry import HostDown
+
+PLACEMENT = "placement.json"
+DOWN = "down"
+# A worker waits this long for the scheduler to publish (or move) its config.
+FOLLOW_TIMEOUT = 60.0
+
+
+def host_key(settings: Settings, host: Host | None, port: int) -> str:
+    """The lease name of the server a worker bound to ``host`` uses."""
+    name = host.name if host is not None and settings.control != "local" else "localhost"
+    return f"{name}-{port}"
+
+
+class NoHostLeft(HostDown):
+    """Every host of the run is down: the config cannot run anywhere."""
+
+
+class Placement(Protocol):
+    """Where configs run; told when a host is lost."""
+
+    def host_for(self, key: str) -> Host:
+        """The host config ``key`` runs on now (raises :class:`NoHostLeft`)."""
+        ...
+
+    def mark_down(self, host: Host, reason: str, key: str) -> None:
+        """``host`` cannot serve (``reason``: one line), found while starting ``key``."""
+        ...
+
+    def still_here(self, key: str, host: Host) -> bool:
+        """Whether ``key`` still runs on ``host`` (False once it was moved away)."""
+        ...
+
+    def moves(self, key: str) -> list[dict[str, str]]:
+        """Every move of config ``key``: from, to, reason."""
+        ...
+
+
+class LocalPlacement:
+    """One process, several hosts: the first host not down runs everything."""
+
+    def __init__(self, hosts: Sequence[Host]) -> None:
+        self.hosts = list(hosts)
+        self.down: dict[Host, str] = {}
+        self._moves: dict[str, list[dict[str, str]]] = {}
+
+    def host_for(self, key: str) -> Host:
+        for host in self.hosts:
+            if host not in self.down:
+                return host
+        raise NoHostLeft(_none_left(self.down), host=str(self.hosts[-1]))
+
+    def mark_down(self, host: Host, reason: str, key: str) -> None:
+        self.down[host] = reason
+        live = [h for h in self.hosts if h not in self.down]
+        self._moves.setdefault(key, []).append(
+            {"from": str(host), "to": str(live[0]) if live else "", "reason": reason}
+        )
+
+    def still_here(self, key: str, host: Host) -> bool:
+        return host not in self.down
+
+    def moves(self, key: str) -> list[dict[str, str]]:
+        return list(self._moves.get(key, []))
+
+
+class SharedPlacement:
+    """An xdist worker's view: follows the scheduler's ``placement.json``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        hosts: Mapping[str, Host],
+        bound: str,
+        worker: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_interval: float = 0.1,
+        timeout: float = FOLLOW_TIMEOUT,
+    ) -> None:
+        self.directory = directory
+        self.hosts = dict(hosts)  # host key -> host
+        self.keys = {host: key for key, host in self.hosts.items()}
+        self.bound = bound
+        self.worker = worker
+        self._clock = clock
+        self._sleep = sleep
+        self._poll = poll_interval
+        self._timeout = timeout
+
+    def _read(self) -> dict[str, Any] | None:
+        return read_placement(self.directory)
+
+    def host_for(self, key: str) -> Host:
+        deadline = self._clock() + self._timeout
+        unpublished_until = self._clock() + min(5.0, self._timeout)
+        while True:
+            data = self._read()
+            down = down_hosts(self.directory)
+            if data is None and self.bound not in down:
+                return self.hosts[self.bound]  # no config scheduler in this run
+            where = (data or {}).get("where", {}).get(key)
+            if where == "":
+                raise NoHostLeft(_none_left(down), host=self.bound)
+            if where is None and self.bound not in down and self._clock() >= unpublished_until:
+                return self.hosts[self.bound]
+            if where is not None and where not in down and where in self.hosts:
+                return self.hosts[where]
+            if self._clock() >= deadline:
+                raise HostDown(
+                    f"config {key} waited {self._timeout:g} s for the scheduler to move it off "
+                    f"the lost host(s) {sorted(down)} and was not moved; rerun with "
+                    "--dflash-resume to finish the sweep",
+                    host=self.bound,
+                )
+            self._sleep(self._poll)
+
+    def mark_down(self, host: Host, reason: str, key: str) -> None:
+        write_down(self.directory, self.keys.get(host, str(host)), reason, self.worker, key)
+
+    def still_here(self, key: str, host: Host) -> bool:
+        where = ((self._read() or {}).get("where") or {}).get(key)
+        return where is None or where == self.keys.get(host)
+
+    def moves(self, key: str) -> list[dict[str, str]]:
+        found = ((self._read() or {}).get("moves") or {}).get(key) or []
+        return [dict(m) for m in found if isinstance(m, dict)]
+
+
+# --- the files ---------------------------------------------------------------
+
+
+def write_down(directory: Path, host: str, reason: str, worker: str, key: str) -> None:
+    """A worker's word that ``host`` (a host key) is down."""
+    folder = directory / DOWN
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{safe_name(host)}.json"
+    tmp = folder / f".{safe_name(host)}.{worker}.tmp"
+    data = {"host": host, "reason": reason, "worker": worker, "config": key}
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def down_hosts(directory: Path) -> dict[str, str]:
+    """Host key -> reason, for every host a worker found down."""
+    found: dict[str, str] = {}
+    for path in sorted((directory / DOWN).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("host"), str):
+            found[data["host"]] = str(data.get("reason") or "")
+    return found
+
+
+def read_placement(directory: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((directory / PLACEMENT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_placement(
+    directory: Path, where: Mapping[str, str], moves: Mapping[str, list[dict[str, str]]]
+) -> None:
+    """The scheduler's word: where each config runs, and why some moved."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{PLACEMENT}.tmp"
+    tmp.write_text(json.dumps({"where": dict(where), "moves": dict(moves)}), encoding="utf-8")
+    os.replace(tmp, directory / PLACEMENT)
+
+
+def _none_left(down: Mapping[Any, str]) -> str:
+    shown = "; ".join(f"{host}: {reason}" for host, reason in down.items())
+    return f"every host of the run is down ({shown}); bring one back and rerun with --dflash-resume"
