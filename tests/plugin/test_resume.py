@@ -65,7 +65,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(
     assert first.ret == pytest.ExitCode.INTERRUPTED
     assert starts(pytester.path / "first") == ["4", "8"]
     before = {c["config"]["budget"]: c for c in report(pytester)["configs"]}
-    assert [t["case"] for t in before[8]["throughput"]] == ["ctx60-c1-t8"]
+    assert [t["case"] for t in before[8]["throughput"]] == ["ctx60-c1-t8-chat"]
 
     (pytester.path / "interrupt").unlink()
     again = run(pytester, "again", "--dflash-resume")
@@ -92,7 +92,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(
     # The partly done one keeps its measured case and gets this run's server.
     assert after[8]["throughput"] == before[8]["throughput"]
     assert after[8]["carried"]["tests"] == [
-        "test_sweep.py::test_a_throughput[DFLASH-b8-ctx60-c1-t8]"
+        "test_sweep.py::test_a_throughput[DFLASH-b8-ctx60-c1-t8-chat]"
     ]
     assert after[8]["service"]["identity"] != before[8]["service"]["identity"]
     outcomes = {(t["nodeid"], t.get("carried", False)) for t in data["tests"]}
