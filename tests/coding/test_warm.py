@@ -46,8 +46,9 @@ def _attack(kind, family):
     while True:  # nothing stops it but SIGKILL: every failure is only noted
         try:
             _round(kind, family, libc, me, seen)
-            with open(os.path.join(home, 'beat'), 'w') as fh:
+            with open(os.path.join(home, '.beat'), 'w') as fh:  # whole files only
                 fh.write(repr(sorted(s for s in seen if s[0] == 1)))
+            os.replace(os.path.join(home, '.beat'), os.path.join(home, 'beat'))
         except BaseException:
             pass
         time.sleep(0.002)
@@ -56,9 +57,11 @@ def _round(kind, family, libc, me, seen):
     others = [int(e) for e in os.listdir('/proc') if e.isdigit() and int(e) not in (me, family)]
     if kind == 'write':
         for name in os.listdir('/tmp'):
-            try:
-                with open(os.path.join('/tmp', name, 'result.txt'), 'w') as fh:
+            try:  # whole files only (a reader never sees one half written)
+                with open(os.path.join('/tmp', name, '.next'), 'w') as fh:
                     fh.write('1')
+                os.replace(os.path.join('/tmp', name, '.next'),
+                           os.path.join('/tmp', name, 'result.txt'))
             except OSError:
                 pass
     for pid in others:
