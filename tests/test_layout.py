@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "records": 1,
     "redact": 1,
     "figures": 1,
+    "children": 1,
     "progress": 1,
     "client": 1,
     "config": 2,

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding import worker
 from pytest_specdecode.coding.cgroup import AnswerGroup, hierarchies
@@ -398,10 +399,8 @@ class Sandbox:
             except SandboxError:
                 return None
         assert self.proc is not None
-        try:
-            return self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return None
+        # Not reaped: until close() its pid and group id stay ours to signal.
+        return peek_exit(self.proc, timeout=1.0)
 
     def _exit_text(self) -> str:
         code = self._exit_code()
@@ -440,7 +439,7 @@ class Sandbox:
             cleared = self._end_warm(step)
         elif self.proc is not None:
             proc = self.proc
-            step(lambda: os.killpg(proc.pid, signal.SIGKILL))
+            step(lambda: signal_group(proc, signal.SIGKILL))
             step(proc.kill)
             step(proc.wait)
         emptied = False

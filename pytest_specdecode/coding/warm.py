@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding.launch import (
     PREIMPORT,
@@ -171,7 +172,8 @@ class WarmSandbox:
         return reply
 
     def alive(self) -> bool:
-        return not self._closed and not self.broken and self.proc.poll() is None
+        # Not reaped (poll() would): until close() the group id stays this sandbox's.
+        return not self._closed and not self.broken and peek_exit(self.proc) is None
 
     def start(self, stderr_fd: int, group_fds: Sequence[int]) -> tuple[int, int, int]:
         """Fork one answer's process: (answer id, its request fd, its reply fd) for the parent."""
@@ -215,8 +217,7 @@ class WarmSandbox:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        signal_group(self.proc, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait()

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.service import identity
 from pytest_specdecode.service.base import (
     UNKNOWN_LISTENER,
@@ -280,14 +281,15 @@ def _stop_group(
     # start_new_session made the child a group leader: its pid is the pgid.
     # Children may outlive the leader (SGLang's scheduler processes), so wait
     # for the group to vanish, not only for the leader.
+    # The leader is reaped only at the end: until then its zombie keeps the
+    # pgid taken, so no other process can be signalled under that number.
     pgid = proc.pid
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(proc, signal.SIGTERM)
     deadline = clock() + grace
     while clock() < deadline:
-        proc.poll()
-        if proc.returncode is not None and not group_running(pgid):
+        if peek_exit(proc) is not None and not group_running(pgid):
             break
         sleep(0.05)
     else:
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(proc, signal.SIGKILL)
     proc.wait()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ import hypothesis
 import pytest
 
 import pytest_specdecode
+from pytest_specdecode.children import peek_exit
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
 from pytest_specdecode.coding.sandbox import Sandbox
 from pytest_specdecode.coding.warm import SandboxPool, WarmSandbox
@@ -465,3 +467,27 @@ def test_the_attacks_as_an_unprivileged_user(tmp_path: Path) -> None:
     ok, seen = out["writes"]
     assert ok
     assert {k for k, v in seen.items() if v == "written"} == WRITABLE, seen
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        stat = fh.read()
+    return stat[stat.rfind(b")") + 2 :].split()[0].decode()
+
+
+@needs_bwrap
+def test_a_dead_sandbox_keeps_its_pid_until_it_is_closed(pool: SandboxPool) -> None:
+    # Reaping bwrap while asking whether it is alive freed its pid: closing the sandbox
+    # then killed the process group of whatever took that number (another run's sandbox).
+    with Sandbox(RIGHT, "gcd", mode="bwrap", warm=pool) as box:
+        warm = box.warm
+        assert box.ready() is None
+    assert warm is not None
+    os.kill(warm.proc.pid, signal.SIGKILL)
+    assert peek_exit(warm.proc, timeout=10.0) == -signal.SIGKILL
+    assert not warm.alive()
+    assert _state(warm.proc.pid) == "Z"  # a zombie still holds the pid (and group id)
+    assert warm.proc.returncode is None
+    assert call(PROBE, "probe", pool)["math"] == 6  # the pool starts a new one, closing it
+    assert warm.proc.returncode == -signal.SIGKILL
+    assert pool.started == 2
