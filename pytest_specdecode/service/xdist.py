@@ -56,6 +56,7 @@ from pytest_specdecode.service.shared_files import (
     write_carried,
     write_groups,
 )
+from pytest_specdecode.service.xdist_dispatch import DispatchScheduling
 
 __all__ = [
     "GROUPS",
@@ -95,11 +96,6 @@ def check_options(config: pytest.Config, settings: Settings) -> None:
     if settings.restore:
         raise SettingsError(
             "--dflash-restore does not work with -n: run the restore in a run without workers"
-        )
-    if getattr(config.option, "dist", None) == "each":
-        raise SettingsError(
-            "--dist each runs every test on every worker, so every worker would restart the "
-            "server for every config: use the default --dist load with -n"
         )
 
 
@@ -340,6 +336,10 @@ class ConfigScheduling:
 
     # --- helpers ----------------------------------------------------------
 
+    def has_configs(self) -> bool:
+        """Whether any collected test runs under a config (the workers wrote their groups)."""
+        return bool(self._read_groups())
+
     def _read_groups(self) -> dict[str, str]:
         try:
             data = json.loads((self.lease_dir / GROUPS).read_text(encoding="utf-8"))
@@ -409,7 +409,18 @@ class XdistController:
         self.scheduler = ConfigScheduling(
             config, log, self.lease_dir, self.host_of, hosts=list(names), names=names
         )
-        return self.scheduler
+        # What xdist (or another plugin) would run: used when no test has a config.
+        theirs = config.pluginmanager.subset_hook_caller(
+            "pytest_xdist_make_scheduler", remove_plugins=[self]
+        )(config=config, log=log)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        return DispatchScheduling(
+            self.scheduler,
+            theirs,
+            self.scheduler.has_configs,
+            dist=str(config.getoption("dist", "load")),
+            note=reporter.write_line if reporter is not None else lambda line: None,
+        )
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[LEASE_DIR] = str(self.lease_dir)

@@ -38,7 +38,9 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     (sim_ini.path / "tox.ini").write_text(ini)
     sim_ini.makepyfile(test_c=CODING)
     gate = ("--dflash-min-pass-rate", "0.99")
-    parallel = run(sim_ini, "-n", "2", *gate)
+    # --dist loadfile would put every test on one worker: config scheduling runs, and says so.
+    parallel = run(sim_ini, "-n", "2", "--dist", "loadfile", *gate)
+    parallel.stdout.fnmatch_lines(["dflash: --dist loadfile is not used for this run*"])
     logs = server_logs()
     assert len(logs) == 2, [str(p) for p in logs]
     assert sorted(p.read_text().count("The server is fired up") for p in logs) == [1, 1]
