@@ -453,6 +453,7 @@ def header_lines(settings: Settings, base_url: str) -> list[str]:
         lines.append(
             "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
         )
+        lines += [f"dflash: simulator default: {text}" for text in settings.sim_defaults]
     return lines
 
 

@@ -58,6 +58,16 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 <= value < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -505,6 +515,49 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="DIR",
         help="Write PNG plots here (needs the 'plot' extra). Default: none",
+    )
+
+    section("simulator")
+    add(
+        "--dflash-sim-time-scale",
+        type=_non_negative_float,
+        default=None,
+        metavar="X",
+        help="The simulator's --sim-time-scale: multiplies its modelled GPU time (0.5 runs "
+        "twice as fast as the GPU it models; 0: no delay). Default: 1",
+    )
+    add(
+        "--dflash-sim-quality",
+        type=_fraction,
+        default=None,
+        metavar="Q",
+        help="The simulator's --sim-quality: the share of its coding answers that are right. "
+        "Default: 1",
+    )
+    add(
+        "--dflash-sim-answers",
+        default=None,
+        metavar="JSON",
+        help='The simulator\'s --sim-answers: a JSON list of {"match": ..., "response": ...} '
+        "replies, e.g. for your own problems (without it the simulator answers problems it "
+        "does not know with no code). Default: none",
+    )
+    add(
+        "--dflash-sim-fault",
+        action="append",
+        default=[],
+        metavar="FAULT",
+        help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
+        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window); "
+        "repeatable. Default: none",
+    )
+    add(
+        "--dflash-sim-args",
+        default=None,
+        metavar="ARGS",
+        help="More simulator options, appended to its launch line, e.g. "
+        "'--sim-load-seconds 0 --sim-seed 3' (see python -m pytest_specdecode.sim --help). "
+        "Default: none",
     )
 
     # Ini-only settings: templates and prompts too long for a command line.
