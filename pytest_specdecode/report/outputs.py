@@ -50,6 +50,7 @@ class RunOutputs:
         self._started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.compare: dict[str, Any] | None = None
         self.gate_lines: list[str] = []
+        self.gate_outcomes: list[gates.Outcome] = []
         self.final: dict[str, Any] = {}
         self.notes: list[str] = []
 
@@ -80,6 +81,8 @@ class RunOutputs:
             "compare": self.compare,
             "gates": {
                 "failed": self.gate_lines,
+                # Every gate's verdict as the summary shows it, passing ones too.
+                "summary": [o.shown for o in self.gate_outcomes],
                 "min_pass_rate": s.min_pass_rate,
                 "min_accept_length": s.min_accept_length,
                 "compare_fail": list(s.compare_fail),
@@ -107,7 +110,9 @@ class RunOutputs:
     def finish(self, exitstatus: int) -> int:
         """Compare, apply the gates, write everything; return the run's exit status."""
         regressions = self._compare()
-        self.gate_lines = gates.evaluate(self.settings, self.results, regressions)
+        findings = (self.compare or {}).get("findings")
+        self.gate_outcomes = gates.outcomes(self.settings, self.results, regressions, findings)
+        self.gate_lines = [o.line for o in self.gate_outcomes if not o.passed]
         status = gates.exit_status(exitstatus, self.settings, self.results, self.gate_lines)
         self.final = {
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),

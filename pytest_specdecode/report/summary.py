@@ -55,9 +55,29 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += _findings(compare.get("findings") or [])
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
-    gate_lines = list(gate_lines)
-    if gate_lines:
-        lines += ["", "dflash gates FAILED:"] + [f"  {line}" for line in gate_lines]
+    lines += _gates(report, list(gate_lines))
+    return lines
+
+
+def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
+    """Every gate's verdict, passing ones too (a report from before they were kept:
+    its failed lines)."""
+    gates = report.get("gates") or {}
+    shown = [str(line) for line in gates.get("summary") or []]
+    if not shown:
+        return ["", "dflash gates FAILED:", *[f"  {line}" for line in failed]] if failed else []
+    bad = sum(1 for line in shown if " gate FAILED: " in line)
+    head = f"{len(shown) - bad} passed, {bad} FAILED" if bad else "all passed"
+    lines = ["", f"dflash gates: {head} (the exit status follows them)"]
+    lines += [f"  {line}" for line in shown]
+    coding_failed = any(
+        not r.get("passed") for c in report.get("configs") or [] for r in c.get("coding") or []
+    )
+    if gates.get("min_pass_rate") is not None and coding_failed:
+        lines.append(
+            "  coding failures above do not fail the run by themselves: with "
+            "--dflash-min-pass-rate the pass rate per config decides"
+        )
     return lines
 
 
