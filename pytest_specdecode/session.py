@@ -427,12 +427,13 @@ class SpecDecodeSession:
                 terminalreporter.write_line(line)
         if self.controller and any(r.coding for r in self.results.ordered()):
             self._warn_sandbox()  # under xdist the controller collects nothing: say it here
-        path = self.outputs.report_path
+        path, copy = self.outputs.report_path, self.outputs.report_copy
         if self.controller:
             for line in self.redactor.lines(sweep_notes(self.outputs.data())):
                 terminalreporter.write_line(f"dflash {line}")
         if path is not None and self.controller:
-            terminalreporter.write_line(self.redactor(f"dflash report: {path}"))
+            kept = f" (this run's copy: {copy})" if copy is not None else ""
+            terminalreporter.write_line(self.redactor(f"dflash report: {path}{kept}"))
         for note in self.redactor.lines(self.outputs.notes):
             terminalreporter.write_line(note)
 

@@ -507,8 +507,9 @@ def add_options(parser: pytest.Parser) -> None:
         "--dflash-report",
         default=None,
         metavar="PATH",
-        help="Write the JSON run report here, updated after every test. "
-        "Default: '.dflash/report.json'",
+        help="Write the JSON run report here, updated after every test, plus a copy named "
+        "after the run's start time; {now} (start time) or {n} (next free number) in the "
+        "path name each run's file instead. Default: '.dflash/report.json'",
     )
     add(
         "--dflash-plot",

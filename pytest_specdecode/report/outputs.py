@@ -47,7 +47,9 @@ class RunOutputs:
         if settings.plot:
             _require_plots()
         self._meta: dict[str, Any] | None = None
-        self._started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._start = datetime.now(timezone.utc)
+        self._started = self._start.isoformat(timespec="seconds")
+        self._paths: tuple[Path, Path | None] | None = None
         self.compare: dict[str, Any] | None = None
         self.gate_lines: list[str] = []
         self.gate_outcomes: list[gates.Outcome] = []
@@ -69,7 +71,19 @@ class RunOutputs:
         """Where the report goes; None when the run measured nothing of ours."""
         if not (self.settings.report and self.results.configs):
             return None
-        return self.root / self.settings.report
+        return self._run_paths()[0]
+
+    @property
+    def report_copy(self) -> Path | None:
+        """The copy of this run's report named after its start time (None with a
+        ``{now}``/``{n}`` path: that file is the run's own already)."""
+        return self._run_paths()[1] if self.report_path is not None else None
+
+    def _run_paths(self) -> tuple[Path, Path | None]:
+        # Chosen once, at the first write: {n} is the next free number then.
+        if self._paths is None:
+            self._paths = report.run_paths(self.settings.report, self.root, self._start)
+        return self._paths
 
     def data(self) -> dict[str, Any]:
         """The JSON report: metadata, per-config results, comparison, gates, outcome."""
@@ -105,7 +119,10 @@ class RunOutputs:
         """Rewrite the report (after each test)."""
         path = self.report_path
         if path is not None:
-            report.write_atomic(path, self.data())
+            data = self.data()
+            report.write_atomic(path, data)
+            if self.report_copy is not None:
+                report.write_atomic(self.report_copy, data)
 
     def finish(self, exitstatus: int) -> int:
         """Compare, apply the gates, write everything; return the run's exit status."""
