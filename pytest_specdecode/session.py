@@ -332,6 +332,9 @@ class SpecDecodeSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_json(self, output_json: dict[str, Any]) -> None:
+        from pytest_specdecode.report.benchmark_json import jsonable_params
+
+        jsonable_params(output_json)  # SpecConfig(...) as JSON, not UNSERIALIZABLE[...]
         self.redactor.value_in_place(output_json)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:

@@ -444,9 +444,10 @@ def add_options(parser: pytest.Parser) -> None:
     add(
         "--dflash-compare",
         default=None,
-        metavar="PATH|NNNN",
-        help="Compare throughput with a saved pytest-benchmark run (a .json file, a run "
-        "number or 'latest'). Default: none (--benchmark-compare's run, if given)",
+        metavar="PATH|NNNN|NAME",
+        help="Compare throughput with a saved pytest-benchmark run: a .json file, a run "
+        "number, the name given to --benchmark-save, or 'latest'. Default: none "
+        "(--benchmark-compare's run, if given)",
     )
     add(
         "--dflash-compare-fail",

@@ -164,6 +164,8 @@ class RunOutputs:
         findings = compare.check(deltas, self.fail_specs)
         self.compare = {
             "baseline": self.baseline_label,
+            # Which config(s) the saved run measured: what "saved" means in the table.
+            "baseline_configs": list(dict.fromkeys(r.config for r in self.baseline if r.config)),
             "table": compare.render_compare(deltas, "saved", "now"),
             "findings": [
                 {"case": f.case, "spec": str(f.spec), "status": f.status, "line": f.line}

@@ -51,7 +51,9 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
             lines += [f"  {r['problem']}: {r['status']}: {r['reason']}" for r in failed]
     compare = report.get("compare")
     if compare:
-        lines += ["", f"compared with {compare['baseline']}:", *compare["table"].splitlines()]
+        saved = ", ".join(compare.get("baseline_configs") or []) or "config not recorded"
+        lines += ["", f"compared with {compare['baseline']} (saved run of {saved}):"]
+        lines += compare["table"].splitlines()
         lines += _findings(compare.get("findings") or [])
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)

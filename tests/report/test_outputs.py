@@ -88,6 +88,10 @@ def test_a_comparison_within_the_drop_passes(tmp_path: Path) -> None:
     outputs = RunOutputs(settings, measured(30572.4), tmp_path)
     assert outputs.finish(0) == 0
     assert outputs.gate_lines == []
+    # The summary names what "saved" measured, and says the gate held.
+    lines = summary.render(outputs.data(), outputs.gate_lines)
+    assert "compared with base.json (saved run of saved):" in lines
+    assert "  compare gate passed: tok_s:5%: 1 of 1 cases within the limit" in lines
 
 
 @pytest.mark.parametrize(
