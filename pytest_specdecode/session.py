@@ -16,6 +16,7 @@ from pytest_specdecode import records, redact
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
+from pytest_specdecode.errors import SweepOverrideWarning
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.report import results
 from pytest_specdecode.report.outputs import RunOutputs
@@ -131,6 +132,12 @@ class SpecDecodeSession:
             raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
+        # Once per test (metafunc is per definition). The built-in baseline's marker
+        # (algorithm=NONE) is that test's point, not an accident.
+        warning = self.resolver.sweep_overrides(dict(marker.kwargs) if marker else None)
+        if warning and not metafunc.module.__name__.startswith("pytest_specdecode.suite"):
+            node = metafunc.definition
+            node.warn(SweepOverrideWarning(f"{node.nodeid}: {warning}"))
 
     def problems(self) -> list[Any]:
         """The run's coding problems, loaded once; a bad source is a :class:`ConfigError`."""
