@@ -467,6 +467,14 @@ def header_lines(settings: Settings, base_url: str) -> list[str]:
             "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
         )
         lines += [f"dflash: simulator default: {text}" for text in settings.sim_defaults]
+    if settings.control == "systemd":
+        lines.append(
+            f"dflash: the systemd drop-in of {settings.unit} is removed at the end "
+            "(--dflash-restore)"
+            if settings.restore
+            else f"dflash: the systemd drop-in of {settings.unit} (the last config) stays on "
+            "the host after the run; --dflash-restore (ini dflash_restore = true) removes it"
+        )
     return lines
 
 

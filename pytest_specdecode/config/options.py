@@ -208,8 +208,8 @@ def add_options(parser: pytest.Parser) -> None:
         "--dflash-restore",
         action="store_true",
         default=None,
-        help="At session end remove the systemd drop-in and restart the unit as it was. "
-        "Default: False",
+        help="At session end remove the systemd drop-in and restart the unit as it was; "
+        "without it the drop-in (the last config) stays on the host. Default: False",
     )
     add(
         "--dflash-ready-timeout",
