@@ -16,7 +16,7 @@ from pytest_specdecode.report import summary
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
-from .feed import B8, coding, throughput
+from .feed import B4, B8, coding, throughput
 
 CASE = "ctx60-c1"
 
@@ -211,3 +211,23 @@ def test_placeholders_name_each_runs_own_report(tmp_path: Path) -> None:
     assert outputs.report_path is not None
     assert re.fullmatch(r"\d{8}T\d{6}Z\.json", outputs.report_path.name)
     assert outputs.report_path.exists()
+
+
+def test_coding_failures_are_one_table_across_configs(tmp_path: Path) -> None:
+    results = RunResults()
+    for config in (B4, B8):
+        coding(results, config, "fib", passed=True)
+        coding(results, config, "gcd", passed=False)  # fails the same way under both
+    coding(results, B8, "flatten", passed=False)
+    outputs = RunOutputs(Settings(report="r.json"), results, tmp_path)
+    outputs.finish(1)
+    lines = summary.render(outputs.data())
+    start = lines.index(
+        "coding failures: each failed problem, the configs it failed under, the verdict"
+    )
+    rows = [line.split("  ")[0] for line in lines[start + 3 : start + 5]]
+    assert rows == ["gcd", "flatten"]
+    assert "all 2 configs" in lines[start + 3]
+    assert "wrong-answer: f(2) returned 5, expected 4" in lines[start + 3]
+    assert "DFLASH budget=8 window=2048" in lines[start + 4]
+    assert sum("gcd" in line for line in lines) == 1  # not once per config
