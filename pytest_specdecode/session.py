@@ -112,13 +112,13 @@ class SpecDecodeSession:
                 )
             if "dflash_problem" in metafunc.fixturenames:
                 problems = self.problems()
-                metafunc.parametrize(
-                    "dflash_problem", problems, ids=[p.name for p in problems], scope="function"
-                )
+                ids = [p.name for p in problems]
+                metafunc.parametrize("dflash_problem", problems, ids=ids, indirect=True)
             if "dflash_case" in metafunc.fixturenames:
                 marker = metafunc.definition.get_closest_marker("throughput")
                 cases = marker_cases(dict(marker.kwargs) if marker else {}, self.settings)
-                metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
+                ids = [c.id for c in cases]
+                metafunc.parametrize("dflash_case", cases, ids=ids, indirect=True)
         except ConfigError as exc:
             self.invalid[metafunc.definition.nodeid] = f"{metafunc.definition.nodeid}: {exc}"
 

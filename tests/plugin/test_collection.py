@@ -240,3 +240,10 @@ def test_a_marker_overriding_sweep_points_warns_once_per_test(pytester: pytest.P
         ]
     )
     assert "test_other_key: its dflash marker" not in out
+
+
+def test_the_parametrized_fixtures_show_in_fixtures_help(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--fixtures")
+    result.stdout.fnmatch_lines(
+        ["dflash_problem*", "*One coding problem*", "dflash_case*", "*One throughput case*"]
+    )
