@@ -7,7 +7,7 @@ the per-run state, like pytest-xdist's ``DSession``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,9 +20,11 @@ from pytest_specdecode.service.manager import OtherConfigLive, ServiceHandle, Se
 
 if TYPE_CHECKING:
     # Imported when used: a run without these tests never loads their runners.
+    from pytest_specdecode.coding import Problem
     from pytest_specdecode.coding.runner import CodingRunner
     from pytest_specdecode.session import SpecDecodeSession
     from pytest_specdecode.throughput.runner import LosslessChecker, ThroughputRunner
+    from pytest_specdecode.throughput.workload import ThroughputCase
 
 SESSION_KEY = pytest.StashKey["SpecDecodeSession"]()
 
@@ -103,6 +105,39 @@ def dflash_service(
 
 
 @pytest.fixture
+def dflash_problem(request: pytest.FixtureRequest) -> Problem:
+    """One coding problem; a test using it runs once per problem (``test_x[fib]``).
+
+    The problems: the built-ins (or ``--dflash-dataset humaneval``), the TOML
+    files of ``--dflash-problems`` / ini ``dflash_problems`` (``[[problem]]``
+    tables) and the ``Problem`` lists returned by
+    ``pytest_dflash_problems(config)`` hooks in conftest.py files. Pass it to
+    ``dflash_coding.check(dflash_problem)``.
+    """
+    problem: Problem = _param(request, "dflash_problem")
+    return problem
+
+
+@pytest.fixture
+def dflash_case(request: pytest.FixtureRequest) -> ThroughputCase:
+    """One throughput case; a test using it runs once per case (``test_x[ctx1024-c8-chat]``).
+
+    Cases are context x load x prompt domain from ``--dflash-contexts``,
+    ``--dflash-concurrency``, ``--dflash-request-rate`` and ``--dflash-domains``
+    (or the test's ``throughput(...)`` marker). Pass it to
+    ``dflash_throughput.run(dflash_case, benchmark)``.
+    """
+    case: ThroughputCase = _param(request, "dflash_case")
+    return case
+
+
+def _param(request: pytest.FixtureRequest, name: str) -> Any:
+    if not hasattr(request, "param"):
+        pytest.fail(f"{name} has no value: the plugin parametrizes it at collection", pytrace=False)
+    return request.param
+
+
+@pytest.fixture
 def dflash_client(dflash_service: ServiceHandle) -> SGLangClient:
     """An SGLang HTTP client bound to the verified server of this test's config."""
     return dflash_service.client
@@ -116,7 +151,10 @@ def dflash_throughput(
     from pytest_specdecode.throughput.runner import ThroughputRunner
 
     session = _session(request)
-    return ThroughputRunner(session.settings, dflash_service, request.node, session.progress)
+    # -q and quieter: no line per round (the readiness wait is still shown above -qq).
+    quiet = request.config.get_verbosity() < 0
+    progress = None if quiet else session.progress
+    return ThroughputRunner(session.settings, dflash_service, request.node, progress)
 
 
 @pytest.fixture

@@ -50,9 +50,11 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     serial = run(sim_ini, *gate)
     assert outcome(sim_ini) == rates
     assert parallel.ret == serial.ret == pytest.ExitCode.TESTS_FAILED
-    gate_lines = [line for line in serial.stdout.lines if line.startswith("  pass rate:")]
+    gate_lines = [line for line in serial.stdout.lines if line.startswith("  pass-rate gate ")]
     assert gate_lines
-    assert gate_lines == [line for line in parallel.stdout.lines if line.startswith("  pass rate:")]
+    assert gate_lines == [
+        line for line in parallel.stdout.lines if line.startswith("  pass-rate gate ")
+    ]
 
 
 def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> None:
