@@ -7,7 +7,7 @@ the per-run state, like pytest-xdist's ``DSession``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,9 +20,11 @@ from pytest_specdecode.service.manager import OtherConfigLive, ServiceHandle, Se
 
 if TYPE_CHECKING:
     # Imported when used: a run without these tests never loads their runners.
+    from pytest_specdecode.coding import Problem
     from pytest_specdecode.coding.runner import CodingRunner
     from pytest_specdecode.session import SpecDecodeSession
     from pytest_specdecode.throughput.runner import LosslessChecker, ThroughputRunner
+    from pytest_specdecode.throughput.workload import ThroughputCase
 
 SESSION_KEY = pytest.StashKey["SpecDecodeSession"]()
 
@@ -100,6 +102,40 @@ def dflash_service(
     if skipped is not None:
         pytest.skip(skipped)
     return handle
+
+
+@pytest.fixture
+def dflash_problem(request: pytest.FixtureRequest) -> Problem:
+    """One coding problem; a test using it runs once per problem (``test_x[<name>]``).
+
+    The problems: the built-in set (or ``--dflash-dataset humaneval``), those of
+    every ``--dflash-problems``/ini ``dflash_problems`` TOML file, and those
+    returned by ``pytest_dflash_problems(config)`` hooks in a conftest. Pass it
+    to ``dflash_coding.check(dflash_problem)``.
+    """
+    problem: Problem = _plugin_param(request, "dflash_problem")
+    return problem
+
+
+@pytest.fixture
+def dflash_case(request: pytest.FixtureRequest) -> ThroughputCase:
+    """One throughput case (context x load x domain, id ``ctx1024-c8-chat``).
+
+    A test using it runs once per case of ``--dflash-contexts``,
+    ``--dflash-concurrency``/``--dflash-request-rate`` and ``--dflash-domains``
+    (or its ``throughput`` marker). Pass it to
+    ``dflash_throughput.run(dflash_case, benchmark)``.
+    """
+    case: ThroughputCase = _plugin_param(request, "dflash_case")
+    return case
+
+
+def _plugin_param(request: pytest.FixtureRequest, name: str) -> Any:
+    # The session parametrizes these names directly, which replaces the fixture;
+    # reaching the body means that did not happen (e.g. a bad marker).
+    if hasattr(request, "param"):
+        return request.param
+    pytest.fail(f"{name} is given by pytest-specdecode's parametrization, not here", False)
 
 
 @pytest.fixture
