@@ -152,7 +152,10 @@ def dflash_throughput(
     from pytest_specdecode.throughput.runner import ThroughputRunner
 
     session = _session(request)
-    return ThroughputRunner(session.settings, dflash_service, request.node, session.progress)
+    # -q and quieter: no line per round (the readiness wait is still shown above -qq).
+    quiet = request.config.get_verbosity() < 0
+    progress = None if quiet else session.progress
+    return ThroughputRunner(session.settings, dflash_service, request.node, progress)
 
 
 @pytest.fixture

@@ -63,7 +63,9 @@ class SpecDecodeSession:
         self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
         self._planned: dict[str, int] = {}  # config key -> tests to run (serially)
         self._sweep_planned = False
-        self.progress = Progress.for_stderr(enabled=self.controller, redact=self.redactor)
+        # -qq: no progress lines at all (errors still say what happened).
+        shown = self.controller and config.get_verbosity() > -2
+        self.progress = Progress.for_stderr(enabled=shown, redact=self.redactor)
         self.sweep = SweepProgress(parallel=distributed.parallel_hosts(config, settings))
         bound = distributed.worker_lease(config, settings)
         self.services = ServiceManager(
@@ -453,6 +455,7 @@ def header_lines(settings: Settings, base_url: str) -> list[str]:
         lines.append(
             "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
         )
+        lines += [f"dflash: simulator default: {text}" for text in settings.sim_defaults]
     return lines
 
 

@@ -1,8 +1,9 @@
 """Command-line options and ini keys of the plugin: declarations only.
 
-Every option lives in one ``specdecode`` group and is named ``--dflash-*``;
-each also declares its ini key ``dflash_*`` (a CI job pins settings in its
-ini), except the API key, a secret that comes from ``DFLASH_API_KEY``.
+Every option is named ``--dflash-*`` and sits in one of the ``--help`` groups
+of :data:`GROUPS` (one per part); each also declares its ini key ``dflash_*``
+(a CI job pins settings in its ini), except the API key, a secret that comes
+from ``DFLASH_API_KEY``.
 Values are resolved (with ini, environment and defaults) by
 :mod:`pytest_specdecode.config.settings`; this module only declares them.
 """
@@ -57,6 +58,16 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 <= value < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -84,15 +95,30 @@ def _port(text: str) -> int:
     return value
 
 
+# ``--help`` groups, in the order they are shown: (pytest group name, title).
+GROUPS = {
+    "target": ("dflash-target", "dflash: target and control (the server, how it restarts)"),
+    "configs": ("dflash-configs", "dflash: configs (what each test runs under)"),
+    "coding": ("dflash-coding", "dflash: coding correctness (problems, answers, sandbox)"),
+    "throughput": ("dflash-throughput", "dflash: throughput (cases, load, baseline)"),
+    "gates": ("dflash-gates", "dflash: gates and reports (exit status, JSON report, plots)"),
+    "simulator": ("dflash-simulator", "dflash: the bundled simulator (used without --dflash-host)"),
+}
+
+
 def add_options(parser: pytest.Parser) -> None:
-    """Register the ``--dflash-*`` options and ``dflash_*`` ini keys."""
-    group = parser.getgroup(
-        "specdecode", "speculative-decoding server benchmarks (pytest-specdecode)"
-    )
+    """Register the ``--dflash-*`` options (one ``--help`` group per part) and their
+    ``dflash_*`` ini keys."""
+    groups = {key: parser.getgroup(*names) for key, names in GROUPS.items()}
+    current = ["target"]
+
+    def section(key: str) -> None:
+        # The options added after this go into the group ``key``.
+        current[0] = key
 
     def add(*names: str, ini: str | None = None, ini_help: str | None = None, **kw: Any) -> None:
         # Every option a CI job would pin also has an ini key: dflash_<first name>, or ``ini``.
-        group.addoption(*names, **kw)
+        groups[current[0]].addoption(*names, **kw)
         if ini == "":
             return
         name = names[0]
@@ -200,7 +226,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="Bearer token for the server (or env DFLASH_API_KEY). Default: none",
     )
 
-    # SSH.
+    # SSH (still target and control).
     add(
         "--dflash-ssh-user",
         default=None,
@@ -228,7 +254,7 @@ def add_options(parser: pytest.Parser) -> None:
         "this skips the check that protects against a man-in-the-middle). Default: False",
     )
 
-    # What config to run.
+    section("configs")
     add(
         "--dflash-dialect",
         choices=DIALECTS,
@@ -266,7 +292,7 @@ def add_options(parser: pytest.Parser) -> None:
         "'budget=4,8,16;window=1024,2048'. Default: none",
     )
 
-    # Coding correctness.
+    section("gates")
     add(
         "--dflash-min-pass-rate",
         type=_fraction,
@@ -275,12 +301,16 @@ def add_options(parser: pytest.Parser) -> None:
         help="Exit 1 when a config's coding pass rate is below RATE (0.8 or 80%%). "
         "Default: no gate",
     )
+
+    section("coding")
     add(
         "--dflash-problems",
         action="append",
         default=[],
         metavar="TOML",
-        help="Add coding problems from a TOML file; repeatable. Default: none",
+        help="Add coding problems from a TOML file ([[problem]] tables with name, prompt, "
+        "entry_point, reference, args, cases); repeatable. A conftest.py can add Problem "
+        "objects with the pytest_dflash_problems hook. Default: none",
     )
     add(
         "--dflash-dataset",
@@ -339,7 +369,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="Ask through chat completions or plain completions (base models). Default: 'chat'",
     )
 
-    # Throughput.
+    section("throughput")
     add(
         "--dflash-contexts",
         default=None,
@@ -410,6 +440,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="A saved pytest-benchmark run of the non-speculative baseline (algorithm NONE) "
         "to compute speedups against when this run has none. Default: none",
     )
+    section("gates")
     add(
         "--dflash-compare",
         default=None,
@@ -434,7 +465,8 @@ def add_options(parser: pytest.Parser) -> None:
         help="Exit 1 when a config's accept length is below X. Default: no gate",
     )
 
-    # Long sweeps: starting again, planning, flaky starts.
+    # Long sweeps: starting again, planning, flaky starts (target and control).
+    section("target")
     add(
         "--dflash-resume",
         nargs="?",
@@ -470,7 +502,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="Pause before each start-up retry (GPU memory takes a while to be freed). Default: 10",
     )
 
-    # Reports.
+    section("gates")
     add(
         "--dflash-report",
         default=None,
@@ -483,6 +515,49 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="DIR",
         help="Write PNG plots here (needs the 'plot' extra). Default: none",
+    )
+
+    section("simulator")
+    add(
+        "--dflash-sim-time-scale",
+        type=_non_negative_float,
+        default=None,
+        metavar="X",
+        help="The simulator's --sim-time-scale: multiplies its modelled GPU time (0.5 runs "
+        "twice as fast as the GPU it models; 0: no delay). Default: 1",
+    )
+    add(
+        "--dflash-sim-quality",
+        type=_fraction,
+        default=None,
+        metavar="Q",
+        help="The simulator's --sim-quality: the share of its coding answers that are right. "
+        "Default: 1",
+    )
+    add(
+        "--dflash-sim-answers",
+        default=None,
+        metavar="JSON",
+        help='The simulator\'s --sim-answers: a JSON list of {"match": ..., "response": ...} '
+        "replies, e.g. for your own problems (without it the simulator answers problems it "
+        "does not know with no code). Default: none",
+    )
+    add(
+        "--dflash-sim-fault",
+        action="append",
+        default=[],
+        metavar="FAULT",
+        help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
+        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window); "
+        "repeatable. Default: none",
+    )
+    add(
+        "--dflash-sim-args",
+        default=None,
+        metavar="ARGS",
+        help="More simulator options, appended to its launch line, e.g. "
+        "'--sim-load-seconds 0 --sim-seed 3' (see python -m pytest_specdecode.sim --help). "
+        "Default: none",
     )
 
     # Ini-only settings: templates and prompts too long for a command line.

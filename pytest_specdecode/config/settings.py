@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from pytest_specdecode.config import load_options
+from pytest_specdecode.config import load_options, simulator
 from pytest_specdecode.config.hosts import Host, parse_host
 from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, Slo
 from pytest_specdecode.config.options import (
@@ -140,6 +140,8 @@ class Settings:
     dry_run: bool = False
     start_retries: int = 1
     start_retry_pause: float = 10.0
+    sim_args: tuple[str, ...] = ()  # appended to the bundled simulator's launch line
+    sim_defaults: tuple[str, ...] = ()  # simulator-only defaults in effect, for the header
 
     @property
     def remote(self) -> bool:
@@ -335,6 +337,14 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
             f"--dflash-samples {samples} needs --dflash-temperature > 0: at temperature 0 "
             "every sample is the same greedy answer"
         )
+    output_tokens = r.get("output_tokens", _number(int, minimum=1), 0)
+    sim_defaults: tuple[str, ...] = ()
+    if not output_tokens:
+        output_tokens = (
+            simulator.SIMULATOR_OUTPUT_TOKENS if uses_simulator else simulator.OUTPUT_TOKENS
+        )
+        sim_defaults = (simulator.output_tokens_note(),) if uses_simulator else ()
+    sim_args, scaled = _sim_args(r, config, uses_simulator, launch)
     prompt_template = r.get("prompt_template", _text, "") or "{prompt}"
     if "{prompt}" not in prompt_template:
         raise SettingsError(
@@ -384,7 +394,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         api=r.get("api", _choice(API_STYLES), "chat"),
         contexts=r.get("contexts", _int_list, (60, 1024, 4096)),
         concurrency=r.get("concurrency", _int_list, (1, 8, 32)),
-        output_tokens=r.get("output_tokens", _number(int, minimum=1), 512),
+        output_tokens=output_tokens,
         rounds=r.get("rounds", _number(int, minimum=1), 3),
         domains=r.get("domains", load_options.parse_domains, DEFAULT_DOMAINS),
         request_rates=r.get("request_rate", load_options.parse_rates, ()),
@@ -405,6 +415,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         dry_run=_flag(r, "dry_run"),
         start_retries=r.get("start_retries", _number(int, minimum=0), 1),
         start_retry_pause=r.get("start_retry_pause", _number(float, minimum=0.001), 10.0),
+        sim_args=sim_args,
+        sim_defaults=sim_defaults + scaled,
     )
 
 
@@ -417,6 +429,34 @@ def _resume(r: _Resolver, report: str) -> str | None:
     if value is True or str(value).strip().lower() in ("true", "yes", "on", "1"):
         return report
     return str(value).strip() or None
+
+
+def _sim_args(
+    r: _Resolver, config: _ConfigLike, uses_simulator: bool, launch: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ``--dflash-sim-*`` knobs as the simulator's flags, and the notes of its defaults."""
+    names = ("sim_time_scale", "sim_quality", "sim_answers", "sim_fault", "sim_args")
+    given = [found.source for found in map(r.raw, names) if found is not None]
+    if not uses_simulator:
+        if given:
+            raise SettingsError(
+                f"{given[0]} sets the bundled simulator, but this run does not start it (a "
+                "host, or a launch command without pytest_specdecode.sim, is given); drop it"
+            )
+        return (), ()
+    answers = r.raw("sim_answers")
+    # Like pytest's ini paths: relative to the ini file's directory (or the working one).
+    where = (
+        config.inipath.parent if answers and answers.origin == "ini" and config.inipath else Path()
+    )
+    return simulator.simulator_argv(
+        launch,
+        time_scale=r.get("sim_time_scale", _number(float, minimum=0), None),
+        quality=r.get("sim_quality", _fraction, None),
+        answers=str(where / str(answers.value).strip()) if answers else None,
+        faults=_lines(r, "sim_fault"),
+        extra=r.get("sim_args", _command("simulator arguments"), ""),
+    )
 
 
 def _check_restart_cmd(template: str) -> None:

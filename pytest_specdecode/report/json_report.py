@@ -38,6 +38,7 @@ def metadata(settings: Settings, *, cwd: str | os.PathLike[str] = ".") -> dict[s
         "dialect": settings.dialect,
         "launch": settings.launch,
         "simulated": settings.uses_simulator,
+        "simulator_defaults": list(settings.sim_defaults),
         "git_commit": git_commit(cwd),
         "settings": result_settings(settings),
     }

@@ -26,6 +26,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         return lines
     if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
         lines.append(f"NOTE: {SIM_NOTICE}")
+        lines += [f"NOTE: simulator default: {t}" for t in report.get("simulator_defaults") or []]
     lines.extend(_config_table(configs))
     lines.extend(_coding_times(configs))
     short = short_labels(configs)

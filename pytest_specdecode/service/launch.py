@@ -85,8 +85,8 @@ class LaunchRenderer:
                 argv[0] = sys.executable
             if "--port" not in argv:
                 argv += ["--host", self.where.host, "--port", str(self.where.port)]
-            if s.uses_simulator:  # play the SGLang build the dialect targets
-                argv += dialects.simulator_flags(self.dialect)
+            if s.uses_simulator:  # play the SGLang build the dialect targets; its knobs
+                argv += [*dialects.simulator_flags(self.dialect), *s.sim_args]
         argv += list(rendered.argv)
         if self.redactor is not None:
             # A key among the config's extra flags is masked from now on, everywhere.

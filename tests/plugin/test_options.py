@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdecode.config.options import add_options
+from pytest_specdecode.config.options import GROUPS, add_options
 from pytest_specdecode.config.settings import Host, Settings, SettingsError, parse_host, resolve
 
 
@@ -147,23 +147,43 @@ def test_bad_retry_options_are_one_line_usage_errors(
     result.stderr.fnmatch_lines([message])
 
 
-def test_help_shows_the_group(pytester: pytest.Pytester) -> None:
+def test_help_shows_the_groups_in_order(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines(["*speculative-decoding*", "*--dflash-host=HOST*"])
+    result.stdout.fnmatch_lines(
+        [
+            "dflash: target and control*",
+            "*--dflash-host=HOST*",
+            "dflash: configs*",
+            "*--dflash-sweep=*",
+            "dflash: coding correctness*",
+            "*--dflash-problems=TOML*",
+            "dflash: throughput*",
+            "*--dflash-contexts=*",
+            "dflash: gates and reports*",
+            "*--dflash-min-pass-rate=*",
+            "dflash: the bundled simulator*",
+            "*--dflash-sim-time-scale=X*",
+        ]
+    )
 
 
 class _Recorder:
-    """Stands in for pytest's parser: records what the plugin declares."""
+    """Stands in for pytest's parser: records what the plugin declares, and where."""
 
-    def __init__(self) -> None:
+    def __init__(self, group: str = "") -> None:
         self.options: dict[str, dict[str, object]] = {}
+        self.groups: dict[str, str] = {}  # option -> the --help group it is in
         self.ini: dict[str, str] = {}
+        self.group = group
 
     def getgroup(self, name: str, description: str = "") -> _Recorder:
-        return self
+        group = _Recorder(name)
+        group.options, group.groups, group.ini = self.options, self.groups, self.ini
+        return group
 
     def addoption(self, *names: str, **kwargs: object) -> None:
         self.options[names[0]] = kwargs  # the first name is the option's (and its ini key's)
+        self.groups[names[0]] = self.group
 
     def addini(self, name: str, help: str, type: str | None = None, default: object = None) -> None:
         self.ini[name] = type or "string"
@@ -247,6 +267,15 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-dry-run": (["--dflash-dry-run"], "true", []),
     "--dflash-start-retries": (["--dflash-start-retries", "3"], "3", []),
     "--dflash-start-retry-pause": (["--dflash-start-retry-pause", "2.5"], "2.5", []),
+    "--dflash-sim-time-scale": (["--dflash-sim-time-scale", "0.25"], "0.25", []),
+    "--dflash-sim-quality": (["--dflash-sim-quality", "50%"], "0.5", []),
+    "--dflash-sim-answers": (["--dflash-sim-answers", "answers.json"], "answers.json", []),
+    "--dflash-sim-fault": (
+        ["--dflash-sim-fault", "lossy", "--dflash-sim-fault", "die-after:3"],
+        "lossy\n  die-after:3",
+        [],
+    ),
+    "--dflash-sim-args": (["--dflash-sim-args", "--sim-seed 3"], "--sim-seed 3", []),
     # Options of branches merged after this table was written (unused until they are).
     "--dflash-sandbox": (["--dflash-sandbox", "fallback"], "fallback", []),
     "--dflash-check-workers": (["--dflash-check-workers", "3"], "3", []),
@@ -274,6 +303,35 @@ def test_every_option_has_an_ini_key() -> None:
         many = kwargs.get("action") == "append"
         if option != "--dflash-api-key":
             assert recorder.ini[ini_key(recorder, option)] == ("linelist" if many else "string")
+
+
+# A few options per --help group: the groups are the parts a user looks in.
+GROUP_OF = {
+    "--dflash-host": "target",
+    "--dflash-unit": "target",
+    "--dflash-restore": "target",
+    "--dflash-ssh-user": "target",
+    "--dflash-resume": "target",
+    "--dflash-config": "configs",
+    "--dflash-sweep": "configs",
+    "--dflash-dialect": "configs",
+    "--dflash-problems": "coding",
+    "--dflash-samples": "coding",
+    "--dflash-contexts": "throughput",
+    "--dflash-request-rate": "throughput",
+    "--dflash-min-pass-rate": "gates",
+    "--dflash-compare": "gates",
+    "--dflash-report": "gates",
+    "--dflash-sim-time-scale": "simulator",
+}
+
+
+def test_every_option_is_in_a_help_group() -> None:
+    recorder = declared()
+    named = {name: key for key, (name, _) in GROUPS.items()}
+    assert set(recorder.groups.values()) == set(named), "an option outside GROUPS, or no option"
+    where = {option: named[group] for option, group in recorder.groups.items()}
+    assert {o: where[o] for o in GROUP_OF} == GROUP_OF
 
 
 @pytest.mark.parametrize("option", sorted(set(declared().options) - set(NO_INI)))

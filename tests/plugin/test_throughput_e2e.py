@@ -215,3 +215,24 @@ def test_lossless_check(
         return
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*DFLASH budget=8 is not lossless against NONE: *token*"])
+
+
+@pytest.mark.parametrize(
+    ("verbosity", "shown"),
+    [([], ["round 1/1", "sweep: 1/1 configs done"]), (["-q"], ["sweep: 1/1"]), (["-qq"], [])],
+)
+def test_quiet_runs_print_no_line_per_round(
+    project: pytest.Pytester, capfd: pytest.CaptureFixture[str], verbosity: list[str], shown: list[str]
+) -> None:
+    capfd.readouterr()
+    result = project.runpytest(
+        "-p", "no:cacheprovider", "--dflash-contexts=60", "--dflash-concurrency=1",
+        "--dflash-output-tokens=8", "--dflash-rounds=1", *verbosity,
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    progress = [line for line in capfd.readouterr().err.splitlines() if "[dflash]" in line]
+    for text in shown:
+        assert any(text in line for line in progress), progress
+    assert bool(verbosity) is not any("round" in line for line in progress), progress
+    if verbosity == ["-qq"]:
+        assert progress == []

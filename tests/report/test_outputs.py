@@ -9,6 +9,7 @@ import pytest
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
+from pytest_specdecode.report import summary
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
@@ -155,3 +156,16 @@ def test_the_step_summary_is_appended_when_github_asks(
     again = RunOutputs(Settings(report="r.json"), measured(), tmp_path)
     assert again.finish(0) == 0  # an unwritable summary is a note, not a lost run
     assert any("could not write GITHUB_STEP_SUMMARY" in n for n in again.notes)
+
+
+def test_the_summary_states_the_simulator_defaults_in_effect(tmp_path: Path) -> None:
+    note = "128 output tokens per throughput request (512 against a server)"
+    settings = Settings(report="r.json", uses_simulator=True, sim_defaults=(note,))
+    outputs = RunOutputs(settings, measured(), tmp_path)
+    outputs.finish(0)
+    lines = summary.render(outputs.data())
+    assert lines[:2] == [
+        f"NOTE: {summary.SIM_NOTICE}",
+        f"NOTE: simulator default: {note}",
+    ]
+    assert json.loads((tmp_path / "r.json").read_text())["simulator_defaults"] == [note]
