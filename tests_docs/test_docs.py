@@ -10,10 +10,10 @@ What the check changes, and nothing else:
 - every block runs in a network namespace of its own (``unshare -n``) where
   only loopback exists, so no snippet can reach 10.1.2.200 or any other host;
 - the example hosts become the local simulator (:func:`snippets.substitute`);
-- ``PYTEST_ADDOPTS`` carries :data:`FAST` as ``-o`` ini values, each only where
-  the project's pytest.ini does not set it (the simulator without modelled GPU
-  time, short start-up phases, fewer and shorter throughput cases: figures
-  are simulated either way);
+- ``PYTEST_ADDOPTS`` carries :data:`FAST` (and :data:`FAST_SIM` on a run of
+  the simulator) as ``-o`` ini values, each only where the project's pytest.ini
+  does not set it: fewer throughput cases, no modelled GPU time, short
+  start-up phases (figures are simulated either way);
 - ``HOME`` is a fresh directory, ``GITHUB_STEP_SUMMARY`` and ``DFLASH_*`` are
   not inherited, and ``pytest``/``python`` are this virtualenv's.
 
@@ -40,36 +40,44 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 TIMEOUT = 600.0  # seconds per block: a hung snippet fails, naming its line
-# Ini defaults injected into every pytest a snippet runs (as ``-o``), each only
-# where the project's own pytest.ini does not set that key: the simulator
-# without modelled GPU time and with short start-up phases, and fewer, shorter
-# throughput cases (figures are simulated either way; what a snippet sets on
-# its command line or in its ini is run as written).
+# Ini defaults injected into every pytest a snippet runs (as ``-o`` in
+# PYTEST_ADDOPTS), each only where the project's own pytest.ini does not set
+# that key: fewer, shorter throughput cases and, on a run of the simulator, no
+# modelled GPU time and short start-up phases (figures are simulated either
+# way; what a snippet sets on its command line or in its ini runs as written).
 FAST = {
-    "dflash_launch": (
-        "python -m pytest_specdecode.sim --sim-time-scale 0 --sim-load-seconds 0.2 "
-        "--sim-warmup-seconds 0.1"
-    ),
     "dflash_contexts": "60,1024",
     "dflash_concurrency": "1,8",
-    "dflash_output_tokens": "64",
     "dflash_rounds": "2",
+}
+FAST_SIM = {
+    "dflash_sim_time_scale": "0",
+    "dflash_sim_args": "--sim-load-seconds 0.2 --sim-warmup-seconds 0.1",
 }
 SERVER = ("python -m pytest_specdecode.sim",)
 
 BLOCKS = [block for path in DOCS for block in snippets.parse(path)]
 
 
-def _fast_opts(cwd: Path) -> str:
+def _fast_opts(cwd: Path, command: str) -> str:
     ini = cwd / "pytest.ini"
     parser = configparser.ConfigParser(interpolation=None)
     if ini.exists():
         parser.read(ini, encoding="utf-8")
-    own = set(parser["pytest"]) if parser.has_section("pytest") else set()
-    return " ".join(shlex.quote(f"-o{k}={v}") for k, v in FAST.items() if k not in own)
+    own = dict(parser["pytest"]) if parser.has_section("pytest") else {}
+    words = shlex.split(command, comments=True)
+    launch = [w for i, w in enumerate(words) if i and words[i - 1] == "--dflash-launch"]
+    launch += [w.split("=", 1)[1] for w in words if w.startswith("--dflash-launch=")]
+    launch.append(own.get("dflash_launch", ""))
+    remote = any(snippets.EXAMPLE_HOSTS.match(w.split("=", 1)[-1]) for w in words)
+    remote = remote or "--dflash-restart=never" in words or "--dflash-control" in command
+    # The simulator's knobs are refused on a run that does not start it.
+    simulated = not remote and all(not x or "pytest_specdecode.sim" in x for x in launch)
+    fast = {**FAST, **(FAST_SIM if simulated else {})}
+    return " ".join(shlex.quote(f"-o{k}={v}") for k, v in fast.items() if k not in own)
 
 
-def _env(home: Path, cwd: Path) -> dict[str, str]:
+def _env(home: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -78,7 +86,6 @@ def _env(home: Path, cwd: Path) -> dict[str, str]:
     env.update(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
         HOME=str(home),
-        PYTEST_ADDOPTS="" if cwd == ROOT else _fast_opts(cwd),
         PYTHONDONTWRITEBYTECODE="1",
         COLUMNS="120",
     )
@@ -119,6 +126,8 @@ def _script(lines: list[tuple[int, str, bool]], expect: int, cwd: Path) -> str:
             )
             want = 0
         else:
+            fast = "" if cwd == ROOT else _fast_opts(cwd, text)
+            out.append(f"export PYTEST_ADDOPTS={shlex.quote(fast)}")
             out.append(text)
         out.append(
             f'rc=$?; if [ "$rc" -ne {want} ]; then echo "@@docs-check line {line}: exit $rc, '
@@ -128,7 +137,7 @@ def _script(lines: list[tuple[int, str, bool]], expect: int, cwd: Path) -> str:
 
 
 def _run(script: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = _env(home, cwd)
+    env = _env(home)
     env["PYTHONPATH"] = str(ROOT)  # tests_docs.wait_ready
     return subprocess.run(
         ["unshare", "-n", "bash", "-c", script],
@@ -171,8 +180,13 @@ def _file(block: snippets.Block, cwd: Path, home: Path) -> None:
     if block.lang != "python":
         return
     name = Path(block.name).name
-    if name.startswith("test_"):
-        # A test file: run it as the reader would, in the project so far.
+    later = BLOCKS[BLOCKS.index(block) + 1 :]
+    run_later = any(
+        b.path == block.path and b.lang in ("sh", "bash") and block.name in b.text for b in later
+    )
+    if name.startswith("test_") and not run_later:
+        # A test file no later command of the page runs: run it as the reader
+        # would, in the project so far.
         command = f"pytest -q -p no:cacheprovider {shlex.quote(block.name)}"
     else:
         command = f"python -m py_compile {shlex.quote(block.name)}"
