@@ -38,3 +38,12 @@ class SpecDecodeError(Exception):
     def summary(self) -> str:
         """The message's first line: what a terminal line or a gate shows."""
         return str(self).split("\n", 1)[0]
+
+
+class SpecDecodeWarning(UserWarning):
+    """The root of the plugin's warnings (filter them with
+    ``ignore::pytest_specdecode.errors.SpecDecodeWarning``)."""
+
+
+class SweepOverrideWarning(SpecDecodeWarning):
+    """A test's ``dflash`` marker sets a key ``--dflash-sweep`` varies: the marker wins."""

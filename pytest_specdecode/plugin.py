@@ -106,36 +106,35 @@ def dflash_service(
 
 @pytest.fixture
 def dflash_problem(request: pytest.FixtureRequest) -> Problem:
-    """One coding problem; a test using it runs once per problem (``test_x[<name>]``).
+    """One coding problem; a test using it runs once per problem (``test_x[fib]``).
 
-    The problems: the built-in set (or ``--dflash-dataset humaneval``), those of
-    every ``--dflash-problems``/ini ``dflash_problems`` TOML file, and those
-    returned by ``pytest_dflash_problems(config)`` hooks in a conftest. Pass it
-    to ``dflash_coding.check(dflash_problem)``.
+    The problems: the built-ins (or ``--dflash-dataset humaneval``), the TOML
+    files of ``--dflash-problems`` / ini ``dflash_problems`` (``[[problem]]``
+    tables) and the ``Problem`` lists returned by
+    ``pytest_dflash_problems(config)`` hooks in conftest.py files. Pass it to
+    ``dflash_coding.check(dflash_problem)``.
     """
-    problem: Problem = _plugin_param(request, "dflash_problem")
+    problem: Problem = _param(request, "dflash_problem")
     return problem
 
 
 @pytest.fixture
 def dflash_case(request: pytest.FixtureRequest) -> ThroughputCase:
-    """One throughput case (context x load x domain, id ``ctx1024-c8-chat``).
+    """One throughput case; a test using it runs once per case (``test_x[ctx1024-c8-chat]``).
 
-    A test using it runs once per case of ``--dflash-contexts``,
-    ``--dflash-concurrency``/``--dflash-request-rate`` and ``--dflash-domains``
-    (or its ``throughput`` marker). Pass it to
+    Cases are context x load x prompt domain from ``--dflash-contexts``,
+    ``--dflash-concurrency``, ``--dflash-request-rate`` and ``--dflash-domains``
+    (or the test's ``throughput(...)`` marker). Pass it to
     ``dflash_throughput.run(dflash_case, benchmark)``.
     """
-    case: ThroughputCase = _plugin_param(request, "dflash_case")
+    case: ThroughputCase = _param(request, "dflash_case")
     return case
 
 
-def _plugin_param(request: pytest.FixtureRequest, name: str) -> Any:
-    # The session parametrizes these names directly, which replaces the fixture;
-    # reaching the body means that did not happen (e.g. a bad marker).
-    if hasattr(request, "param"):
-        return request.param
-    pytest.fail(f"{name} is given by pytest-specdecode's parametrization, not here", False)
+def _param(request: pytest.FixtureRequest, name: str) -> Any:
+    if not hasattr(request, "param"):
+        pytest.fail(f"{name} has no value: the plugin parametrizes it at collection", pytrace=False)
+    return request.param
 
 
 @pytest.fixture

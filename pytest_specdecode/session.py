@@ -16,6 +16,7 @@ from pytest_specdecode import records, redact
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
+from pytest_specdecode.errors import SweepOverrideWarning
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.report import results
 from pytest_specdecode.report.outputs import RunOutputs
@@ -111,13 +112,13 @@ class SpecDecodeSession:
                 )
             if "dflash_problem" in metafunc.fixturenames:
                 problems = self.problems()
-                metafunc.parametrize(
-                    "dflash_problem", problems, ids=[p.name for p in problems], scope="function"
-                )
+                ids = [p.name for p in problems]
+                metafunc.parametrize("dflash_problem", problems, ids=ids, indirect=True)
             if "dflash_case" in metafunc.fixturenames:
                 marker = metafunc.definition.get_closest_marker("throughput")
                 cases = marker_cases(dict(marker.kwargs) if marker else {}, self.settings)
-                metafunc.parametrize("dflash_case", cases, ids=[c.id for c in cases])
+                ids = [c.id for c in cases]
+                metafunc.parametrize("dflash_case", cases, ids=ids, indirect=True)
         except ConfigError as exc:
             self.invalid[metafunc.definition.nodeid] = f"{metafunc.definition.nodeid}: {exc}"
 
@@ -131,6 +132,12 @@ class SpecDecodeSession:
             raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
+        # Once per test (metafunc is per definition). The built-in baseline's marker
+        # (algorithm=NONE) is that test's point, not an accident.
+        warning = self.resolver.sweep_overrides(dict(marker.kwargs) if marker else None)
+        if warning and not metafunc.module.__name__.startswith("pytest_specdecode.suite"):
+            node = metafunc.definition
+            node.warn(SweepOverrideWarning(f"{node.nodeid}: {warning}"))
 
     def problems(self) -> list[Any]:
         """The run's coding problems, loaded once; a bad source is a :class:`ConfigError`."""
@@ -332,6 +339,9 @@ class SpecDecodeSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_json(self, output_json: dict[str, Any]) -> None:
+        from pytest_specdecode.report.benchmark_json import jsonable_params
+
+        jsonable_params(output_json)  # SpecConfig(...) as JSON, not UNSERIALIZABLE[...]
         self.redactor.value_in_place(output_json)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -427,12 +437,13 @@ class SpecDecodeSession:
                 terminalreporter.write_line(line)
         if self.controller and any(r.coding for r in self.results.ordered()):
             self._warn_sandbox()  # under xdist the controller collects nothing: say it here
-        path = self.outputs.report_path
+        path, copy = self.outputs.report_path, self.outputs.report_copy
         if self.controller:
             for line in self.redactor.lines(sweep_notes(self.outputs.data())):
                 terminalreporter.write_line(f"dflash {line}")
         if path is not None and self.controller:
-            terminalreporter.write_line(self.redactor(f"dflash report: {path}"))
+            kept = f" (this run's copy: {copy})" if copy is not None else ""
+            terminalreporter.write_line(self.redactor(f"dflash report: {path}{kept}"))
         for note in self.redactor.lines(self.outputs.notes):
             terminalreporter.write_line(note)
 
@@ -456,6 +467,14 @@ def header_lines(settings: Settings, base_url: str) -> list[str]:
             "dflash: using the bundled SGLang simulator: figures are simulated, not GPU results"
         )
         lines += [f"dflash: simulator default: {text}" for text in settings.sim_defaults]
+    if settings.control == "systemd":
+        lines.append(
+            f"dflash: the systemd drop-in of {settings.unit} is removed at the end "
+            "(--dflash-restore)"
+            if settings.restore
+            else f"dflash: the systemd drop-in of {settings.unit} (the last config) stays on "
+            "the host after the run; --dflash-restore (ini dflash_restore = true) removes it"
+        )
     return lines
 
 

@@ -40,7 +40,7 @@ from pytest_specdecode.coding import (
 )
 from pytest_specdecode.coding.parallel import Checker
 from pytest_specdecode.coding.problem import validate_problem
-from pytest_specdecode.coding.values import one_line
+from pytest_specdecode.coding.values import one_line, reply_start
 from pytest_specdecode.coding.worker import describe
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.records import RECORD
@@ -53,6 +53,9 @@ SYSTEM_PROMPT = (
 
 # SGLang's extension: per-request verify steps, so accept length is per answer.
 SPEC_DETAILS = {"return_spec_tokens_details": True}
+
+# A failed answer's reply is kept in the report up to this many characters.
+KEPT_REPLY = 16_000
 
 # --dflash-sandbox value -> the sandbox mode answers are checked in.
 SANDBOX_MODES = {"auto": "auto", "require": "bwrap", "fallback": "fallback"}
@@ -172,6 +175,7 @@ class CodingRunner:
         n = self.settings.samples
         verdicts: list[Verdict] = []
         pending: list[Future[Verdict]] = []
+        replies: list[str] = []
         latency = tokens = generating = 0.0
         steps = 0
         failure: str | None = None
@@ -209,10 +213,23 @@ class CodingRunner:
                         mode=self.mode,
                     )
                 )
+                replies.append(reply)
                 latency += result.e2e_latency
                 tokens += result.completion_tokens or 0
                 steps += result.spec_verify_ct or 0
             verdicts = [future.result() for future in pending]
+            # Every failed answer keeps its reply: the evidence of its verdict.
+            record["failed_answers"] = [
+                {
+                    "sample": i + 1,
+                    "status": v.status,
+                    "reason": v.reason,
+                    "reply": replies[i][:KEPT_REPLY],
+                    "reply_characters": len(replies[i]),
+                }
+                for i, v in enumerate(verdicts)
+                if not v.passed
+            ]
             correct = sum(v.passed for v in verdicts)
             first_bad = next((v for v in verdicts if not v.passed), None)
             asked = max(len(verdicts), 1)
@@ -245,8 +262,10 @@ class CodingRunner:
             pytest.fail(failure, pytrace=False)
         if first_bad is not None:
             shown = f" ({correct}/{n} samples passed)" if n > 1 else ""
+            reply = replies[verdicts.index(first_bad)]
             pytest.fail(
-                f"{problem.name} under {label}: {first_bad.status}: {first_bad.reason}{shown}",
+                f"{problem.name} under {label}: {first_bad.status}: {first_bad.reason}{shown}; "
+                f"the reply starts: {reply_start(reply)}",
                 pytrace=False,
             )
         return verdicts

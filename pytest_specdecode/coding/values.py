@@ -62,6 +62,14 @@ def one_line(text: str, limit: int = 300) -> str:
     return printable(" ".join(str(text).split())[:limit])
 
 
+def reply_start(reply: str, limit: int = 300) -> str:
+    """The start of a model's reply for a failure line: quoted and escaped like a Python
+    string (line breaks as ``\\n``, control and bidi characters as escapes), cut to
+    ``limit`` characters with the full length said."""
+    shown = printable(repr(str(reply)[:limit]))
+    return shown if len(reply) <= limit else f"{shown}... ({len(reply):,} characters)"
+
+
 def show(value: Any) -> str:
     """A short, printable one-line repr; never raises."""
     try:

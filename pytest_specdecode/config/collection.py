@@ -58,6 +58,25 @@ class ConfigResolver:
             found.append(self._interned.setdefault(config, config))
         return found, any(r.in_id for r in resolved)
 
+    def sweep_overrides(self, marker: Mapping[str, object] | None) -> str | None:
+        """A warning when ``marker`` sets keys the sweep varies: the marker wins for those
+        keys, so the test runs fewer points than the sweep names. None otherwise."""
+        if not self.sweep or not marker:
+            return None
+        points, _ = cfg.expand_marker(marker)
+        swept = {k for point in self.sweep for k in cfg.normalize(point)}
+        keys = [k for k in dict.fromkeys(k for p in points for k in p) if k in swept]
+        if not keys:
+            return None
+        values = {k: list(dict.fromkeys(str(p[k]) for p in points if k in p)) for k in keys}
+        marked = ", ".join(f"{k}={'/'.join(v)}" for k, v in values.items())
+        return (
+            f"its dflash marker sets {marked}, which --dflash-sweep also varies: the marker "
+            "wins, so this test runs only under the marker's value of "
+            f"{', '.join(keys)}; drop {'them' if len(keys) > 1 else 'it'} from the marker "
+            "to sweep this test too"
+        )
+
     def _validate(self, config: cfg.SpecConfig) -> None:
         s = self.settings
         if s.control == "script" and s.restart_cmd:

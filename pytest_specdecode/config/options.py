@@ -208,8 +208,8 @@ def add_options(parser: pytest.Parser) -> None:
         "--dflash-restore",
         action="store_true",
         default=None,
-        help="At session end remove the systemd drop-in and restart the unit as it was. "
-        "Default: False",
+        help="At session end remove the systemd drop-in and restart the unit as it was; "
+        "without it the drop-in (the last config) stays on the host. Default: False",
     )
     add(
         "--dflash-ready-timeout",
@@ -444,9 +444,10 @@ def add_options(parser: pytest.Parser) -> None:
     add(
         "--dflash-compare",
         default=None,
-        metavar="PATH|NNNN",
-        help="Compare throughput with a saved pytest-benchmark run (a .json file, a run "
-        "number or 'latest'). Default: none (--benchmark-compare's run, if given)",
+        metavar="PATH|NNNN|NAME",
+        help="Compare throughput with a saved pytest-benchmark run: a .json file, a run "
+        "number, the name given to --benchmark-save, or 'latest'. Default: none "
+        "(--benchmark-compare's run, if given)",
     )
     add(
         "--dflash-compare-fail",
@@ -507,8 +508,9 @@ def add_options(parser: pytest.Parser) -> None:
         "--dflash-report",
         default=None,
         metavar="PATH",
-        help="Write the JSON run report here, updated after every test. "
-        "Default: '.dflash/report.json'",
+        help="Write the JSON run report here, updated after every test, plus a copy named "
+        "after the run's start time; {now} (start time) or {n} (next free number) in the "
+        "path name each run's file instead. Default: '.dflash/report.json'",
     )
     add(
         "--dflash-plot",

@@ -1,12 +1,16 @@
 """Gates: turn a run's results into an exit status CI can rely on.
 
-Each failed gate is one line (``budget=8 window=2048: 3/5 = 60% < 80%``);
-any failed gate makes the run exit 1. With ``--dflash-min-pass-rate`` the
+Each gate's verdict is one line, passing or failing (``pass-rate gate
+passed: DFLASH budget=8: 24/26 = 92% >= 80%``); any failed gate makes the
+run exit 1. With ``--dflash-min-pass-rate`` the
 coding tests' own failures stop deciding the exit status: the pass rate per
 config does, while every other test must still pass.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
@@ -15,26 +19,77 @@ from pytest_specdecode.report.results import ConfigResults, RunResults
 OK, TESTS_FAILED = 0, 1
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One gate's verdict on one config (or one compare spec).
+
+    ``line`` is the failure line CI logs and the JSON report keep (``pass rate:
+    DFLASH budget=8: 3/5 = 60% < 80%``); :attr:`shown` is what the summary says,
+    passing or failing (``pass-rate gate passed: DFLASH budget=8: 24/26 = 92% >= 80%``).
+    """
+
+    gate: str
+    passed: bool
+    detail: str
+    line: str = ""
+
+    @property
+    def shown(self) -> str:
+        verdict = "passed" if self.passed else "FAILED"
+        return f"{self.gate.replace(' ', '-')} gate {verdict}: {self.detail}"
+
+
 def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) -> list[str]:
     """One line per failed gate; empty when every gate holds."""
-    lines: list[str] = []
+    return [o.line for o in outcomes(settings, results, compare_lines) if not o.passed]
+
+
+def outcomes(
+    settings: Settings,
+    results: RunResults,
+    compare_lines: list[str],
+    findings: list[dict[str, Any]] | None = None,
+) -> list[Outcome]:
+    """Every gate's verdict, passing or failing: a green run with red coding failures
+    says why it is green. ``findings`` are the compare gate's per-case findings."""
+    found: list[Outcome] = []
     for r in results.ordered():
         if r.died is not None:  # what it answered after that says nothing about the model
-            lines.append(f"config {r.label}: server died after {r.died_after()} tests ({r.died})")
+            detail = f"config {r.label}: server died after {r.died_after()} tests ({r.died})"
+            found.append(Outcome("server", False, detail, detail))
     threshold = settings.min_pass_rate
     if threshold is not None:
         for r in results.ordered():
-            found = r.pass_rate() if r.died is None else None
-            if found is None:
+            rate_found = r.pass_rate() if r.died is None else None
+            if rate_found is None:
                 continue
-            rate, passed, total = found
-            if rate < threshold:
-                shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
-                lines.append(f"pass rate: {r.label}: {shown} = {rate:.0%} < {threshold:.0%}")
+            rate, passed, total = rate_found
+            shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
+            ok = rate >= threshold
+            detail = f"{r.label}: {shown} = {rate:.0%} {'>=' if ok else '<'} {threshold:.0%}"
+            found.append(Outcome("pass rate", ok, detail, f"pass rate: {detail}"))
     if settings.min_accept_length is not None:
-        lines.extend(_accept_length(settings.min_accept_length, results))
-    lines.extend(f"throughput regression: {line}" for line in compare_lines)
-    return lines
+        found.extend(_accept_length(settings.min_accept_length, results))
+    found.extend(
+        Outcome("compare", False, line, f"throughput regression: {line}") for line in compare_lines
+    )
+    found.extend(_compare_passed(settings, findings or []))
+    return found
+
+
+def _compare_passed(settings: Settings, findings: list[dict[str, Any]]) -> list[Outcome]:
+    """A passing line per ``--dflash-compare-fail`` spec no case failed."""
+    out = []
+    for spec in settings.compare_fail:
+        mine = [f for f in findings if str(f.get("spec")) == spec]
+        if not mine or any(f.get("status") == "fail" for f in mine):
+            continue  # failures are lines of their own; nothing compared says so elsewhere
+        unsure = sum(1 for f in mine if f.get("status") == "inconclusive")
+        within = len(mine) - unsure
+        note = f", {unsure} inconclusive (within noise; more rounds narrow it)" if unsure else ""
+        detail = f"{spec}: {within} of {len(mine)} cases within the limit{note}"
+        out.append(Outcome("compare", True, detail))
+    return out
 
 
 def config_failures(settings: Settings, results: RunResults) -> dict[str, list[str]]:
@@ -83,30 +138,33 @@ def _single_sample(results: ConfigResults) -> bool:
     return all(record.samples == 1 for record in results.coding.values())
 
 
-def _accept_length(minimum: float, results: RunResults) -> list[str]:
+def _accept_length(minimum: float, results: RunResults) -> list[Outcome]:
     """The accept-length gate: a figure the server did not report is unknown, and an
     unknown figure fails the gate (it cannot show the drafter still helps)."""
-    lines: list[str] = []
+    found: list[Outcome] = []
     measured = [
         r
         for r in results.ordered()
         if r.config.get("algorithm") != "NONE" and (r.throughput or r.coding)
     ]
+    floor = figures.plain(minimum)
     for r in measured:
         accept = r.accept_length()
         if accept is None:
-            lines.append(
-                f"accept length: {r.label}: unknown < {figures.plain(minimum)}: the server "
-                "reported no speculation counts (spec_verify_ct, spec_accept_length); check "
-                "that it runs speculative decoding and reports them"
+            detail = (
+                f"{r.label}: unknown < {floor}: the server reported no speculation counts "
+                "(spec_verify_ct, spec_accept_length); check that it runs speculative decoding "
+                "and reports them"
             )
-        elif accept < minimum:
-            lines.append(
-                f"accept length: {r.label}: {figures.number(accept, 2)} < {figures.plain(minimum)}"
-            )
+            found.append(Outcome("accept length", False, detail, f"accept length: {detail}"))
+        else:
+            ok = accept >= minimum
+            detail = f"{r.label}: {figures.number(accept, 2)} {'>=' if ok else '<'} {floor}"
+            found.append(Outcome("accept length", ok, detail, f"accept length: {detail}"))
     if not measured:
-        lines.append(
-            f"accept length: unknown < {figures.plain(minimum)}: no throughput or coding test "
-            "of a speculative config ran, so nothing measured it"
+        detail = (
+            f"unknown < {floor}: no throughput or coding test of a speculative config ran, "
+            "so nothing measured it"
         )
-    return lines
+        found.append(Outcome("accept length", False, detail, f"accept length: {detail}"))
+    return found

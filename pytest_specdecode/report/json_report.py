@@ -8,11 +8,12 @@ the report with ``os.replace``, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
+import secrets
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -99,13 +100,46 @@ def git_commit(cwd: str | os.PathLike[str] = ".") -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def stamp(when: datetime) -> str:
+    """A run's start time as it goes into file names: ``20261201T121314Z`` (UTC)."""
+    return when.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def run_paths(template: str, root: Path, started: datetime) -> tuple[Path, Path | None]:
+    """Where this run's report goes: ``(path, copy)``.
+
+    A ``template`` with ``{now}`` (the start time) or ``{n}`` (the next number with
+    no file yet, ``0001``) names each run's own file, and there is no copy. Any
+    other path is the latest run's report, and the copy beside it is named after
+    the start time (``report-20261201T121314Z.json``), so no run overwrites another's.
+    """
+    if "{now}" in template or "{n}" in template:
+        named = template.replace("{now}", stamp(started))
+        for number in itertools.count(1):
+            path = root / named.replace("{n}", f"{number:04d}")
+            if "{n}" not in named or not path.exists():
+                return path, None
+    path = root / template
+    copy = path.with_name(f"{path.stem}-{stamp(started)}{path.suffix or '.json'}")
+    for number in itertools.count(2):
+        if not copy.exists():
+            return path, copy
+        copy = copy.with_name(f"{path.stem}-{stamp(started)}-{number}{path.suffix or '.json'}")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Write ``data`` as JSON to ``path`` so that readers never see a partial file."""
+    """Write ``data`` as JSON to ``path`` so that readers never see a partial file.
+
+    The file gets the usual permissions (0666 less the umask, like any file the
+    user writes), not a temporary file's 0600.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # "x": created here with the umask applied, never an existing file.
+        with open(tmp, "x", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=False, default=str)
             handle.write("\n")
         os.replace(tmp, target)

@@ -47,9 +47,12 @@ class RunOutputs:
         if settings.plot:
             _require_plots()
         self._meta: dict[str, Any] | None = None
-        self._started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._start = datetime.now(timezone.utc)
+        self._started = self._start.isoformat(timespec="seconds")
+        self._paths: tuple[Path, Path | None] | None = None
         self.compare: dict[str, Any] | None = None
         self.gate_lines: list[str] = []
+        self.gate_outcomes: list[gates.Outcome] = []
         self.final: dict[str, Any] = {}
         self.notes: list[str] = []
 
@@ -68,7 +71,19 @@ class RunOutputs:
         """Where the report goes; None when the run measured nothing of ours."""
         if not (self.settings.report and self.results.configs):
             return None
-        return self.root / self.settings.report
+        return self._run_paths()[0]
+
+    @property
+    def report_copy(self) -> Path | None:
+        """The copy of this run's report named after its start time (None with a
+        ``{now}``/``{n}`` path: that file is the run's own already)."""
+        return self._run_paths()[1] if self.report_path is not None else None
+
+    def _run_paths(self) -> tuple[Path, Path | None]:
+        # Chosen once, at the first write: {n} is the next free number then.
+        if self._paths is None:
+            self._paths = report.run_paths(self.settings.report, self.root, self._start)
+        return self._paths
 
     def data(self) -> dict[str, Any]:
         """The JSON report: metadata, per-config results, comparison, gates, outcome."""
@@ -80,6 +95,8 @@ class RunOutputs:
             "compare": self.compare,
             "gates": {
                 "failed": self.gate_lines,
+                # Every gate's verdict as the summary shows it, passing ones too.
+                "summary": [o.shown for o in self.gate_outcomes],
                 "min_pass_rate": s.min_pass_rate,
                 "min_accept_length": s.min_accept_length,
                 "compare_fail": list(s.compare_fail),
@@ -102,12 +119,17 @@ class RunOutputs:
         """Rewrite the report (after each test)."""
         path = self.report_path
         if path is not None:
-            report.write_atomic(path, self.data())
+            data = self.data()
+            report.write_atomic(path, data)
+            if self.report_copy is not None:
+                report.write_atomic(self.report_copy, data)
 
     def finish(self, exitstatus: int) -> int:
         """Compare, apply the gates, write everything; return the run's exit status."""
         regressions = self._compare()
-        self.gate_lines = gates.evaluate(self.settings, self.results, regressions)
+        findings = (self.compare or {}).get("findings")
+        self.gate_outcomes = gates.outcomes(self.settings, self.results, regressions, findings)
+        self.gate_lines = [o.line for o in self.gate_outcomes if not o.passed]
         status = gates.exit_status(exitstatus, self.settings, self.results, self.gate_lines)
         self.final = {
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -142,6 +164,8 @@ class RunOutputs:
         findings = compare.check(deltas, self.fail_specs)
         self.compare = {
             "baseline": self.baseline_label,
+            # Which config(s) the saved run measured: what "saved" means in the table.
+            "baseline_configs": list(dict.fromkeys(r.config for r in self.baseline if r.config)),
             "table": compare.render_compare(deltas, "saved", "now"),
             "findings": [
                 {"case": f.case, "spec": str(f.spec), "status": f.status, "line": f.line}

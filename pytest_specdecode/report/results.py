@@ -39,6 +39,8 @@ class CodingRecord:
     generate_seconds: float | None = None  # asking for the samples (the requests' wall time)
     check_seconds: float | None = None  # judging them (the verdicts' durations, summed)
     nodeid: str = ""  # the test that recorded it (a resumed run carries records by test)
+    # Each failed answer: sample number, status, reason and its reply (the evidence).
+    failed_answers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -38,27 +38,68 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         missing = (report.get("speedup") or {}).get("missing")
         if missing:
             lines.append(str(missing))
-        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs)]
+        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
         header, rows = tables.acceptance(report)
         if rows:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
                       "steps accepting at least i drafts / verify steps"]  # fmt: skip
             lines += _table(header, rows)
-    for c in configs:
-        failed = [r for r in c.get("coding", []) if not r["passed"]]
-        if failed:
-            lines += ["", f"coding failures under {c['label']}:"]
-            lines += [f"  {r['problem']}: {r['status']}: {r['reason']}" for r in failed]
+    lines += _coding_failures(configs)
     compare = report.get("compare")
     if compare:
-        lines += ["", f"compared with {compare['baseline']}:", *compare["table"].splitlines()]
+        saved = ", ".join(compare.get("baseline_configs") or []) or "config not recorded"
+        lines += ["", f"compared with {compare['baseline']} (saved run of {saved}):"]
+        lines += compare["table"].splitlines()
         lines += _findings(compare.get("findings") or [])
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
-    gate_lines = list(gate_lines)
-    if gate_lines:
-        lines += ["", "dflash gates FAILED:"] + [f"  {line}" for line in gate_lines]
+    lines += _gates(report, list(gate_lines))
     return lines
+
+
+def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
+    """Every gate's verdict, passing ones too (a report from before they were kept:
+    its failed lines)."""
+    gates = report.get("gates") or {}
+    shown = [str(line) for line in gates.get("summary") or []]
+    if not shown:
+        return ["", "dflash gates FAILED:", *[f"  {line}" for line in failed]] if failed else []
+    bad = sum(1 for line in shown if " gate FAILED: " in line)
+    head = f"{len(shown) - bad} passed, {bad} FAILED" if bad else "all passed"
+    lines = ["", f"dflash gates: {head} (the exit status follows them)"]
+    lines += [f"  {line}" for line in shown]
+    coding_failed = any(
+        not r.get("passed") for c in report.get("configs") or [] for r in c.get("coding") or []
+    )
+    if gates.get("min_pass_rate") is not None and coding_failed:
+        lines.append(
+            "  coding failures above do not fail the run by themselves: with "
+            "--dflash-min-pass-rate the pass rate per config decides"
+        )
+    return lines
+
+
+def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
+    """One table of failed problems, each with the configs it failed under (a problem
+    failing the same way under every config of a sweep is one row, not one per config)."""
+    ran: dict[str, list[str]] = {}
+    failed: dict[tuple[str, str], list[str]] = {}
+    for c in configs:
+        for r in c.get("coding", []):
+            ran.setdefault(r["problem"], []).append(c["label"])
+            if not r["passed"]:
+                verdict = f"{r['status']}: {r['reason']}"
+                failed.setdefault((r["problem"], verdict), []).append(c["label"])
+    if not failed:
+        return []
+    body = []
+    for (problem, verdict), labels in failed.items():
+        where = ", ".join(labels)
+        if len(ran[problem]) > 1 and len(labels) == len(ran[problem]):
+            where = f"all {len(labels)} configs"
+        body.append([problem, where, verdict])
+    head = "coding failures: each failed problem, the configs it failed under, the verdict"
+    return ["", head, *_table(["problem", "failed under", "verdict"], body)]
 
 
 def _findings(findings: list[dict[str, Any]]) -> list[str]:
@@ -133,13 +174,13 @@ def _coding_times(configs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
+def _latency_table(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
+    # TPOT and tok/s are the throughput table's: here what a single request sees.
     header = [
-        "config",
         "case",
+        "config",
         "req tok/s p50",
         "TTFT p50/p99 ms",
-        "TPOT p50 ms",
         "ITL p50 ms",
         "tok/chunk",
         "errors",
@@ -150,16 +191,18 @@ def _latency_table(configs: list[dict[str, Any]]) -> list[str]:
             m = t["metrics"]
             body.append(
                 [
-                    c["label"],
                     t["case"],
+                    short.get(c["label"], c["label"]),
                     figures.rate(m.get("req_tok_s_p50")),
                     f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",
-                    _num(m.get("tpot_ms_p50"), 2),
                     _num(m.get("itl_ms_p50"), 2),
                     _num(m.get("tokens_per_chunk_mean"), 2),
                     str(m.get("errors", 0)),
                 ]
             )
+    # Case by case, as the throughput table: the configs of one case side by side.
+    first = {row[0]: i for i, row in reversed(list(enumerate(body)))}
+    body.sort(key=lambda row: first[row[0]])
     return _table(header, body)
 
 

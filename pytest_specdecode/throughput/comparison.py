@@ -53,7 +53,8 @@ def machine_id() -> str:
 
 
 def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
-    """Resolve ``spec`` (a .json path, ``NNNN`` or ``NNNN_name``) to one saved file.
+    """Resolve ``spec`` (a .json path, ``NNNN``, ``NNNN_name``, the ``--benchmark-save``
+    name alone or ``latest``) to one saved file; a name saved twice is its newest run.
 
     ``storage`` is a folder or pytest-benchmark's ``file://`` storage URL.
     """
@@ -71,10 +72,7 @@ def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
             )
         return runs[-1]
     if not re.fullmatch(r"\d{4}(_.*)?", spec):
-        raise CompareError(
-            f"no saved benchmark run {spec!r}: give a .json file, a run number such as '0001' "
-            "or 'latest'"
-        )
+        return _saved_by_name(spec, root)
     pattern = spec if "_" in spec else f"{spec}_*"
     pattern = pattern if pattern.endswith(".json") else pattern.rstrip("*") + "*.json"
     mine = sorted((root / machine_id()).glob(pattern))
@@ -88,6 +86,25 @@ def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
         names = ", ".join(repr(str(p)) for p in found[:4])
         raise CompareError(f"saved run {spec!r} is ambiguous: {names}; pass the .json path instead")
     return found[0]
+
+
+def _saved_by_name(name: str, root: Path) -> Path:
+    """The newest run saved with ``--benchmark-save=NAME`` (``NNNN_NAME.json``)."""
+    if not re.fullmatch(r"[\w.-]+", name):
+        raise CompareError(
+            f"no saved benchmark run {name!r}: give a .json file, a run number such as '0001', "
+            "the name given to --benchmark-save, or 'latest'"
+        )
+    pattern = f"[0-9][0-9][0-9][0-9]_{name}.json"
+    runs = sorted((root / machine_id()).glob(pattern))
+    runs = runs or sorted(root.glob(f"*/{pattern}"), key=lambda p: p.name)
+    if not runs:
+        raise CompareError(
+            f"no saved benchmark run named {name!r} under {str(root)!r} (pytest-benchmark saves "
+            f"--benchmark-save={name} as NNNN_{name}.json); give a .json file, a run number such "
+            "as '0001' or 'latest'"
+        )
+    return runs[-1]
 
 
 @dataclass(frozen=True)

@@ -153,3 +153,29 @@ def test_the_runner_records_a_failure_whatever_happens(
         3,
         0,
     )
+
+
+def test_a_failed_answer_shows_the_start_of_its_reply_and_the_report_keeps_it() -> None:
+    # No code, a terminal escape and a line break: shown escaped, cut, its length said.
+    reply = "I would rather not.\x1b[2J\n" + "blah " * 371
+    item = FakeItem()
+    runner = CodingRunner(
+        Settings(), cast(ServiceHandle, FakeService(FakeClient(reply))), cast(pytest.Item, item)
+    )
+    with pytest.raises(pytest.fail.Exception) as failed:
+        runner.check(GCD)
+    message = str(failed.value)
+    assert "gcd under DFLASH budget=8: no-code: " in message
+    assert "the reply starts: 'I would rather not.\\x1b[2J\\nblah blah " in message
+    assert message.endswith(f"... ({len(reply):,} characters)")
+    assert "\x1b" not in message
+    (record,) = [cast(dict[str, Any], v) for k, v in item.user_properties if k == RECORD]
+    assert record["failed_answers"] == [
+        {
+            "sample": 1,
+            "status": "no-code",
+            "reason": record["reason"],
+            "reply": reply,
+            "reply_characters": len(reply),
+        }
+    ]

@@ -48,7 +48,9 @@ def test_problems_are_items_and_a_wrong_answer_shows_its_counterexample(
     result = run(coding_project, "-v")
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["*test_coding.py::test_coding?gcd? FAILED*"])
-    result.stdout.fnmatch_lines(["*gcd under DFLASH*: failed: gcd(*) returned *, expected *"])
+    result.stdout.fnmatch_lines(
+        ["*gcd under DFLASH*: failed: gcd(*) returned *, expected *; the reply starts: '*def gcd(*"]
+    )
     result.stdout.fnmatch_lines(["*DFLASH*4/5 = 80%*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     report = json.loads((coding_project.path / "report.json").read_text())
@@ -57,15 +59,21 @@ def test_problems_are_items_and_a_wrong_answer_shows_its_counterexample(
     gcd = next(c for c in config["coding"] if c["problem"] == "gcd")
     assert gcd["status"] == "failed"
     assert gcd["completion_tokens"] > 0
+    (answer,) = gcd["failed_answers"]  # the evidence of the verdict, kept whole
+    assert answer["status"] == "failed"
+    assert "def gcd(" in answer["reply"]
+    assert answer["reply_characters"] == len(answer["reply"])
 
 
 def test_exit_status_follows_the_pass_rate_gate(coding_project: pytest.Pytester) -> None:
     above = run(coding_project, "--dflash-min-pass-rate", "0.8")
     above.assert_outcomes(passed=4, failed=1)
     assert above.ret == pytest.ExitCode.OK
+    # A green run with a red FAILED line says why it is green.
+    above.stdout.fnmatch_lines(["  pass-rate gate passed: DFLASH*: 4/5 = 80% >= 80%"])
     below = run(coding_project, "--dflash-min-pass-rate", "90%")
     assert below.ret == pytest.ExitCode.TESTS_FAILED
-    below.stdout.fnmatch_lines(["*pass rate: DFLASH*: 4/5 = 80% < 90%*"])
+    below.stdout.fnmatch_lines(["  pass-rate gate FAILED: DFLASH*: 4/5 = 80% < 90%"])
 
 
 def test_junit_xml_carries_the_properties(coding_project: pytest.Pytester) -> None:

@@ -63,7 +63,9 @@ def test_sweep_and_list_markers_put_the_config_in_ids(pytester: pytest.Pytester)
         "test_m.py::test_list[DFLASH-b4]",
         "test_m.py::test_list[DFLASH-b16]",
     ]
-    swept = collected(pytester, "--dflash-sweep", "budget=4,8;window=2048,4096")
+    # test_list's marker overrides the swept budgets: a SweepOverrideWarning, shown.
+    shown = "default::pytest_specdecode.errors.SweepOverrideWarning"
+    swept = collected(pytester, "-W", shown, "--dflash-sweep", "budget=4,8;window=2048,4096")
     assert len([i for i in swept if i.startswith("test_m.py::test_default[")]) == 4
     assert "test_m.py::test_default[DFLASH-b8-w4096]" in swept
 
@@ -208,3 +210,40 @@ def test_the_default_drafter_stays_out_of_labels(pytester: pytest.Pytester) -> N
     )
     # Config-only tests: nothing starts a server (dflash_config alone restarts nothing).
     pytester.runpytest().assert_outcomes(passed=2)
+
+
+def test_a_marker_overriding_sweep_points_warns_once_per_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="""
+        import pytest
+
+        @pytest.mark.dflash(budget=16)
+        @pytest.mark.parametrize("n", [1, 2, 3])
+        def test_pinned(dflash_config, n): pass
+
+        @pytest.mark.dflash(topk=4)
+        def test_other_key(dflash_config): pass
+
+        def test_swept(dflash_config): pass
+        """
+    )
+    # Shown, not raised: this suite's own filterwarnings=error reaches in-process runs.
+    shown = "default::pytest_specdecode.errors.SweepOverrideWarning"
+    result = pytester.runpytest("--collect-only", "-q", "-W", shown, "--dflash-sweep", "budget=4,8")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    out = result.stdout.str()
+    assert out.count("SweepOverrideWarning") == 1, out
+    result.stdout.fnmatch_lines(
+        [
+            "*SweepOverrideWarning: test_m.py::test_pinned: its dflash marker sets budget=16, "
+            "which --dflash-sweep also varies: the marker wins*drop it from the marker*"
+        ]
+    )
+    assert "test_other_key: its dflash marker" not in out
+
+
+def test_the_parametrized_fixtures_show_in_fixtures_help(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--fixtures")
+    result.stdout.fnmatch_lines(
+        ["dflash_problem*", "*One coding problem*", "dflash_case*", "*One throughput case*"]
+    )

@@ -20,7 +20,7 @@ def test_fixtures_lists_dflash_problem_and_case_with_their_docs(
     result.stdout.fnmatch_lines(
         [
             "dflash_case -- *pytest_specdecode*plugin.py:*",
-            "    One throughput case (context x load x domain*",
+            "    One throughput case; a test using it runs once per case*",
             "*dflash_throughput.run(dflash_case, benchmark)*",
         ]
     )

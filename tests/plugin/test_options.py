@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pytest_specdecode.config.options import GROUPS, add_options
 from pytest_specdecode.config.settings import Host, Settings, SettingsError, parse_host, resolve
+from pytest_specdecode.session import header_lines
 
 
 @pytest.mark.parametrize(
@@ -372,3 +375,16 @@ def test_ini_problem_files_are_relative_to_the_ini_file(
     result = pytester.runpytest(str(pytester.path), "--collect-only", "-q")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "test_p.py::test_p[add_two]" in result.stdout.lines
+
+
+def test_the_header_says_whether_the_drop_in_stays_on_the_host() -> None:
+    kept = Settings(hosts=(Host("gpu1"),), control="systemd", unit="sglang.service")
+    assert header_lines(kept, "http://gpu1:30000")[-1] == (
+        "dflash: the systemd drop-in of sglang.service (the last config) stays on the host "
+        "after the run; --dflash-restore (ini dflash_restore = true) removes it"
+    )
+    restored = dataclasses.replace(kept, restore=True)
+    assert header_lines(restored, "http://gpu1:30000")[-1] == (
+        "dflash: the systemd drop-in of sglang.service is removed at the end (--dflash-restore)"
+    )
+    assert not any("drop-in" in line for line in header_lines(Settings(), "http://x"))

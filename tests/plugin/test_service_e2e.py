@@ -252,11 +252,13 @@ def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
     # The gate says so instead of a pass rate; the throughput failure is one line, no traceback.
     result.stdout.fnmatch_lines(
         [
-            "  config DFLASH budget=4 sim-fault=die-after:2: server died after 0 tests (*",
-            "  config DFLASH budget=8 sim-fault=die-after:3: server died after 3 tests (*",
+            "  server gate FAILED: config DFLASH budget=4 sim-fault=die-after:2: server died "
+            "after 0 tests (*",
+            "  server gate FAILED: config DFLASH budget=8 sim-fault=die-after:3: server died "
+            "after 3 tests (*",
         ]
     )
-    assert "pass rate: DFLASH budget=8" not in out
+    assert "pass-rate gate" not in out
     assert "Traceback" not in out
     assert "def _request" not in out
     assert len(result.stdout.lines) < 150

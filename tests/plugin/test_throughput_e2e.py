@@ -49,6 +49,13 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
     extra = [b["extra_info"] for b in benches]
     assert all(e["config"] == "DFLASH budget=8 window=2048" and e["tok_s"] > 0 for e in extra)
     assert all(len(e["intervals"]["tok_s"]["values"]) == 3 for e in extra)
+    # The params are JSON, not pytest-benchmark's UNSERIALIZABLE[SpecConfig(...)].
+    assert "UNSERIALIZABLE" not in saved[0].read_text()
+    params = {b["params"]["dflash_case"]["id"]: b["params"] for b in benches}
+    assert set(params) == set(CASES)
+    for p in params.values():
+        assert p["dflash_config"]["label"] == "DFLASH budget=8 window=2048"
+        assert (p["dflash_config"]["budget"], p["dflash_case"]["context"]) == (8, 60)
     # The same config again, --benchmark-compare alone as the baseline. Whether two runs
     # of one config stay within a tolerance is a timing question for a benchmark
     # (benchmarks/compare_gate.py: tok_s:5% passes 5/5), not for this suite, whose own
@@ -58,7 +65,9 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
     for case in CASES:  # pytest-benchmark pairs every case by its id
         for run_name in ("0001_b8", "NOW"):
             again.stdout.fnmatch_lines([f"*test_throughput?{case}? ({run_name})*"])
-    again.stdout.fnmatch_lines(["compared with 0001_b8.json:"])
+    again.stdout.fnmatch_lines(
+        ["compared with 0001_b8.json (saved run of DFLASH budget=8 window=2048):"]
+    )
     # A run clearly slower than its baseline fails the gate. The baseline's figures are
     # made ten times faster rather than measuring a slower config, so the verdict does not
     # hang on the load of the machine (benchmarks/compare_gate.py measures budget=1 vs 8).
@@ -78,7 +87,7 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
     assert slower.ret == pytest.ExitCode.TESTS_FAILED, slower.stdout.str()
     slower.stdout.fnmatch_lines(
         [
-            "*throughput regression: ctx60-c1-t64-chat: tok_s * (-*%, 95% interval -*% to -*%), "
+            "*compare gate FAILED: ctx60-c1-t64-chat: tok_s * (-*%, 95% interval -*% to -*%), "
             "beyond the allowed drop tok_s:5%"
         ]
     )
@@ -111,11 +120,13 @@ def test_compare_fail_gate_against_a_saved_file(project: pytest.Pytester) -> Non
     assert regressed.ret == pytest.ExitCode.TESTS_FAILED
     regressed.stdout.fnmatch_lines(
         [
-            "*throughput regression: ctx60-c1-t64-chat: tok_s 1,000,000,000 tok/s -> * tok/s (*), "
+            "*compare gate FAILED: ctx60-c1-t64-chat: tok_s 1,000,000,000 tok/s -> * tok/s (*), "
             "beyond the allowed drop tok_s:5%"
         ]
     )
-    regressed.stdout.fnmatch_lines(["compared with fast.json:", "*ctx60-c1-t64-chat*"])
+    regressed.stdout.fnmatch_lines(
+        ["compared with fast.json (saved run of *):", "*ctx60-c1-t64-chat*"]
+    )
     assert "Traceback" not in regressed.stdout.str()
 
 
@@ -181,7 +192,7 @@ def test_min_accept_length_gate(project: pytest.Pytester) -> None:
         project, "--dflash-concurrency=1", "--dflash-rounds=1", "--dflash-min-accept-length=50"
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*accept length: DFLASH: * < 50*"])
+    result.stdout.fnmatch_lines(["*accept-length gate FAILED: DFLASH: * < 50*"])
 
 
 def test_throughput_skips_under_xdist_with_a_reason(project: pytest.Pytester) -> None:
@@ -222,7 +233,10 @@ def test_lossless_check(
     [([], ["round 1/1", "sweep: 1/1 configs done"]), (["-q"], ["sweep: 1/1"]), (["-qq"], [])],
 )
 def test_quiet_runs_print_no_line_per_round(
-    project: pytest.Pytester, capfd: pytest.CaptureFixture[str], verbosity: list[str], shown: list[str]
+    project: pytest.Pytester,
+    capfd: pytest.CaptureFixture[str],
+    verbosity: list[str],
+    shown: list[str],
 ) -> None:
     capfd.readouterr()
     result = project.runpytest(

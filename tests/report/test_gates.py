@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report import gates
+from pytest_specdecode.report import gates, summary
+from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
 from .feed import B4, B8, NONE, coding, errored, throughput
@@ -97,3 +101,43 @@ def test_coding_answers_carry_the_accept_length_without_throughput() -> None:
 def test_regression_lines_come_after_the_other_gates() -> None:
     lines = gates.evaluate(Settings(min_pass_rate=0.8), two_of_three(), ["ctx60-c1: tok_s ..."])
     assert lines[-1] == "throughput regression: ctx60-c1: tok_s ..."
+
+
+def test_every_gate_says_its_verdict_passing_or_failing() -> None:
+    settings = Settings(min_pass_rate=0.6, min_accept_length=2.0, compare_fail=("tok_s:5%",))
+    results = two_of_three()
+    throughput(results, B8, "ctx60-c1", {"completion_tokens": 310, "spec_verify_ct": 100})
+    findings = [{"case": "ctx60-c1", "spec": "tok_s:5%", "status": "pass", "line": "..."}]
+    shown = [o.shown for o in gates.outcomes(settings, results, [], findings)]
+    assert shown == [
+        "pass-rate gate passed: DFLASH budget=8 window=2048: 2/3 = 67% >= 60%",
+        "accept-length gate passed: DFLASH budget=8 window=2048: 3.10 >= 2",
+        "compare gate passed: tok_s:5%: 1 of 1 cases within the limit",
+    ]
+    failing = gates.outcomes(Settings(min_pass_rate=0.8), results, ["ctx60-c1: tok_s -9%"])
+    assert [o.shown for o in failing] == [
+        "pass-rate gate FAILED: DFLASH budget=8 window=2048: 2/3 = 67% < 80%",
+        "compare gate FAILED: ctx60-c1: tok_s -9%",
+    ]
+    # The failure lines CI logs and the report keeps stay as they were.
+    assert [o.line for o in failing] == gates.evaluate(
+        Settings(min_pass_rate=0.8), results, ["ctx60-c1: tok_s -9%"]
+    )
+
+
+def test_the_summary_explains_a_green_run_with_red_coding_failures(tmp_path: Path) -> None:
+    results = RunResults()
+    for i in range(26):
+        coding(results, B8, f"p{i}", passed=i >= 2)
+    outputs = RunOutputs(Settings(report="r.json", min_pass_rate=0.8), results, tmp_path)
+    assert outputs.finish(int(FAILED)) == OK
+    lines = summary.render(outputs.data(), outputs.gate_lines)
+    start = lines.index("dflash gates: all passed (the exit status follows them)")
+    assert lines[start + 1 : start + 3] == [
+        "  pass-rate gate passed: DFLASH budget=8 window=2048: 24/26 = 92% >= 80%",
+        "  coding failures above do not fail the run by themselves: with "
+        "--dflash-min-pass-rate the pass rate per config decides",
+    ]
+    saved = json.loads((tmp_path / "r.json").read_text())["gates"]
+    assert saved["summary"] == [lines[start + 1].strip()]
+    assert saved["failed"] == []

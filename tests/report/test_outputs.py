@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from pytest_specdecode.report import summary
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
-from .feed import B8, coding, throughput
+from .feed import B4, B8, coding, throughput
 
 CASE = "ctx60-c1"
 
@@ -85,6 +88,10 @@ def test_a_comparison_within_the_drop_passes(tmp_path: Path) -> None:
     outputs = RunOutputs(settings, measured(30572.4), tmp_path)
     assert outputs.finish(0) == 0
     assert outputs.gate_lines == []
+    # The summary names what "saved" measured, and says the gate held.
+    lines = summary.render(outputs.data(), outputs.gate_lines)
+    assert "compared with base.json (saved run of saved):" in lines
+    assert "  compare gate passed: tok_s:5%: 1 of 1 cases within the limit" in lines
 
 
 @pytest.mark.parametrize(
@@ -169,3 +176,58 @@ def test_the_summary_states_the_simulator_defaults_in_effect(tmp_path: Path) -> 
         f"NOTE: simulator default: {note}",
     ]
     assert json.loads((tmp_path / "r.json").read_text())["simulator_defaults"] == [note]
+
+
+def test_the_default_report_keeps_the_latest_and_a_copy_per_run(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        for tok_s in (100.0, 200.0):
+            outputs = RunOutputs(Settings(report="out/report.json"), measured(tok_s), tmp_path)
+            outputs.finish(0)
+            # Two runs in one second: the second copy gets a suffix, never the first's name.
+            assert outputs.report_copy is not None
+    finally:
+        os.umask(old)
+    latest = tmp_path / "out" / "report.json"
+    copies = sorted((tmp_path / "out").glob("report-*.json"))
+    assert len(copies) == 2, copies
+    assert all(re.fullmatch(r"report-\d{8}T\d{6}Z(-2)?\.json", c.name) for c in copies)
+    measured_in = [json.loads(c.read_text())["configs"][0]["throughput"] for c in copies]
+    assert sorted(t[0]["metrics"]["tok_s"] for t in measured_in) == [100.0, 200.0]
+    assert outputs.report_copy in copies
+    assert json.loads(latest.read_text()) == json.loads(outputs.report_copy.read_text())
+    for path in (latest, *copies):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path  # not a temporary file's 0600
+    assert not list((tmp_path / "out").glob(".*"))  # no temporary file left
+
+
+def test_placeholders_name_each_runs_own_report(tmp_path: Path) -> None:
+    for _ in range(2):
+        RunOutputs(Settings(report="runs/r-{n}.json"), measured(), tmp_path).finish(0)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["r-0001.json", "r-0002.json"]
+    outputs = RunOutputs(Settings(report="runs/{now}.json"), measured(), tmp_path)
+    outputs.finish(0)
+    assert outputs.report_copy is None
+    assert outputs.report_path is not None
+    assert re.fullmatch(r"\d{8}T\d{6}Z\.json", outputs.report_path.name)
+    assert outputs.report_path.exists()
+
+
+def test_coding_failures_are_one_table_across_configs(tmp_path: Path) -> None:
+    results = RunResults()
+    for config in (B4, B8):
+        coding(results, config, "fib", passed=True)
+        coding(results, config, "gcd", passed=False)  # fails the same way under both
+    coding(results, B8, "flatten", passed=False)
+    outputs = RunOutputs(Settings(report="r.json"), results, tmp_path)
+    outputs.finish(1)
+    lines = summary.render(outputs.data())
+    start = lines.index(
+        "coding failures: each failed problem, the configs it failed under, the verdict"
+    )
+    rows = [line.split("  ")[0] for line in lines[start + 3 : start + 5]]
+    assert rows == ["gcd", "flatten"]
+    assert "all 2 configs" in lines[start + 3]
+    assert "wrong-answer: f(2) returned 5, expected 4" in lines[start + 3]
+    assert "DFLASH budget=8 window=2048" in lines[start + 4]
+    assert sum("gcd" in line for line in lines) == 1  # not once per config

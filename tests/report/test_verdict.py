@@ -132,3 +132,18 @@ def test_config_failures_name_each_gate() -> None:
         "DFLASH budget=4 window=2048": ["not lossless", "server not ready"],
         "DFLASH budget=8 window=2048": ["pass rate 0% < 80%", "accept length 1.50 < 2"],
     }
+
+
+def test_the_latency_table_answers_its_own_question_case_by_case() -> None:
+    from pytest_specdecode.report import summary
+
+    lines = summary.render(sweep_report())
+    start = lines.index("latency per case (p50 over requests)")
+    header = lines[start + 1].split()
+    assert header[:2] == ["case", "config"]
+    assert "TPOT" not in header  # the throughput table's figure, not repeated here
+    cases = [line.split()[0] for line in lines[start + 3 :] if line.strip()]
+    cases = cases[: cases.index("acceptance")] if "acceptance" in cases else cases
+    first = list(dict.fromkeys(cases))
+    assert cases == sorted(cases, key=first.index)  # each case's configs side by side
+    assert len(cases) > len(first) > 1

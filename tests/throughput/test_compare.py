@@ -99,6 +99,16 @@ def test_find_by_number_like_benchmark_compare(storage: Path) -> None:
     assert find_saved_run(str(path), storage) == path
 
 
+def test_find_by_the_benchmark_save_name_or_latest(storage: Path) -> None:
+    # --benchmark-save=b8 saved NNNN_b8.json: the name alone finds its newest run.
+    assert find_saved_run("b8", storage).name == "0001_b8.json"
+    write(storage / machine_id() / "0003_b8.json", saved_run([]))
+    assert find_saved_run("b8", storage).name == "0003_b8.json"
+    assert find_saved_run("latest", storage).name == "0003_b8.json"
+    with pytest.raises(CompareError, match=r"no saved benchmark run named 'b4' under .*NNNN_b4"):
+        find_saved_run("b4", storage)
+
+
 def test_find_falls_back_to_other_machine_dirs(tmp_path: Path) -> None:
     root = tmp_path / ".benchmarks"
     write(root / "Linux-CPython-3.9-64bit" / "0007_x.json", saved_run([]))
@@ -107,7 +117,11 @@ def test_find_falls_back_to_other_machine_dirs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("0009", "no saved benchmark run '0009'"), ("newest", "give a .json file, a run number")],
+    [
+        ("0009", "no saved benchmark run '0009'"),
+        ("newest", "no saved benchmark run named 'newest'"),
+        ("a/../b", "give a .json file, a run number"),
+    ],
 )
 def test_missing_run_is_one_line(storage: Path, spec: str, message: str) -> None:
     with pytest.raises(CompareError, match=message) as info:
