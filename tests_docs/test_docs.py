@@ -201,9 +201,13 @@ def _ini_fragment(block: snippets.Block, cwd: Path, home: Path) -> None:
     scratch = cwd.parent / f"{cwd.name}-ini-{block.line}"
     shutil.copytree(cwd, scratch)
     (scratch / "pytest.ini").write_text(block.text, encoding="utf-8")
+    # Exit 1 alone is not a failure: a gate that needs measurements (the accept
+    # length) fails a run that measured nothing, --collect-only included; a
+    # bad key or value is an error line (collection error, usage error, warning).
     command = (
-        "pytest -q -p no:cacheprovider --co -W error::pytest.PytestConfigWarning "
-        "--pyargs pytest_specdecode.suite"
+        "out=$(pytest -q -p no:cacheprovider --co -W error::pytest.PytestConfigWarning "
+        '--pyargs pytest_specdecode.suite 2>&1); rc=$?; echo "$out"; '
+        '[ "$rc" -le 1 ] && ! echo "$out" | grep -qiE "error|unknown config option"'
     )
     result = _run(
         _script([(block.line, command, False)], block.exit_status, scratch), scratch, home
