@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit real-parser bench clean
+.PHONY: demo test lint typecheck unit docs-check real-parser bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2
+
+## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
+docs-check: $(STAMP)
+	$(BIN)/python -m pytest tests_docs -p no:cacheprovider -ra
 
 ## SGLang 0.5.23's own parser (from its wheel, downloaded once) against the plugin and simulator.
 real-parser: $(STAMP)
