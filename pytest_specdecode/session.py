@@ -414,7 +414,7 @@ class SpecDecodeSession:
         if self.settings.dry_run:
             # Nothing was measured: no report, no gates; a bad config fails the plan.
             session.exitstatus = 1 if self.invalid and int(exitstatus) == 0 else exitstatus
-        elif self.controller:
+        elif self.controller and _runs_tests(session.config):
             status = int(exitstatus)
             if self.resume is not None:
                 from pytest_specdecode.report.resume import exit_status
@@ -438,7 +438,7 @@ class SpecDecodeSession:
         if self.controller and any(r.coding for r in self.results.ordered()):
             self._warn_sandbox()  # under xdist the controller collects nothing: say it here
         path, copy = self.outputs.report_path, self.outputs.report_copy
-        if self.controller:
+        if self.controller and _runs_tests(terminalreporter.config):
             for line in self.redactor.lines(sweep_notes(self.outputs.data())):
                 terminalreporter.write_line(f"dflash {line}")
         if path is not None and self.controller:
@@ -453,6 +453,15 @@ class SpecDecodeSession:
             self.progress.close()
         finally:
             self.term.restore()
+
+
+def _runs_tests(config: pytest.Config) -> bool:
+    """False for --collect-only, --fixtures and --fixtures-per-test: nothing was asked to run,
+    so no gate judges it and no sweep progress is shown."""
+    return not any(
+        config.getoption(name, False)
+        for name in ("collectonly", "showfixtures", "show_fixtures_per_test")
+    )
 
 
 def header_lines(settings: Settings, base_url: str) -> list[str]:

@@ -22,8 +22,8 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     """Summary lines from a report dict (``RunResults.to_json()`` plus metadata)."""
     configs: list[dict[str, Any]] = report.get("configs", [])
     lines: list[str] = []
-    if not configs:
-        return lines
+    if not configs:  # nothing measured; a gate that was asked for still says its verdict
+        return _gates(report, list(gate_lines))
     if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
         lines.append(f"NOTE: {SIM_NOTICE}")
         lines += [f"NOTE: simulator default: {t}" for t in report.get("simulator_defaults") or []]
