@@ -31,7 +31,7 @@ unit: $(STAMP)
 
 ## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
 docs-check: $(STAMP)
-	$(BIN)/python -m pytest tests_docs -p no:cacheprovider -ra
+	$(BIN)/python -m pytest tests_docs -p no:cacheprovider -ra -n 2 --dist loadscope
 
 ## SGLang 0.5.23's own parser (from its wheel, downloaded once) against the plugin and simulator.
 real-parser: $(STAMP)

@@ -228,9 +228,7 @@ def _python(block: snippets.Block, cwd: Path, home: Path) -> None:
 RUNNABLE = [b for b in BLOCKS if b.lang in snippets.RUN_LANGS]
 
 
-@pytest.mark.usefixtures("isolated")
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
-def test_snippet(block: snippets.Block, projects: dict[Path, Path], home: Path) -> None:
+def _run_block(block: snippets.Block, projects: dict[Path, Path], home: Path) -> None:
     if block.skip is not None:
         pytest.skip(f"{block.where}: {block.skip}")
     cwd = projects[block.path]
@@ -244,6 +242,28 @@ def test_snippet(block: snippets.Block, projects: dict[Path, Path], home: Path) 
         _python(block, cwd, home)
     else:
         pytest.fail(f"{block.where}: a {block.lang} block must be named (# name.{block.lang})")
+
+
+def _doc_class(path: Path) -> type:
+    """``TestREADME``, ``TestConfigs``, ...: the blocks of one file, in order, in one
+    class, so ``make docs-check`` (``-n 2 --dist loadscope``) runs files side by side
+    while the blocks of a file, which share its project, run in turn on one worker."""
+    blocks = [b for b in RUNNABLE if b.path == path]
+
+    @pytest.mark.usefixtures("isolated")
+    @pytest.mark.parametrize("block", blocks, ids=[b.where for b in blocks])
+    def test_snippet(
+        self: object, block: snippets.Block, projects: dict[Path, Path], home: Path
+    ) -> None:
+        _run_block(block, projects, home)
+
+    name = "Test" + "".join(part.capitalize() for part in path.stem.split("-"))
+    return type(name, (), {"test_snippet": test_snippet, "__doc__": f"The blocks of {path.name}."})
+
+
+for _path in DOCS:
+    _cls = _doc_class(_path)
+    globals()[_cls.__name__] = _cls
 
 
 def test_every_doc_has_snippets_and_few_are_skipped() -> None:
