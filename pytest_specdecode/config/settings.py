@@ -436,7 +436,9 @@ def _sim_args(
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The ``--dflash-sim-*`` knobs as the simulator's flags, and the notes of its defaults."""
     names = ("sim_time_scale", "sim_quality", "sim_answers", "sim_fault", "sim_args")
-    given = [found.source for found in map(r.raw, names) if found is not None]
+    # An ini may serve runs of both kinds: its simulator knobs wait for a run of the
+    # simulator; the command line or the environment asking for one here is a mistake.
+    given = [f.source for f in map(r.raw, names) if f is not None and f.origin != "ini"]
     if not uses_simulator:
         if given:
             raise SettingsError(

@@ -64,6 +64,16 @@ def test_a_knob_without_the_simulator_is_a_one_line_usage_error(
     assert "Traceback" not in result.stderr.str()
 
 
+def test_an_ini_s_knobs_wait_for_a_run_of_the_simulator(pytester: pytest.Pytester) -> None:
+    # One CI ini serves simulator runs and host runs: on a host run its knobs do nothing.
+    pytester.makeini("[pytest]\ndflash_sim_quality = 0.5\ndflash_sim_args = --sim-seed 3\n")
+    settings = resolve(pytester.parseconfig(*GPU), environ={})
+    assert settings.sim_args == ()
+    assert resolve(pytester.parseconfig(), environ={}).sim_args[-4:] == (
+        *("--sim-quality", "0.5", "--sim-seed", "3"),
+    )
+
+
 def test_the_launch_line_and_header_carry_the_knobs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "import pytest\n@pytest.mark.dflash(budget=8)\ndef test_x(dflash_client): pass\n"
