@@ -44,6 +44,7 @@ class SpecDecodeSession:
         self.resolver = ConfigResolver(settings)
         self.results = results.RunResults()
         self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
+        self.outputs.problem_set = self.problem_set
         info = getattr(config, "workerinput", None) or {}
         # Under xdist the baseline goes to the directory the controller shares.
         shared = info.get(distributed.LEASE_DIR)
@@ -95,7 +96,18 @@ class SpecDecodeSession:
 
         # Workers read the copy the controller made before any test rewrote the report.
         copy = distributed.shared_resume(Path(shared)) if shared else None
-        return Resume.load(copy or self.settings.resume or "", self.settings, self.config.rootpath)
+        path = copy or self.settings.resume or ""
+        return Resume.load(path, self.settings, self.config.rootpath, self.problem_set)
+
+    def problem_set(self) -> dict[str, str] | None:
+        """The run's problems by name and definition digest (for --dflash-resume); None
+        when they do not load (their collection error says why)."""
+        from pytest_specdecode.report.json_report import problem_set
+
+        try:
+            return problem_set(self.problems())
+        except ConfigError:
+            return None
 
     # --- collection -------------------------------------------------------
 
