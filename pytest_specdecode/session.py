@@ -190,6 +190,7 @@ class SpecDecodeSession:
             )
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
+        self.lossless_baseline.speedup_cases = speedup_cases(items)
         if self.resume is not None:
             self._resume_from(items)
 
@@ -511,6 +512,22 @@ def item_config(item: pytest.Item | None) -> SpecConfig | None:
         return None
     value = callspec.params.get(PARAM)
     return value if isinstance(value, SpecConfig) else None
+
+
+def speedup_cases(items: list[pytest.Item]) -> list[Any]:
+    """The throughput cases the lossless check's baseline measures for the speedup: all
+    the run's, when it has a lossless baseline test and no throughput test under NONE."""
+    configs = [(item_config(i), i) for i in items]
+    if not any(c and c.algorithm == "NONE" and item_kind(i) == "lossless" for c, i in configs):
+        return []
+    cases: dict[str, Any] = {}
+    for config, item in configs:
+        if config is not None and item_kind(item) == "throughput":
+            if config.algorithm == "NONE":
+                return []  # the sweep measures its own baseline
+            case = item.callspec.params["dflash_case"]  # type: ignore[attr-defined]
+            cases.setdefault(case.id, case)
+    return list(cases.values())
 
 
 def item_kind(item: pytest.Item) -> str:
