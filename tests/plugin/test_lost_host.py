@@ -122,6 +122,10 @@ def test_a_host_out_of_cuda_memory_twice_hands_its_config_to_the_next(
         [f"dflash moved: DFLASH budget=4 window=1024: {down} -> {live} (host {down} cannot "
          "start config * (CUDA out of memory at start-up, 2 attempts): *"]
     )  # fmt: skip
+    result.stdout.fnmatch_lines(  # the starts failed there, not where the config ran
+        [f"dflash retried: DFLASH budget=4 window=1024: 2 failed start(s) (CUDA out of memory "
+         f"at start-up) on {down}"]
+    )  # fmt: skip
     applied = (remote / "applied.txt").read_text().splitlines()
     assert applied == ["127.0.0.1 4 1024", "127.0.0.1 4 1024", "127.0.0.2 4 1024"]
     (config,) = json.loads((pytester.path / "report.json").read_text())["configs"]
