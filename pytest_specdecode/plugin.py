@@ -164,7 +164,10 @@ def dflash_lossless(
     """Records the non-speculative baseline or compares greedy outputs with it."""
     from pytest_specdecode.throughput.runner import LosslessChecker
 
-    return LosslessChecker(_session(request).lossless_baseline, dflash_service, request.node)
+    session = _session(request)
+    return LosslessChecker(
+        session.lossless_baseline, dflash_service, request.node, session.settings
+    )
 
 
 @pytest.fixture

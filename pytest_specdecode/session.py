@@ -44,6 +44,7 @@ class SpecDecodeSession:
         self.resolver = ConfigResolver(settings)
         self.results = results.RunResults()
         self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
+        self.outputs.problem_set = self.problem_set
         info = getattr(config, "workerinput", None) or {}
         # Under xdist the baseline goes to the directory the controller shares.
         shared = info.get(distributed.LEASE_DIR)
@@ -95,7 +96,18 @@ class SpecDecodeSession:
 
         # Workers read the copy the controller made before any test rewrote the report.
         copy = distributed.shared_resume(Path(shared)) if shared else None
-        return Resume.load(copy or self.settings.resume or "", self.settings, self.config.rootpath)
+        path = copy or self.settings.resume or ""
+        return Resume.load(path, self.settings, self.config.rootpath, self.problem_set)
+
+    def problem_set(self) -> dict[str, str] | None:
+        """The run's problems by name and definition digest (for --dflash-resume); None
+        when they do not load (their collection error says why)."""
+        from pytest_specdecode.report.json_report import problem_set
+
+        try:
+            return problem_set(self.problems())
+        except ConfigError:
+            return None
 
     # --- collection -------------------------------------------------------
 
@@ -178,6 +190,7 @@ class SpecDecodeSession:
             )
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
+        self.lossless_baseline.speedup_cases = speedup_cases(items)
         if self.resume is not None:
             self._resume_from(items)
 
@@ -499,6 +512,22 @@ def item_config(item: pytest.Item | None) -> SpecConfig | None:
         return None
     value = callspec.params.get(PARAM)
     return value if isinstance(value, SpecConfig) else None
+
+
+def speedup_cases(items: list[pytest.Item]) -> list[Any]:
+    """The throughput cases the lossless check's baseline measures for the speedup: all
+    the run's, when it has a lossless baseline test and no throughput test under NONE."""
+    configs = [(item_config(i), i) for i in items]
+    if not any(c and c.algorithm == "NONE" and item_kind(i) == "lossless" for c, i in configs):
+        return []
+    cases: dict[str, Any] = {}
+    for config, item in configs:
+        if config is not None and item_kind(item) == "throughput":
+            if config.algorithm == "NONE":
+                return []  # the sweep measures its own baseline
+            case = item.callspec.params["dflash_case"]  # type: ignore[attr-defined]
+            cases.setdefault(case.id, case)
+    return list(cases.values())
 
 
 def item_kind(item: pytest.Item) -> str:

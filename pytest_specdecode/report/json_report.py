@@ -8,12 +8,15 @@ the report with ``os.replace``, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 import json
 import os
 import platform
+import re
 import secrets
 import subprocess
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import __version__
+from pytest_specdecode.config.load_options import slo_text
 from pytest_specdecode.config.settings import Settings
 
 REPORT_FORMAT = 1
@@ -47,8 +51,9 @@ def metadata(settings: Settings, *, cwd: str | os.PathLike[str] = ".") -> dict[s
 
 def result_settings(settings: Settings) -> dict[str, Any]:
     """The settings that change what a run measures (``--dflash-resume`` compares them):
-    how flags are spelled and the server started, the throughput cases and the coding
-    questions (with a digest of each problem file's content)."""
+    how flags are spelled and the server started (the simulator's knobs too), the
+    throughput cases and the load they run under, and the coding questions (with a digest
+    of each problem file's content; the whole problem set is :func:`problem_set`)."""
     s = settings
     return {
         "dialect": s.dialect,
@@ -57,11 +62,17 @@ def result_settings(settings: Settings) -> dict[str, Any]:
         "restart command": s.restart_cmd,
         "flag templates": [s.args_template, s.env_template],
         "draft model": s.draft_model,
+        "simulator arguments": list(s.sim_args),
         "cases": {
             "contexts": list(s.contexts),
             "concurrency": list(s.concurrency),
             "output tokens": s.output_tokens,
             "rounds": s.rounds,
+            "domains": list(s.domains),
+            "request rates": list(s.request_rates),
+            "max concurrency": s.max_concurrency,
+            "rate requests": s.rate_requests,
+            "slo": slo_text(s.slo),
         },
         "problems": {
             "dataset": s.dataset,
@@ -75,6 +86,39 @@ def result_settings(settings: Settings) -> dict[str, Any]:
             "answer timeout": s.answer_timeout,
         },
     }
+
+
+def problem_set(problems: Iterable[Any]) -> dict[str, str]:
+    """Each coding problem's name and a digest of its definition, whatever its source
+    (built in, a dataset, a TOML file, a ``pytest_dflash_problems`` hook): the prompt,
+    entry point, reference, cases, strategy, check and preamble; not where it came from."""
+    found: dict[str, str] = {}
+    for problem in problems:
+        parts = [
+            problem.prompt,
+            problem.entry_point,
+            _source(problem.reference),
+            repr(problem.cases),
+            repr(problem.strategy),
+            repr(problem.check),
+            problem.preamble,
+            problem.completion_prompt,
+        ]
+        text = _ADDRESS.sub("", "\x00".join(map(str, parts)))
+        found[str(problem.name)] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return dict(sorted(found.items()))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ from run to run
+
+
+def _source(reference: Any) -> str:
+    if isinstance(reference, str):
+        return reference
+    try:
+        return inspect.getsource(reference)
+    except (OSError, TypeError):
+        return f"{getattr(reference, '__module__', '')}.{getattr(reference, '__qualname__', '')}"
 
 
 def _digest(path: str) -> str:

@@ -9,6 +9,7 @@ GitHub step summary).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ class RunOutputs:
         if settings.plot:
             _require_plots()
         self._meta: dict[str, Any] | None = None
+        # The run's coding problems as json_report.problem_set, if they load (the session's).
+        self.problem_set: Callable[[], Mapping[str, str] | None] | None = None
         self._start = datetime.now(timezone.utc)
         self._started = self._start.isoformat(timespec="seconds")
         self._paths: tuple[Path, Path | None] | None = None
@@ -64,6 +67,9 @@ class RunOutputs:
                 **report.metadata(self.settings, cwd=self.root),
                 "started": self._started,
             }
+            found = self.problem_set() if self.problem_set else None
+            if found is not None:  # --dflash-resume compares it (report.resume)
+                self._meta["settings"]["problem set"] = dict(found)
         return self._meta
 
     @property

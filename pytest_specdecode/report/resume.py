@@ -2,8 +2,9 @@
 
 The report is rewritten after every test, so an interrupted sweep leaves one
 that says which tests have results. A resumed run checks the report was made
-with the same settings that change results (:func:`json_report.result_settings`;
-else one line naming them), then:
+with the same settings that change results (:func:`json_report.result_settings`, and
+the coding problems by name and definition, :func:`json_report.problem_set`; else one
+line naming them), then:
 
 - a test with a result (its call phase passed, failed or skipped, and its
   server did not die under it) is *carried*: deselected, so it does not run
@@ -23,7 +24,7 @@ outputs are not in the report).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from pytest_specdecode.report.results import (
 )
 
 OK, TESTS_FAILED, NO_TESTS_COLLECTED = 0, 1, 5
+PROBLEM_SET = "problem set"  # a report setting: json_report.problem_set of its problems
 DONE_OUTCOMES = ("passed", "failed", "skipped")
 
 
@@ -71,9 +73,18 @@ class Resume:
         self.carried: set[str] = set()
 
     @classmethod
-    def load(cls, path: str | Path, settings: Settings, root: Path) -> Resume:
+    def load(
+        cls,
+        path: str | Path,
+        settings: Settings,
+        root: Path,
+        problems: Callable[[], Mapping[str, str] | None] | None = None,
+    ) -> Resume:
         """Read the report at ``path`` (relative to ``root``); :class:`ResumeError` if it
-        is not one or was made with settings that change results."""
+        is not one or was made with settings that change results.
+
+        ``problems``: this run's :func:`json_report.problem_set` (None when its problems do
+        not load: their collection error says why), asked only if the report has one."""
         target = Path(path) if Path(path).is_absolute() else root / path
         try:
             report = json_report.load(target)
@@ -82,7 +93,12 @@ class Resume:
                 f"--dflash-resume: {exc}; give the JSON report of the run to continue "
                 "(--dflash-resume=PATH, default the --dflash-report path)"
             ) from None
-        differ = differences(report.get("settings"), json_report.result_settings(settings))
+        now = json_report.result_settings(settings)
+        before = report.get("settings")
+        recorded = isinstance(before, Mapping) and PROBLEM_SET in before
+        if problems is not None and recorded and (found := problems()) is not None:
+            now[PROBLEM_SET] = dict(found)
+        differ = differences(before, now)
         if differ:
             raise ResumeError(
                 f"--dflash-resume: {str(path)!r} was made with other settings that change "
@@ -151,7 +167,9 @@ def differences(before: Any, now: Mapping[str, Any]) -> list[str]:
         old = before.get(name)
         if old == value:
             continue
-        if isinstance(value, Mapping) and isinstance(old, Mapping):
+        if name == PROBLEM_SET and isinstance(value, Mapping) and isinstance(old, Mapping):
+            found.append(f"{name}: {_problem_changes(old, value)}")
+        elif isinstance(value, Mapping) and isinstance(old, Mapping):
             parts = [
                 f"{key} {old.get(key)!r} -> {sub!r}"
                 for key, sub in value.items()
@@ -161,6 +179,21 @@ def differences(before: Any, now: Mapping[str, Any]) -> list[str]:
         else:
             found.append(f"{name} {old!r} -> {value!r}")
     return found
+
+
+def _problem_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    """``'gcd' changed, 'double' added, 'fib' removed`` (the first few of each)."""
+
+    def some(names: list[str], what: str) -> list[str]:
+        shown = ", ".join(repr(n) for n in names[:3])
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        return [f"{shown}{more} {what}"] if names else []
+
+    changed = sorted(n for n in now if n in old and old[n] != now[n])
+    added = sorted(n for n in now if n not in old)
+    removed = sorted(n for n in old if n not in now)
+    parts = some(changed, "changed") + some(added, "added") + some(removed, "removed")
+    return ", ".join(parts)
 
 
 def exit_status(exitstatus: int, results: RunResults) -> int:

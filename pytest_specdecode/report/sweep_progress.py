@@ -148,9 +148,14 @@ def notes(report: Mapping[str, Any]) -> list[str]:
                 f"moved: {c['label']}: {move.get('from')} -> {move.get('to') or 'nowhere'} "
                 f"({move.get('reason')})"
             )
-        tries = service.get("start_attempts") or []
-        if tries:
+        tries = [t for t in service.get("start_attempts") or [] if isinstance(t, Mapping)]
+        # Only a config whose start was tried again; a bad flag started once (and a
+        # drafter mismatch) is its test's error, not a retry.
+        if any(t.get("retried_after_seconds") is not None for t in tries):
             why = ", ".join(sorted({str(t.get("why")) for t in tries}))
-            where = " on " + str(service["host"]) if service.get("host") else ""
+            # Where the starts failed (a config that moved ran elsewhere in the end).
+            hosts = list(dict.fromkeys(str(t["host"]) for t in tries if t.get("host")))
+            hosts = hosts or ([str(service["host"])] if service.get("host") else [])
+            where = " on " + ", ".join(hosts) if hosts else ""
             lines.append(f"retried: {c['label']}: {len(tries)} failed start(s) ({why}){where}")
     return lines

@@ -21,7 +21,7 @@ import pytest
 from pytest_specdecode.client import SGLangError
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.records import RECORD
+from pytest_specdecode.records import BASELINE_CASES, RECORD
 from pytest_specdecode.service.manager import ServiceHandle
 from pytest_specdecode.throughput import lossless
 from pytest_specdecode.throughput.comparison import pairing_key
@@ -134,6 +134,9 @@ class LosslessBaseline:
         self.outputs: list[lossless.GreedyOutput] | None = None
         self.label: str | None = None
         self.expected: set[str] = set()
+        # The run's throughput cases when none runs under algorithm NONE (set at
+        # collection): the baseline test measures them too, the speedup's baseline.
+        self.speedup_cases: list[ThroughputCase] = []
         self.directory = directory
         self._clock = clock
         self._sleep = sleep
@@ -197,11 +200,16 @@ class LosslessChecker:
     """Records the baseline (algorithm NONE) or compares a config against it."""
 
     def __init__(
-        self, baseline: LosslessBaseline, service: ServiceHandle, node: pytest.Item
+        self,
+        baseline: LosslessBaseline,
+        service: ServiceHandle,
+        node: pytest.Item,
+        settings: Settings | None = None,
     ) -> None:
         self.baseline = baseline
         self.service = service
         self.node = node
+        self.settings = settings or Settings()
 
     def outputs(self) -> list[lossless.GreedyOutput]:
         """Greedy outputs of the prompts; a failed request fails the test in one line."""
@@ -217,7 +225,8 @@ class LosslessChecker:
         config = self.service.config
         if config.algorithm == "NONE":
             self.baseline.record(self.outputs(), config.label())
-            self._record(True, "baseline recorded")
+            unmeasured = self._measure_speedup_cases()
+            self._record(True, "; ".join(["baseline recorded", *unmeasured]))
             return
         if not self.baseline.load() or self.baseline.outputs is None:
             pytest.skip(self.baseline.missing())
@@ -229,6 +238,30 @@ class LosslessChecker:
                 f"{config.label()} is not lossless against {self.baseline.label}: {problems[0]}",
                 pytrace=False,
             )
+
+    def _measure_speedup_cases(self) -> list[str]:
+        """Measure the run's throughput cases on this baseline server, for the speedup
+        (:attr:`LosslessBaseline.speedup_cases`); returns a line per case it could not."""
+        measured: list[dict[str, Any]] = []
+        missed: list[str] = []
+        label = self.service.config.label()
+        for case in self.baseline.speedup_cases:
+            try:
+                metrics = run_case(
+                    self.service.client,
+                    case,
+                    self.settings.rounds,
+                    config=label,
+                    slo=self.settings.slo,
+                )
+            except (ThroughputError, SGLangError) as exc:
+                missed.append(f"speedup baseline {case.id} not measured: {exc}")
+                continue
+            key = pairing_key(self.node.nodeid, {"case": case.id})
+            measured.append({"case": case.id, "key": key, "metrics": metrics.to_extra_info()})
+        if measured:
+            self.node.user_properties.append((BASELINE_CASES, measured))
+        return missed
 
     def _record(self, passed: bool, detail: str) -> None:
         self.node.user_properties.append((RECORD, {"passed": passed, "detail": detail}))

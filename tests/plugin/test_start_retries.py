@@ -35,6 +35,11 @@ def test_a_transient_start_is_retried_and_a_bad_flag_is_not(
         "-v", "-p", "no:cacheprovider", "--dflash-start-retry-pause=0.1", "--basetemp=bt"
     )
     result.assert_outcomes(passed=1, errors=1)
+    # The summary names the retried config only: the bad flag was started once.
+    retried = [line for line in result.stdout.lines if line.startswith("dflash retried:")]
+    assert len(retried) == 1, retried
+    assert "budget=8" in retried[0]
+    assert "CUDA out of memory at start-up" in retried[0]
     result.stdout.fnmatch_lines(
         ["*start 1 on localhost failed (CUDA out of memory at start-up): retrying in 0.1 s*"]
     )

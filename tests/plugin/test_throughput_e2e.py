@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -250,3 +252,41 @@ def test_quiet_runs_print_no_line_per_round(
     assert bool(verbosity) is not any("round" in line for line in progress), progress
     if verbosity == ["-qq"]:
         assert progress == []
+
+
+def test_the_lossless_checks_baseline_is_the_speedup_source_in_the_json_report(
+    project: pytest.Pytester,
+) -> None:
+    # The sweep has no algorithm NONE: only the lossless check's baseline runs it.
+    project.makepyfile(test_ll=LOSSLESS.replace("@pytest.mark.dflash(budget=8)\n", ""))
+    result = run(project, "--dflash-config=budget=8", "--dflash-concurrency=1", "--dflash-rounds=2")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["ctx60-c1-t64-chat*NONE*1.00x (baseline)*", "*budget=8*x*"])
+    report = json.loads((project.path / "report.json").read_text())
+    assert report["speedup"]["baseline"] == ["NONE (this run)"]
+    assert report["speedup"]["missing"] is None
+    assert set(report["speedup"]) == {"baseline", "missing", "method"}
+    by_label = {c["label"]: c for c in report["configs"]}
+    (base,) = by_label["NONE"]["throughput"]  # measured by the lossless baseline test
+    assert base["nodeid"] == "test_ll.py::test_baseline"
+    (case,) = by_label["DFLASH budget=8"]["throughput"]
+    assert case["case"] == base["case"] == "ctx60-c1-t64-chat"
+    speedup = case["speedup"]
+    assert set(speedup) == {"tpot", "tok_s", "baseline"}
+    assert speedup["baseline"] == "NONE (this run)"
+
+    def rounds(metrics: dict[str, Any], name: str) -> list[float]:
+        values: list[float] = metrics["intervals"][name]["values"]
+        assert len(values) == 2
+        return values
+
+    # Paired round by round: the geometric mean of the per-round ratios.
+    for name, metric, faster in (("tpot", "tpot_ms", False), ("tok_s", "tok_s", True)):
+        pairs = zip(rounds(base["metrics"], metric), rounds(case["metrics"], metric), strict=True)
+        expected = math.prod(c / b if faster else b / c for b, c in pairs) ** 0.5
+        figure = speedup[name]
+        assert set(figure) == {"value", "low", "high", "n"}
+        assert figure["value"] == pytest.approx(expected, rel=1e-6)
+        assert figure["low"] <= figure["value"] <= figure["high"]
+        assert figure["n"] == 2
+    assert speedup["tpot"]["value"] > 1, "the simulated drafter is faster than no drafter"

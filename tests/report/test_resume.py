@@ -3,11 +3,18 @@ are, and the exit status an uninterrupted run would have had."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from pytest_specdecode.coding import Problem
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report import json_report
 from pytest_specdecode.report.results import RunResults
-from pytest_specdecode.report.resume import Resume, exit_status
+from pytest_specdecode.report.resume import Resume, ResumeError, exit_status
 
 
 def entry(nodeid: str, key: str, outcome: str = "passed", when: str = "call") -> dict[str, Any]:
@@ -118,3 +125,62 @@ def test_carried_failures_count_in_the_exit_status() -> None:
     assert exit_status(0, failed) == 1  # as the uninterrupted run, which ran it and failed
     assert exit_status(2, failed) == 2
     assert exit_status(5, RunResults()) == 5
+
+
+def saved(tmp_path: Path, settings: Settings, problems: dict[str, str] | None = None) -> Path:
+    """A report made with ``settings`` (and that problem set), as a run writes it."""
+    made = json_report.result_settings(settings)
+    if problems is not None:
+        made["problem set"] = problems
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": 1, "settings": made, "configs": [], "tests": []}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        ({"domains": ("code", "chat")}, "cases: domains ['chat'] -> ['code', 'chat']"),
+        ({"request_rates": (4.0, 8.0)}, "cases: request rates [] -> [4.0, 8.0]"),
+        ({"max_concurrency": 4}, "cases: max concurrency None -> 4"),
+        ({"rate_requests": 32}, "cases: rate requests 16 -> 32"),
+        ({"slo": (("ttft", 0.5),)}, "cases: slo '' -> 'ttft:500ms'"),
+        (
+            {"sim_args": ("--sim-fault", "start-oom")},
+            "simulator arguments [] -> ['--sim-fault', 'start-oom']",
+        ),
+    ],
+    ids=["domains", "request-rate", "max-concurrency", "rate-requests", "slo", "sim-knobs"],
+)
+def test_load_settings_that_change_results_refuse_the_resume(
+    tmp_path: Path, change: dict[str, Any], phrase: str
+) -> None:
+    path = saved(tmp_path, Settings())
+    Resume.load(path, Settings(), tmp_path)  # the same settings resume
+    with pytest.raises(ResumeError) as refused:
+        Resume.load(path, dataclasses.replace(Settings(), **change), tmp_path)
+    message = str(refused.value)
+    assert f"was made with other settings that change results: {phrase}; resume" in message
+    assert "\n" not in message
+
+
+def problem(name: str, cases: tuple[tuple[Any, ...], ...], source: str = "python") -> Problem:
+    return Problem(name=name, prompt=f"Write {name}(x).", entry_point=name,
+                   reference=f"def {name}(x):\n    return 2 * x\n", cases=cases,
+                   source=source)  # fmt: skip
+
+
+def test_the_problem_set_is_names_and_definitions_whatever_the_source(tmp_path: Path) -> None:
+    base = json_report.problem_set([problem("double", ((1,),)), problem("gcd", ((2,),))])
+    assert list(base) == ["double", "gcd"]
+    # The same definitions from a TOML file instead of a hook: the same set.
+    moved = [problem("double", ((1,),), source=str(tmp_path / "p.toml")), problem("gcd", ((2,),))]
+    assert json_report.problem_set(moved) == base
+    path = saved(tmp_path, Settings(), base)
+    Resume.load(path, Settings(), tmp_path, lambda: dict(base))
+    other = json_report.problem_set([problem("double", ((1,), (3,))), problem("fib", ((2,),))])
+    with pytest.raises(ResumeError, match=r"problem set: 'double' changed, 'fib' added, 'gcd' "
+                       r"removed; resume with that run's settings"):  # fmt: skip
+        Resume.load(path, Settings(), tmp_path, lambda: other)
+    # Problems that do not load now: their own collection error says so, not the resume.
+    Resume.load(path, Settings(), tmp_path, lambda: None)

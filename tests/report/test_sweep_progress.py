@@ -72,7 +72,17 @@ def test_the_step_summary_names_moved_configs_retries_and_the_resume() -> None:
                 "service": {
                     "host": "gpu2",
                     "moves": [{"from": "gpu3", "to": "gpu2", "reason": "SSH refused"}],
-                    "start_attempts": [{"why": "CUDA out of memory at start-up"}],
+                    "start_attempts": [
+                        {"why": "CUDA out of memory at start-up", "retried_after_seconds": 10.0}
+                    ],
+                },
+            },
+            {  # started once, not retried: an error of its own, not a "retried" line
+                "label": "DFLASH budget=16 sim-fault=bogus",
+                "service": {
+                    "start_attempts": [
+                        {"why": "an argument error (exit status 2)", "retried_after_seconds": None}
+                    ]
                 },
             },
         ],
