@@ -4,7 +4,7 @@
 config it decides *whether* to restart (``--dflash-restart``: ``auto`` keeps
 a live server that already passes the probe, ``always`` restarts, ``never``
 only verifies), then has the pieces do the work: the controller
-(:mod:`.controllers`) applies the launch the renderer made (:mod:`.launch`),
+(:mod:`.controllers`) applies the launch the renderer made (:mod:`.launch_command`),
 the readiness gate (:mod:`.readiness`) proves the result, and under
 pytest-xdist the lease (:mod:`.switch`) makes one worker restart while the
 others join. A config whose gate failed keeps its error, so every test of
@@ -33,7 +33,7 @@ from pytest_specdecode.service.base import ServiceController, ServiceError
 from pytest_specdecode.service.controllers import build_controller
 from pytest_specdecode.service.handle import ServerGone, ServiceHandle, Watch
 from pytest_specdecode.service.identity import Fingerprint
-from pytest_specdecode.service.launch import LaunchRenderer, endpoint
+from pytest_specdecode.service.launch_command import LaunchRenderer, endpoint
 from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
 from pytest_specdecode.service.local import group_running, read_tail
 from pytest_specdecode.service.placement import LocalPlacement, Placement
