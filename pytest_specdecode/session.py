@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +27,11 @@ from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
 from pytest_specdecode.service.signals import TermAsInterrupt
 from pytest_specdecode.throughput.runner import LosslessBaseline
 from pytest_specdecode.throughput.workload import marker_cases
+
+if TYPE_CHECKING:
+    # Imported when used: a run without coding tests or --dflash-resume never loads them.
+    from pytest_specdecode.coding.problem import Problem
+    from pytest_specdecode.report.resume import Resume
 
 PARAM = "dflash_config"
 
@@ -49,7 +54,7 @@ class SpecDecodeSession:
         # Under xdist the baseline goes to the directory the controller shares.
         shared = info.get(distributed.LEASE_DIR)
         self.lossless_baseline = LosslessBaseline(Path(shared) if shared else None)
-        self._problems: list[Any] | None = None
+        self._problems: list[Problem] | None = None
         # Tests whose marker or source is bad, by definition node id: their error line.
         self.invalid: dict[str, str] = {}
         self.controller = not hasattr(config, "workerinput")
@@ -91,7 +96,7 @@ class SpecDecodeSession:
         self.term = TermAsInterrupt()
         self.term.install()
 
-    def _load_resume(self, shared: str | None) -> Any:
+    def _load_resume(self, shared: str | None) -> Resume:
         from pytest_specdecode.report.resume import Resume
 
         # Workers read the copy the controller made before any test rewrote the report.
@@ -151,7 +156,7 @@ class SpecDecodeSession:
             node = metafunc.definition
             node.warn(SweepOverrideWarning(f"{node.nodeid}: {warning}"))
 
-    def problems(self) -> list[Any]:
+    def problems(self) -> list[Problem]:
         """The run's coding problems, loaded once; a bad source is a :class:`ConfigError`."""
         if self._problems is None:
             from pytest_specdecode.coding.runner import load_problems
@@ -440,7 +445,7 @@ class SpecDecodeSession:
             session.exitstatus = self.outputs.finish(status)
 
     @pytest.hookimpl(trylast=True)  # after pytest-benchmark's table: the verdict ends the run
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_specdecode.report import summary
 
         lines = self.redactor.lines(summary.render(self.outputs.data(), self.outputs.gate_lines))

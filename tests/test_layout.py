@@ -104,3 +104,23 @@ def test_plugin_is_thin() -> None:
     }
     assert not long, f"plugin.py functions over 30 lines (move the work out): {long}"
     assert not [n for n in tree.body if isinstance(n, ast.ClassDef)], "plugin.py defines classes"
+
+
+# Names two plugin modules may share, because they mean the same thing in each part.
+SHARED_NAMES = {
+    "runner.py": "coding/runner.py and throughput/runner.py: the runner of that part's fixture",
+}
+
+
+def test_module_names_do_not_repeat_across_parts() -> None:
+    # The simulator is a program of its own (it mirrors SGLang's modules): it is not counted.
+    seen: dict[str, list[str]] = {}
+    for path in modules():
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "sim" or path.name in ("__init__.py", "__main__.py"):
+            continue
+        seen.setdefault(path.name, []).append(str(rel))
+    repeated = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert set(repeated) <= set(SHARED_NAMES), {
+        n: p for n, p in repeated.items() if n not in SHARED_NAMES
+    }

@@ -47,7 +47,14 @@ from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding import worker
 from pytest_specdecode.coding.cgroup import AnswerGroup, hierarchies
-from pytest_specdecode.coding.launch import (
+from pytest_specdecode.coding.reaper import (
+    UID_BASE,
+    kill_uid,
+    processes_of,
+    remove_tree,
+    sandbox_processes,
+)
+from pytest_specdecode.coding.sandbox_base import (
     PREIMPORT,
     Limits,
     SandboxError,
@@ -55,13 +62,6 @@ from pytest_specdecode.coding.launch import (
     bwrap_argv,
     sandbox_env,
     worker_command,
-)
-from pytest_specdecode.coding.reaper import (
-    UID_BASE,
-    kill_uid,
-    processes_of,
-    remove_tree,
-    sandbox_processes,
 )
 from pytest_specdecode.coding.values import one_line
 from pytest_specdecode.coding.warm import (

@@ -39,7 +39,7 @@ from typing import Any
 
 from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.coding import layout as fs
-from pytest_specdecode.coding.launch import (
+from pytest_specdecode.coding.sandbox_base import (
     PREIMPORT,
     Limits,
     SandboxError,

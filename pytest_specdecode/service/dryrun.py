@@ -1,7 +1,7 @@
 """``--dflash-dry-run``: what a sweep would do, config by config, without doing any of it.
 
 Made from the collected configs in run order and the same renderer the run
-uses (:class:`~pytest_specdecode.service.launch.LaunchRenderer`): the launch
+uses (:class:`~pytest_specdecode.service.launch_command.LaunchRenderer`): the launch
 command locally, the systemd drop-in text over SSH, or the reconfigure script
 with its values quoted. Nothing here opens a connection, starts or stops a
 process or sends a request: the plan is text.
@@ -21,7 +21,7 @@ from pytest_specdecode import redact
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.service.launch import Endpoint, LaunchRenderer
+from pytest_specdecode.service.launch_command import Endpoint, LaunchRenderer
 
 
 @dataclass(frozen=True)

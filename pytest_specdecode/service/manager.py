@@ -4,10 +4,11 @@
 config it decides *whether* to restart (``--dflash-restart``: ``auto`` keeps
 a live server that already passes the probe, ``always`` restarts, ``never``
 only verifies), then has the pieces do the work: the controller
-(:mod:`.controllers`) applies the launch the renderer made (:mod:`.launch`),
-the readiness gate (:mod:`.readiness`) proves the result, and under
-pytest-xdist the lease (:mod:`.switch`) makes one worker restart while the
-others join. A config whose gate failed keeps its error, so every test of
+(:mod:`.controllers`) applies the launch the renderer made
+(:mod:`.launch_command`), :class:`~.checks.ServerChecks` probes and gates the
+server (external mode and a joining worker's check live there too), and
+under pytest-xdist the lease (:mod:`.switch`) makes one worker restart while
+the others join. A config whose gate failed keeps its error, so every test of
 that config reports the same message while the next config is still tried.
 """
 
@@ -21,7 +22,6 @@ from typing import Any
 import requests
 
 from pytest_specdecode import redact
-from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.collection import template_args
 from pytest_specdecode.config.settings import Host, Settings
@@ -29,34 +29,24 @@ from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.service import drafter, retry, switch
-from pytest_specdecode.service.base import ServiceController, ServiceError
+from pytest_specdecode.service.base import ServiceController
+from pytest_specdecode.service.checks import OtherConfigLive, ServerChecks, ServiceUnavailable
 from pytest_specdecode.service.controllers import build_controller
-from pytest_specdecode.service.handle import ServerGone, ServiceHandle, Watch
+from pytest_specdecode.service.handle import ServiceHandle
 from pytest_specdecode.service.identity import Fingerprint
-from pytest_specdecode.service.launch import LaunchRenderer, endpoint
+from pytest_specdecode.service.launch_command import LaunchRenderer, endpoint
 from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
-from pytest_specdecode.service.local import group_running, read_tail
 from pytest_specdecode.service.placement import LocalPlacement, Placement
-from pytest_specdecode.service.probe import LOADING, Look, ProbeFailed, ServerProbe, probe_live
-from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
+from pytest_specdecode.service.probe import LOADING, Look
 from pytest_specdecode.service.xdist import config_key
 
+# OtherConfigLive and ServiceUnavailable live in .checks; this path stays theirs too.
 __all__ = ["OtherConfigLive", "ServiceHandle", "ServiceManager", "ServiceUnavailable"]
 
 ControllerFactory = Callable[[Settings, Path, "Path | None", "Host | None"], ServiceController]
 
-# A live server (auto mode, joining workers) gets this long to answer health.
-LIVE_PROBE_TIMEOUT = 30.0
 # Waiting for another worker's switch: the ready timeout plus a margin for the restart.
 SWITCH_MARGIN = 300.0
-
-
-class ServiceUnavailable(SpecDecodeError):
-    """The server could not be brought to a config; one-line summary first."""
-
-
-class OtherConfigLive(SpecDecodeError):
-    """External mode: the live server runs another config than the test needs."""
 
 
 class ServiceManager:
@@ -91,14 +81,14 @@ class ServiceManager:
         self.placement = placement or (LocalPlacement(settings.hosts) if many else None)
         self._lease_for = lease_for
         self._port = port
+        self._http = http
+        self._clock = clock
+        self._sleep = sleep
         self._bind(target or (settings.hosts[0] if settings.hosts else None), lease)
         # A local server starts in the project's root, so relative paths in
         # the launch command (e.g. --sim-answers answers.json) work from anywhere.
         self.root = root
         self._factory = controller_factory or build_controller
-        self._http = http
-        self._clock = clock
-        self._sleep = sleep
         self._controller: ServiceController | None = None
         self._live: ServiceHandle | None = None
         self._failed: dict[SpecConfig, SpecDecodeError] = {}
@@ -110,6 +100,16 @@ class ServiceManager:
         self.target = target
         self.where = endpoint(self.settings, target, self._port)
         self.renderer = LaunchRenderer(self.settings, self.dialect, self.where, self.redactor)
+        self.checks = ServerChecks(
+            self.settings,
+            self.dialect,
+            self.where.base_url,
+            progress=self.progress,
+            redactor=self.redactor,
+            http=self._http,
+            clock=self._clock,
+            sleep=self._sleep,
+        )
         self.lease = lease if self.settings.restart != "never" else None
 
     @property
@@ -217,14 +217,14 @@ class ServiceManager:
     ) -> tuple[ServiceHandle, dict[str, Any]]:
         """The handle and its lease facts; restarts unless the mode says otherwise."""
         if self.settings.restart == "never":
-            return self._external(config), {"base_url": self.base_url}
+            return self.checks.external(config), {"base_url": self.base_url}
         look: Look | None = None
         if self.settings.restart == "auto" or self.settings.control == "script":
             # auto: maybe no restart is needed; script: what answered before,
             # so a restart can be told from a no-op.
-            look = self._look(config)
+            look = self.checks.look(config)
             if self.settings.restart == "auto" and look is not None and look.verified:
-                return self._live_handle(config, look), {"base_url": self.base_url}
+                return self.checks.live_handle(config, look), {"base_url": self.base_url}
         switch.stop_old_group(old_pgid if self.settings.control == "local" else None)
         return self._restart(config, log_dir, look)
 
@@ -267,7 +267,7 @@ class ServiceManager:
         self.progress.update(config.label(), "restarting", 0.0)
         try:
             controller.apply(self.renderer.render(config))
-            ready = self._gate(
+            ready = self.checks.gate(
                 config,
                 controller,
                 before=Fingerprint.of(before.info) if before is not None else None,
@@ -279,49 +279,12 @@ class ServiceManager:
         proof = drafter.check(config, controller, ready.identity, self.settings, url=self.base_url)
         self._messages.extend([proof.summary] if proof.summary else [])
         ready.unverified.extend(proof.unverified)
-        watch = self._watch(controller, config)
-        handle = self._handle(config, ready, self._clock() - started, watch)
+        watch = self.checks.watch(controller, config)
+        handle = self.checks.handle(config, ready, self._clock() - started, watch)
         log = controller.log_location() if self.settings.control == "local" else None
         return handle, switch.server_facts(handle, local=self.settings.control == "local", log=log)
 
-    def _external(self, config: SpecConfig) -> ServiceHandle:
-        """``--dflash-restart=never``: verify the live server; another config skips."""
-        started = self._clock()
-        try:
-            ready = self._gate(config, None, expect_running=True)
-        except ServiceNotReady as exc:
-            if exc.reason != "mismatch":
-                raise
-            raise OtherConfigLive(
-                f"the server at {self.base_url} does not run {config.label()} "
-                f"({'; '.join(exc.mismatches)}) and --dflash-restart=never forbids restarting it",
-                reason="other-config",
-                config=config.label(),
-            ) from None
-        finally:
-            self.progress.done()
-        handle = self._handle(config, ready, self._clock() - started, _unknown)
-        handle.restarted = False
-        return handle
-
     def _leased(self, lease: HostLease, config: SpecConfig, log_dir: Path) -> ServiceHandle:
-        def join(server: dict[str, Any]) -> ServiceHandle:
-            look = self._look(config)
-            if look is None or not look.verified:
-                seen = f" ({look.phase}: {look.detail})" if look is not None else ""
-                raise ServiceUnavailable(
-                    f"the server at {self.base_url} should run {config.label()} (another worker "
-                    f"brought it up) but does not pass the probe{seen}",
-                    reason="mismatch",
-                    config=config.label(),
-                )
-            handle = self._live_handle(config, look)
-            if server.get("pgid"):
-                handle.watch = _group_watch(
-                    config.label(), self.base_url, int(server["pgid"]), server.get("log")
-                )
-            return handle
-
         placement, target = self.placement, self.target
         here = None
         if placement is not None and target is not None:
@@ -330,134 +293,17 @@ class ServiceManager:
             lease,
             config_key(config),
             bring_up=lambda old_pgid: self._bring_up(config, log_dir, old_pgid),
-            join=join,
+            join=lambda server: self.checks.join(config, server),
             timeout=self.settings.ready_timeout + SWITCH_MARGIN,
             still_here=here,
         )
 
     # --- the pieces -------------------------------------------------------
 
-    def _look(self, config: SpecConfig) -> Look | None:
-        """One probe of the live server (no waiting for a startup); None if it cannot tell."""
-        probe = self._probe(config, request_timeout=LIVE_PROBE_TIMEOUT)
-        try:
-            return probe_live(probe)
-        except ProbeFailed:
-            return None
-        finally:
-            probe.close()
-
-    def _probe(self, config: SpecConfig, *, request_timeout: float) -> ServerProbe:
-        return ServerProbe(
-            self.base_url,
-            verify=self._verifier(config),
-            label=config.label(),
-            api_key=self.settings.api_key,
-            session=self._http,
-            request_timeout=request_timeout,
-        )
-
-    def _gate(
-        self,
-        config: SpecConfig,
-        controller: ServiceController | None,
-        *,
-        expect_running: bool = False,
-        before: Fingerprint | None = None,
-        down_before: bool = False,
-    ) -> ReadyResult:
-        label = config.label()
-        return wait_until_ready(
-            self.base_url,
-            controller=controller,
-            verify=self._verifier(config),
-            timeout=self.settings.ready_timeout,
-            label=label,
-            api_key=self.settings.api_key,
-            expect_running=expect_running,
-            before=before,
-            down_before=down_before,
-            session=self._http,
-            clock=self._clock,
-            sleep=self._sleep,
-            redact=self.redactor.text,
-            # A local process is polled for nothing; a remote one costs an SSH round trip.
-            failure_check_interval=0.25 if self.settings.control == "local" else 1.0,
-            on_progress=lambda phase, elapsed, line: self.progress.update(
-                label, phase, elapsed, line or ""
-            ),
-        )
-
-    def _handle(
-        self, config: SpecConfig, ready: ReadyResult, seconds: float, watch: Watch
-    ) -> ServiceHandle:
-        return ServiceHandle(
-            config=config,
-            base_url=self.base_url,
-            server_info=dict(ready.server_info),
-            client=self._client(),
-            identity=ready.identity,
-            ready_seconds=seconds,
-            phases=[(p.phase, p.at) for p in ready.phases],
-            unverified=list(ready.unverified),
-            restarted=True,
-            proof=ready.proof,
-            simulated=bool(ready.server_info.get("simulator")),
-            watch=watch,
-        )
-
-    def _live_handle(self, config: SpecConfig, look: Look) -> ServiceHandle:
-        assert look.info is not None
-        return ServiceHandle(
-            config=config,
-            base_url=self.base_url,
-            server_info=dict(look.info),
-            client=self._client(),
-            identity=None,
-            ready_seconds=0.0,
-            phases=[("verified", 0.0)],
-            unverified=list(look.unverified),
-            restarted=False,
-            simulated=bool(look.info.get("simulator")),
-        )
-
-    def _watch(self, controller: ServiceController, config: SpecConfig) -> Watch:
-        label, url = config.label(), self.base_url
-        started = controller.identity()
-
-        def gone() -> ServerGone | None:
-            try:
-                failure = controller.failure()
-                current = controller.identity()
-            except ServiceError:
-                return None  # cannot tell (SSH down): the requests will say
-            if not failure and current is started:
-                return None
-            where = controller.log_location()
-            what = failure or "it was stopped (the controller started another config)"
-            return ServerGone(
-                f"server for config {label!r} at {url} exited after it passed the gate: {what}"
-                + (f"; full log: {where}" if where else ""),
-                reason="died",
-                log_tail=controller.logs(30) if failure else "",
-                config=label,
-            )
-
-        return gone
-
-    def _verifier(self, config: SpecConfig) -> Callable[[Any], Any]:
-        def verify(server_info: Any) -> Any:
-            return self.dialect.verify(config, server_info)
-
-        return verify
-
     def _get_controller(self, log_dir: Path) -> ServiceController:
         if self._controller is None:
             self._controller = self._factory(self.settings, log_dir, self.root, self.target)
         return self._controller
-
-    def _client(self) -> SGLangClient:
-        return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
 
     def _drop_live(self) -> None:
         if self._live is not None:
@@ -475,24 +321,3 @@ def _unavailable(exc: SpecDecodeError, config: SpecConfig) -> ServiceUnavailable
         log_tail=exc.log_tail,
         config=config.label(),
     )
-
-
-def _unknown() -> ServerGone | None:
-    return None
-
-
-def _group_watch(label: str, url: str, pgid: int, log: str | None) -> Watch:
-    """For a local server another worker started: gone once its process group is."""
-
-    def gone() -> ServerGone | None:
-        if group_running(pgid):
-            return None
-        return ServerGone(
-            f"server for config {label!r} at {url} exited after it passed the gate: its "
-            f"process group {pgid} is gone" + (f"; full log: {log}" if log else ""),
-            reason="died",
-            log_tail=read_tail(log, 30) if log else "",
-            config=label,
-        )
-
-    return gone

@@ -21,6 +21,7 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
+from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.service.base import SSHError
 
 _ACCEPT_VALUES = ("no", "off", "accept-new")
@@ -47,8 +48,12 @@ class SSHTarget:
     known_hosts_files: Sequence[str] | None = None
 
 
-class UnknownHostKey(paramiko.SSHException):  # type: ignore[misc]
-    """The server's host key is in no known_hosts file and accepting is off."""
+class UnknownHostKey(SpecDecodeError, paramiko.SSHException):  # type: ignore[misc]
+    """The server's host key is in no known_hosts file and accepting is off.
+
+    A paramiko ``SSHException`` too: it is raised inside paramiko's connect,
+    which lets an ``SSHException`` from a host key policy through.
+    """
 
     def __init__(self, hostname: str, key: paramiko.PKey) -> None:
         super().__init__(f"unknown host key for {hostname}")

@@ -74,6 +74,7 @@ class SimServer:
     def mark_ready(self) -> None:
         """Warmup done: health turns 200 (never with the ``unhealthy`` fault)."""
         if self.args.faults.unhealthy:
+            log.warning("Simulated: warmup done, health stays 503 (--sim-fault unhealthy)")
             return
         self.ready = True
         log.info("The server is fired up and ready to roll!")

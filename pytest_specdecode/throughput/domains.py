@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, DOMAINS
+from pytest_specdecode.errors import SpecDecodeError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,7 +33,7 @@ __all__ = ["DEFAULT_DOMAINS", "DOMAINS", "SET_DIR", "Domain", "DomainError", "lo
 SET_DIR = Path(__file__).with_name("prompt_set")
 
 
-class DomainError(ValueError):
+class DomainError(SpecDecodeError, ValueError):
     """An unknown domain or a broken prompt-set file; one line."""
 
 

@@ -45,15 +45,17 @@ def _attack(kind, family):
     libc = ctypes.CDLL(None, use_errno=True)
     me, home = os.getpid(), os.getcwd()
     seen = set()
+    rounds = 0
     while True:  # nothing stops it but SIGKILL: every failure is only noted
         try:
             _round(kind, family, libc, me, seen)
+            rounds += 1
             with open(os.path.join(home, '.beat'), 'w') as fh:  # whole files only
-                fh.write(repr(sorted(s for s in seen if s[0] == 1)))
+                fh.write('%d %r' % (rounds, sorted(s for s in seen if s[0] == 1)))
             os.replace(os.path.join(home, '.beat'), os.path.join(home, 'beat'))
         except BaseException:
             pass
-        time.sleep(0.002)
+        time.sleep(0.002)  # the attack's pace, not a wait for anything
 
 def _round(kind, family, libc, me, seen):
     others = [int(e) for e in os.listdir('/proc') if e.isdigit() and int(e) not in (me, family)]
@@ -102,15 +104,15 @@ def _start(kind):
         os._exit(0)
     os.waitpid(pid, 0)
     deadline = time.monotonic() + 5
-    while not os.path.exists('beat') or not open('beat').read():
+    beat = ''
+    while int(beat.split(' ', 1)[0] or 0) < 3:  # a few rounds of the attack
         if time.monotonic() > deadline:
-            return 'the daemon never ran'
+            return 'the daemon never ran three rounds'
         time.sleep(0.001)
-    time.sleep(0.02)  # a few rounds of the attack
+        beat = open('beat').read() if os.path.exists('beat') else ''
     with open('result.txt') as fh:
         mine = fh.read()
-    with open('beat') as fh:
-        return 'daemon ran; own result.txt reads ' + mine + '; on pid 1: ' + fh.read()
+    return 'daemon ran; own result.txt reads ' + mine + '; on pid 1: ' + beat.split(' ', 1)[1]
 
 PROOF = _start(KIND)
 

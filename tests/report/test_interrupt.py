@@ -28,7 +28,8 @@ def test_a_throughput(dflash_case, dflash_throughput, benchmark):
     dflash_throughput.run(dflash_case, benchmark)
 
 def test_b_slow(dflash_service):
-    time.sleep(120)
+    open("b_started", "w").close()  # the outer test interrupts once this exists
+    time.sleep(120)  # a long test: the run is interrupted during it
 
 def test_c_never_reached(dflash_service):
     pass
@@ -76,8 +77,12 @@ def test_sigint_half_way_leaves_the_finished_tests_in_the_report(pytester: pytes
         assert finished_cases(seen) == ["ctx60-c1-t16-chat", "ctx60-c2-t16-chat"], (
             "throughput never finished"
         )
-        # Let test_b start sleeping; the report is rewritten only after teardowns.
-        time.sleep(0.5)
+        # Interrupt inside test_b; the report is rewritten only after teardowns.
+        started = pytester.path / "b_started"
+        while not started.exists():
+            assert proc.poll() is None, "the run ended before test_b started"
+            assert time.monotonic() < deadline, "test_b never started"
+            time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
     finally:

@@ -80,9 +80,25 @@ def test_crash_on_start_exits_1_after_loading() -> None:
     assert "crash-on-start" in done.stderr
 
 
+def wait_for_log(sim: Any, line: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in sim.stderr():
+        assert sim.proc.poll() is None, sim.stderr()
+        assert time.monotonic() < deadline, f"no {line!r} in the log:\n{sim.stderr()}"
+        time.sleep(0.02)
+
+
 def test_hang_on_load_never_listens(sim_factory: Any) -> None:
     sim = sim_factory("--sim-fault", "hang-on-load", wait=False)
-    time.sleep(0.6)
+    # The load began (with 0 load seconds it would listen at once) and the process is
+    # parked in its sleep there, not starting to serve.
+    wait_for_log(sim, "Load weight begin")
+    wchan = Path(f"/proc/{sim.proc.pid}/wchan")
+    deadline = time.monotonic() + 10
+    while wchan.read_text() != "0" and "nanosleep" not in wchan.read_text():  # "0": hidden
+        assert time.monotonic() < deadline, f"not parked in a sleep: {wchan.read_text()!r}"
+        time.sleep(0.02)
+    assert "Load weight end" not in sim.stderr()
     assert status(sim) == "refused"
     assert sim.proc.poll() is None
 
@@ -92,7 +108,8 @@ def test_unhealthy_stays_503_while_info_answers(sim_factory: Any) -> None:
     deadline = time.monotonic() + 10
     while status(sim, "/server_info") != "200" and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(0.2)
+    # Past the point where health would turn 200: it stays 503.
+    wait_for_log(sim, "warmup done, health stays 503")
     assert status(sim) == "503"
     assert status(sim, "/health_generate") == "503"
     assert "fired up" not in sim.stderr()

@@ -58,20 +58,39 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
 
 
 def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> None:
+    # The worker dies while both workers hold the budget=4 server: it waits until the
+    # other one is in a test on it, and that test stays until the kill happened.
+    events = sim_ini.path / "events"
+    events.mkdir()
     sim_ini.makepyfile(
-        test_k="""
+        test_k=f"""
         import os, signal, time
+        from pathlib import Path
         import pytest
+        from pytest_specdecode.service.lease import pid_alive
+
+        EVENTS = Path({str(events)!r})
+
+        def wait_for(what, condition):
+            deadline = time.monotonic() + 30
+            while not condition():
+                assert time.monotonic() < deadline, "timed out waiting for " + what
+                time.sleep(0.01)
 
         @pytest.mark.dflash(budget=4)
         def test_dies_holding_the_server(dflash_service):
-            time.sleep(0.5)
+            me = os.environ["PYTEST_XDIST_WORKER"]
+            (EVENTS / "dies.tmp").write_text(str(os.getpid()))
+            os.replace(EVENTS / "dies.tmp", EVENTS / "dies")
+            wait_for("the other worker", lambda: any(p.name != me for p in EVENTS.glob("gw*")))
             os.kill(os.getpid(), signal.SIGKILL)
 
         @pytest.mark.dflash(budget=4)
         @pytest.mark.parametrize("n", range(3))
         def test_same_config(dflash_service, n):
-            time.sleep(0.3)
+            (EVENTS / os.environ["PYTEST_XDIST_WORKER"]).touch()
+            dies = EVENTS / "dies"
+            wait_for("the kill", lambda: dies.exists() and not pid_alive(int(dies.read_text())))
 
         @pytest.mark.dflash(budget=8)
         @pytest.mark.parametrize("n", range(4))
@@ -86,4 +105,6 @@ def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> 
     elapsed = time.monotonic() - started
     result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*test_dies_holding_the_server*crashed*"])
+    assert (events / "dies").exists()
+    assert [p.name for p in events.glob("gw*")], "no other worker used the server"
     assert elapsed < 60

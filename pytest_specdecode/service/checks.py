@@ -1,0 +1,247 @@
+"""Looking at one server and proving what it runs: the pieces the manager uses.
+
+:class:`ServerChecks` is bound to one endpoint (the manager builds a new one
+when a config moves to another host). It holds the one probe of a live
+server (:meth:`~ServerChecks.look`, for auto mode and joining workers), the
+readiness gate after a start (:meth:`~ServerChecks.gate`), external mode
+(:meth:`~ServerChecks.external`: verify, never restart), the check of a
+server another worker brought up (:meth:`~ServerChecks.join`), and the
+handles and watches tests get.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+
+from pytest_specdecode import redact
+from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.config import dialects
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.progress import Progress
+from pytest_specdecode.service.base import ServiceController, ServiceError
+from pytest_specdecode.service.handle import ServerGone, ServiceHandle, Watch
+from pytest_specdecode.service.identity import Fingerprint
+from pytest_specdecode.service.local import group_running, read_tail
+from pytest_specdecode.service.probe import Look, ProbeFailed, ServerProbe, probe_live
+from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
+
+__all__ = ["LIVE_PROBE_TIMEOUT", "OtherConfigLive", "ServerChecks", "ServiceUnavailable"]
+
+# A live server (auto mode, joining workers) gets this long to answer health.
+LIVE_PROBE_TIMEOUT = 30.0
+
+
+class ServiceUnavailable(SpecDecodeError):
+    """The server could not be brought to a config; one-line summary first."""
+
+
+class OtherConfigLive(SpecDecodeError):
+    """External mode: the live server runs another config than the test needs."""
+
+
+class ServerChecks:
+    """The probe, the gate and the handles for the server at ``base_url``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        dialect: dialects.Dialect,
+        base_url: str,
+        *,
+        progress: Progress,
+        redactor: redact.Redactor,
+        http: requests.Session | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.dialect = dialect
+        self.base_url = base_url
+        self.progress = progress
+        self.redactor = redactor
+        self._http = http
+        self._clock = clock
+        self._sleep = sleep
+
+    def look(self, config: SpecConfig) -> Look | None:
+        """One probe of the live server (no waiting for a startup); None if it cannot tell."""
+        probe = ServerProbe(
+            self.base_url,
+            verify=self._verifier(config),
+            label=config.label(),
+            api_key=self.settings.api_key,
+            session=self._http,
+            request_timeout=LIVE_PROBE_TIMEOUT,
+        )
+        try:
+            return probe_live(probe)
+        except ProbeFailed:
+            return None
+        finally:
+            probe.close()
+
+    def gate(
+        self,
+        config: SpecConfig,
+        controller: ServiceController | None,
+        *,
+        expect_running: bool = False,
+        before: Fingerprint | None = None,
+        down_before: bool = False,
+    ) -> ReadyResult:
+        """The readiness gate: block until the server serves and runs ``config``."""
+        label = config.label()
+        return wait_until_ready(
+            self.base_url,
+            controller=controller,
+            verify=self._verifier(config),
+            timeout=self.settings.ready_timeout,
+            label=label,
+            api_key=self.settings.api_key,
+            expect_running=expect_running,
+            before=before,
+            down_before=down_before,
+            session=self._http,
+            clock=self._clock,
+            sleep=self._sleep,
+            redact=self.redactor.text,
+            # A local process is polled for nothing; a remote one costs an SSH round trip.
+            failure_check_interval=0.25 if self.settings.control == "local" else 1.0,
+            on_progress=lambda phase, elapsed, line: self.progress.update(
+                label, phase, elapsed, line or ""
+            ),
+        )
+
+    def external(self, config: SpecConfig) -> ServiceHandle:
+        """``--dflash-restart=never``: verify the live server; another config skips."""
+        started = self._clock()
+        try:
+            ready = self.gate(config, None, expect_running=True)
+        except ServiceNotReady as exc:
+            if exc.reason != "mismatch":
+                raise
+            raise OtherConfigLive(
+                f"the server at {self.base_url} does not run {config.label()} "
+                f"({'; '.join(exc.mismatches)}) and --dflash-restart=never forbids restarting it",
+                reason="other-config",
+                config=config.label(),
+            ) from None
+        finally:
+            self.progress.done()
+        handle = self.handle(config, ready, self._clock() - started, _unknown)
+        handle.restarted = False
+        return handle
+
+    def join(self, config: SpecConfig, server: Mapping[str, Any]) -> ServiceHandle:
+        """Under the lease: verify the server another worker brought up for ``config``."""
+        look = self.look(config)
+        if look is None or not look.verified:
+            seen = f" ({look.phase}: {look.detail})" if look is not None else ""
+            raise ServiceUnavailable(
+                f"the server at {self.base_url} should run {config.label()} (another worker "
+                f"brought it up) but does not pass the probe{seen}",
+                reason="mismatch",
+                config=config.label(),
+            )
+        handle = self.live_handle(config, look)
+        if server.get("pgid"):
+            handle.watch = _group_watch(
+                config.label(), self.base_url, int(server["pgid"]), server.get("log")
+            )
+        return handle
+
+    def handle(
+        self, config: SpecConfig, ready: ReadyResult, seconds: float, watch: Watch
+    ) -> ServiceHandle:
+        """The handle on a server that passed the gate."""
+        return ServiceHandle(
+            config=config,
+            base_url=self.base_url,
+            server_info=dict(ready.server_info),
+            client=self.client(),
+            identity=ready.identity,
+            ready_seconds=seconds,
+            phases=[(p.phase, p.at) for p in ready.phases],
+            unverified=list(ready.unverified),
+            restarted=True,
+            proof=ready.proof,
+            simulated=bool(ready.server_info.get("simulator")),
+            watch=watch,
+        )
+
+    def live_handle(self, config: SpecConfig, look: Look) -> ServiceHandle:
+        """The handle on a live server that passed the probe (nothing restarted)."""
+        assert look.info is not None
+        return ServiceHandle(
+            config=config,
+            base_url=self.base_url,
+            server_info=dict(look.info),
+            client=self.client(),
+            identity=None,
+            ready_seconds=0.0,
+            phases=[("verified", 0.0)],
+            unverified=list(look.unverified),
+            restarted=False,
+            simulated=bool(look.info.get("simulator")),
+        )
+
+    def watch(self, controller: ServiceController, config: SpecConfig) -> Watch:
+        """Whether the server ``controller`` started for ``config`` is gone since."""
+        label, url = config.label(), self.base_url
+        started = controller.identity()
+
+        def gone() -> ServerGone | None:
+            try:
+                failure = controller.failure()
+                current = controller.identity()
+            except ServiceError:
+                return None  # cannot tell (SSH down): the requests will say
+            if not failure and current is started:
+                return None
+            where = controller.log_location()
+            what = failure or "it was stopped (the controller started another config)"
+            return ServerGone(
+                f"server for config {label!r} at {url} exited after it passed the gate: {what}"
+                + (f"; full log: {where}" if where else ""),
+                reason="died",
+                log_tail=controller.logs(30) if failure else "",
+                config=label,
+            )
+
+        return gone
+
+    def client(self) -> SGLangClient:
+        return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
+
+    def _verifier(self, config: SpecConfig) -> Callable[[Any], Any]:
+        def verify(server_info: Any) -> Any:
+            return self.dialect.verify(config, server_info)
+
+        return verify
+
+
+def _unknown() -> ServerGone | None:
+    return None
+
+
+def _group_watch(label: str, url: str, pgid: int, log: str | None) -> Watch:
+    """For a local server another worker started: gone once its process group is."""
+
+    def gone() -> ServerGone | None:
+        if group_running(pgid):
+            return None
+        return ServerGone(
+            f"server for config {label!r} at {url} exited after it passed the gate: its "
+            f"process group {pgid} is gone" + (f"; full log: {log}" if log else ""),
+            reason="died",
+            log_tail=read_tail(log, 30) if log else "",
+            config=label,
+        )
+
+    return gone
