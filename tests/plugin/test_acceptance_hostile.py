@@ -10,18 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pytest_specdecode.coding import sandbox_mode
-from pytest_specdecode.coding.cgroup import hierarchies
 
 needs_bwrap = pytest.mark.skipif(
     sandbox_mode() != "bwrap",
@@ -330,82 +325,3 @@ def test_no_answer_leaves_the_pass_rate_and_no_escape_reaches_the_terminal(
         for control in ("\x1b", "\x07", "\x9b", "#x1B", "#x07", "#x9B"):
             assert control not in text, (name, control)
     assert list(sandbox_tmp.iterdir()) == []
-
-
-# Runs until it is stopped, and says so: a file in its working directory (the
-# fallback's is on the host) and a child found by its token (where the sandbox's
-# uid can run the interpreter's path).
-ENDLESS = """import os, sys, time
-def gcd(a, b):
-    try:
-        open('started', 'w').close()
-    except OSError:
-        pass
-    if os.fork() == 0:
-        code = 'import sys, time; time.sleep(float(sys.argv[1]))'
-        try:
-            os.execv(sys.executable, [sys.executable, '-c', code, TOKEN])
-        except OSError:
-            time.sleep(600)
-    while True:
-        pass
-"""
-
-
-def test_sigterm_while_an_answer_runs_leaves_nothing_behind(
-    pytester: pytest.Pytester,
-    sim_project: Callable[[pytest.Pytester, str], None],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # CI cancelling a job mid-answer: the run stops at once (it once waited for
-    # the answer's time limit), and the answer's processes, its working directory
-    # (the fallback's is on the host, in the temp dir) and its cgroup all go.
-    # tests/coding/test_guarantee.py stops an abandoned answer in both modes.
-    token = f"{600 + os.getpid() % 97}.{int.from_bytes(os.urandom(3), 'big'):07d}"
-    answer = ENDLESS.replace("TOKEN", repr(token))
-    (pytester.path / "answers.json").write_text(
-        json.dumps([{"match": "`gcd(", "response": fenced(answer)}])
-    )
-    sim_project(pytester, "--sim-answers answers.json")
-    pytester.makepyfile(
-        test_coding="""
-        import pytest
-
-        @pytest.mark.coding
-        def test_coding(dflash_problem, dflash_coding):
-            dflash_coding.check(dflash_problem)
-        """
-    )
-    sandbox_tmp = pytester.path / "sandbox-tmp"
-    sandbox_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
-    proc = pytester.popen(
-        [
-            sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-k", "gcd",
-            "--dflash-sandbox=fallback", "--dflash-answer-timeout=30",
-            f"--basetemp={pytester.path / 'basetemp'}",
-        ],
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not running_with(token) and not list(sandbox_tmp.glob("*/started")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the answer never ran"
-            time.sleep(0.02)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        stopped = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = out.decode() + err.decode()
-    assert proc.returncode == pytest.ExitCode.INTERRUPTED, text[-3000:]
-    assert stopped < 10, f"the interrupt took {stopped:.1f} s: it waited for the answer's limit"
-    assert running_with(token) == []
-    assert list(sandbox_tmp.iterdir()) == []
-    left = [h.path for h in hierarchies() for _ in Path(h.path).glob(f"specdecode-{proc.pid}-*")]
-    assert left == [], "the answer's cgroup was left behind"
-    assert working_in(pytester.path.resolve()) == [], "the simulator was left running"
