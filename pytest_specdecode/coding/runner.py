@@ -111,9 +111,15 @@ def session_checker(config: pytest.Config, settings: Settings) -> Checker:
 
 
 def close_checking() -> None:
-    """Stop the checkers' threads and end the idle warm sandboxes (idempotent)."""
+    """Stop the checkers' threads and end the idle warm sandboxes (idempotent).
+
+    An answer still being judged here was abandoned (the run was interrupted):
+    it is stopped now, not left to run to its time limit.
+    """
+    from pytest_specdecode.coding.inflight import abort_all
     from pytest_specdecode.coding.warm import default_pool
 
+    abort_all()
     with _CHECKERS_LOCK:
         checkers = list(_CHECKERS.values())
         _CHECKERS.clear()

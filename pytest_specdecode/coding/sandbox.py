@@ -44,8 +44,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_specdecode.children import peek_exit, signal_group
+from pytest_specdecode.coding import inflight, worker
 from pytest_specdecode.coding import layout as fs
-from pytest_specdecode.coding import worker
 from pytest_specdecode.coding.cgroup import AnswerGroup, hierarchies
 from pytest_specdecode.coding.reaper import (
     UID_BASE,
@@ -249,6 +249,11 @@ class Sandbox:
             "entry": entry_point,
         }
         self._send(setup)
+        inflight.opened(self)
+
+    def abort(self) -> None:
+        """End the answer's time now (from another thread): its next wait times out."""
+        self.deadline = float("-inf")
 
     def _start_warm(self, pool: SandboxPool, key: Key) -> None:
         groups = self.group.procs_fds() if self.group is not None else []
@@ -371,7 +376,9 @@ class Sandbox:
         remaining = self.deadline - self.clock()
         if wait and remaining <= 0:
             raise SandboxTimeout("deadline passed")
-        for fd, _event in poller.poll(max(0.0, remaining) * 1000 if wait else 0):
+        # Waits are cut into slices: abort() may end the deadline meanwhile.
+        slice_ = min(max(0.0, remaining), inflight.WAKE_SECONDS)
+        for fd, _event in poller.poll(slice_ * 1000 if wait else 0):
             if fd == self._wfd:
                 try:
                     written = os.write(self._wfd, self._outbuf[:65536])
@@ -424,6 +431,7 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        inflight.closed(self)
         errors: list[BaseException] = []
 
         def step(action: Callable[[], object]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,8 @@ from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.records import RECORD
 from pytest_specdecode.service.manager import ServiceHandle
+
+from .test_isolation import running_with
 
 GCD = next(p for p in builtin_problems() if p.name == "gcd")
 RIGHT = "import math\ndef gcd(a, b):\n    return math.gcd(a, b)\n"
@@ -60,6 +64,53 @@ def test_a_deep_tree_is_judged_and_removed(mode: str, answers_dir: Path) -> None
     code = DEEP_TREE.replace("DEPTH", "1200")
     verdict = check_answer(GCD, code, examples=5, mode=mode)
     assert (verdict.status, verdict.reason) == ("failed", "gcd(12, 18) returned 1, expected 6")
+
+
+# Loops until stopped, and says it runs: a file in its working directory (the
+# fallback's is on the host) and a child found by its token (bwrap: the uid can
+# run the interpreter there).
+ENDLESS = """
+import os, sys, time
+
+def gcd(a, b):
+    try:
+        open('started', 'w').close()
+    except OSError:
+        pass
+    if os.fork() == 0:
+        code = 'import sys, time; time.sleep(float(sys.argv[1]))'
+        try:
+            os.execv(sys.executable, [sys.executable, '-c', code, TOKEN])
+        except OSError:
+            time.sleep(600)
+    while True:
+        pass
+"""
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=needs_bwrap), "fallback"])
+def test_an_answer_still_running_when_checking_closes_is_stopped_at_once(
+    mode: str, answers_dir: Path
+) -> None:
+    # An interrupted run (Ctrl-C, SIGTERM) closes checking while an answer runs:
+    # closing once waited for the answer's time limit, the answer alive meanwhile.
+    token = f"{500 + os.getpid() % 97}.{int.from_bytes(os.urandom(3), 'big'):07d}"
+    checker = runner_module.shared_checker(1)
+    future = checker.submit(
+        GCD, ENDLESS.replace("TOKEN", repr(token)), judge=check_answer, timeout=30, mode=mode
+    )
+    deadline = time.monotonic() + 20
+    while not running_with(token) and not list(answers_dir.glob("*/started")):
+        assert not future.done(), future.result()
+        assert time.monotonic() < deadline, "the answer never ran"
+        time.sleep(0.01)
+    start = time.monotonic()
+    runner_module.close_checking()
+    assert time.monotonic() - start < 5
+    verdict = future.result(timeout=0)
+    assert (verdict.passed, verdict.status) == (False, "timeout"), verdict.reason
+    assert running_with(token) == []
+    # answers_dir: the answer's working directory is gone.
 
 
 def test_a_failing_clean_up_turns_a_pass_into_an_error(

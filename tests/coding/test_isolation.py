@@ -32,6 +32,8 @@ from pytest_specdecode.coding import layout, sandbox_mode
 from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.coding.sandbox import Sandbox
 
+from .test_hostile import HOSTILE
+
 needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap not usable here")
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- planted-by-the-test"
 
@@ -170,47 +172,64 @@ def test_an_answer_reaches_nothing_planted(outside: Path) -> None:
     assert set(root) <= ROOT_ENTRIES | {"usr", interpreter_top}, root
 
 
-# The non-root run: a few answers through the sandbox as an unprivileged user.
+# The non-root run: the whole hostile suite (test_hostile.HOSTILE) and the probe,
+# in one process of an unprivileged user, answers judged on a few threads.
 NONROOT_SCRIPT = """
-import json, sys
+import json, os, sys
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
-from pytest_specdecode.coding.cgroup import hierarchies
+from pytest_specdecode.coding.parallel import Checker
 from pytest_specdecode.coding.sandbox import Sandbox
 
 args = json.loads(sys.argv[1])
-out = {"mode": sandbox_mode(), "uid": __import__("os").getuid()}
+out = {"mode": sandbox_mode(), "uid": os.getuid()}
 if out["mode"] == "bwrap":
     with Sandbox(args["probe"], "probe", mode="bwrap") as box:
         out["ready"] = box.ready()
         out["probe"] = box.call((args["paths"], args["sockets"]))
     gcd = next(p for p in builtin_problems() if p.name == "gcd")
-    out["verdicts"] = {
-        name: [v.passed, v.status, v.reason]
-        for name, code in args["answers"].items()
-        for v in [check_answer(gcd, code, timeout=2.0, examples=10, mode="bwrap")]
-    }
+    with Checker(workers=4) as checker:
+        futures = {
+            name: checker.submit(
+                gcd, code, judge=check_answer, timeout=1.5, examples=20, mode="bwrap"
+            )
+            for name, code in args["answers"].items()
+        }
+        out["verdicts"] = {
+            name: [v.passed, v.status, v.reason]
+            for name, future in futures.items()
+            for v in [future.result()]
+        }
 print(json.dumps(out))
 """
 
-NONROOT_ANSWERS = {
-    "daemon": (
-        "import os, sys\n"
-        "def gcd(a, b):\n"
-        "    if os.fork() == 0:\n"
-        "        os.setsid()\n"
-        "        if os.fork() == 0:\n"
-        "            code = 'import sys, time; time.sleep(float(sys.argv[1]))'\n"
-        "            os.execv(sys.executable, [sys.executable, '-c', code, TOKEN])\n"
-        "        os._exit(0)\n"
-        "    return 1\n"
-    ),
-    "fork-bomb": (
-        "import os\ndef gcd(a, b):\n    while True:\n        try:\n            os.fork()\n"
-        "        except OSError:\n            pass\n"
-    ),
-    "os-exit": "import os\ndef gcd(a, b):\n    os._exit(0)\n",
-    "print-pass": "print('PASS')\ndef gcd(a, b):\n    return 1\n",
-}
+# The daemon execs the interpreter with a token, to be found if it outlived its answer.
+NONROOT_DAEMON = (
+    "import os, sys\n"
+    "def gcd(a, b):\n"
+    "    if os.fork() == 0:\n"
+    "        os.setsid()\n"
+    "        if os.fork() == 0:\n"
+    "            code = 'import sys, time; time.sleep(float(sys.argv[1]))'\n"
+    "            os.execv(sys.executable, [sys.executable, '-c', code, TOKEN])\n"
+    "        os._exit(0)\n"
+    "    return 1\n"
+)
+
+
+def nonroot_answers(token: str, targets: list[str]) -> dict[str, tuple[str, str, str]]:
+    """test_hostile's attacks (its daemon found by ``token``), plus one that writes ``targets``."""
+    answers = {
+        **HOSTILE,
+        "daemon": (NONROOT_DAEMON.replace("TOKEN", repr(token)), *HOSTILE["daemon"][1:]),
+    }
+    answers["write-planted"] = (
+        f"def gcd(a, b):\n    for p in {targets!r}:\n        try:\n"
+        "            open(p, 'w').write('overwritten')\n"
+        "        except OSError:\n            pass\n    return 1\n",
+        "failed",
+        "returned 1",
+    )
+    return answers
 
 
 def unprivileged_interpreter(uid: int) -> str | None:
@@ -260,22 +279,28 @@ def test_as_an_unprivileged_user(outside: Path) -> None:
     if python is None:
         pytest.skip(f"no Python {sys.version_info[:2]} that uid {uid} can run")
     token = f"{800 + os.getpid() % 97}.{int.from_bytes(os.urandom(3), 'big'):07d}"
-    answers = {k: v.replace("TOKEN", repr(token)) for k, v in NONROOT_ANSWERS.items()}
+    home = outside / "home"
+    targets = [planted.files[0], str(home / "planted-by-an-answer"), str(outside / "evil.txt")]
+    answers = nonroot_answers(token, targets)
     source = [str(Path(pytest_specdecode.__file__).parent.parent)]
     source.append(str(Path(hypothesis.__file__).parent.parent))
+    answers_tmp = outside / "tmp"  # the sandboxes' temp dirs: empty again afterwards
+    answers_tmp.mkdir()
+    answers_tmp.chmod(0o777)
     env = {
         "PATH": "/usr/bin:/bin",
-        "HOME": str(outside / "home"),
+        "HOME": str(home),
         "PYTHONPATH": os.pathsep.join(source),
-        "TMPDIR": str(outside),
+        "TMPDIR": str(answers_tmp),
     }
     args = {
         "probe": PROBE,
         "paths": planted.paths(),
         "sockets": planted.sockets,
-        "answers": answers,
+        "answers": {name: code for name, (code, _, _) in answers.items()},
     }
-    outside.chmod(0o777)
+    outside.chmod(0o777)  # the user may write here, outside any sandbox
+    before = sorted(str(p) for p in outside.rglob("*"))
     switch = os.geteuid() == 0
     proc = subprocess.run(
         [python, "-c", NONROOT_SCRIPT, json.dumps(args)],
@@ -300,11 +325,15 @@ def test_as_an_unprivileged_user(outside: Path) -> None:
         assert seen[path] in ("FileNotFoundError", "PermissionError"), (path, seen[path])
     planted.check_unreached()
     verdicts = out["verdicts"]
-    assert verdicts["daemon"][:2] == [False, "failed"]
-    assert verdicts["fork-bomb"][:2] == [False, "timeout"]
-    assert verdicts["os-exit"][:2] == [False, "error"]
-    assert verdicts["print-pass"][:2] == [False, "failed"]
+    assert set(verdicts) == set(answers)
+    for name, (_, status, reason) in answers.items():
+        passed, got_status, got_reason = verdicts[name]
+        assert (passed, got_status) == (False, status), (name, got_reason)
+        assert reason in got_reason, (name, got_reason)
     assert running_with(token) == []
+    assert Path(planted.files[0]).read_text() == SECRET
+    assert sorted(str(p) for p in outside.rglob("*")) == before
+    assert list(answers_tmp.iterdir()) == []
 
 
 def test_the_layout_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:

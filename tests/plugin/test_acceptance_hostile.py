@@ -288,10 +288,13 @@ def test_no_answer_leaves_the_pass_rate_and_no_escape_reaches_the_terminal(
     sandbox_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(sandbox_tmp))  # the run is in-process
     names = [*UNJUDGEABLE, *CORRECT]
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
 
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--dflash-min-pass-rate", "0.5", "-k", " or ".join(names)
-    )
+        "-p", "no:cacheprovider", "--dflash-min-pass-rate", "0.5", "-k", " or ".join(names),
+        "--junitxml=junit.xml",
+    )  # fmt: skip
 
     out = result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=len(CORRECT), failed=len(UNJUDGEABLE))
@@ -310,4 +313,15 @@ def test_no_answer_leaves_the_pass_rate_and_no_escape_reaches_the_terminal(
     assert config["pass_rate"] == {"rate": 0.375, "passed": 3, "total": 8}
     for record in config["coding"]:
         assert not any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in record["reason"])
+    # The JUnit XML and the step summary (Markdown, its backslashes and brackets
+    # escaped) hold the neutralised reasons too. pytest's own XML writer would turn
+    # a raw ESC into "#x1B": neither form may be there.
+    stored = {
+        "junit.xml": ((pytester.path / "junit.xml").read_text(), r"\x1b]52;c;ZXZpbA==\x07"),
+        "step summary": (summary.read_text(), r"\\x1b\]52;c;ZXZpbA==\\x07"),
+    }
+    for name, (text, shown) in stored.items():
+        assert shown in text, name
+        for control in ("\x1b", "\x07", "\x9b", "#x1B", "#x07", "#x9B"):
+            assert control not in text, (name, control)
     assert list(sandbox_tmp.iterdir()) == []

@@ -1,14 +1,15 @@
 """Issue 10, done-when: a planted API key appears in nothing the run writes or shows.
 
-One run against the simulator started with ``--api-key KEY`` on its launch
-line covers every failure path at once: a server that crashes on start
+One run against the simulator started with ``--api-key KEY --admin-api-key
+ADMIN`` on its launch line covers every failure path at once: a server that crashes on start
 (its log tail shows ``server_args=... api_key='KEY'``), one that dies during
 the lossless check and one that dies during throughput (request tracebacks
 with ``'Authorization': 'Bearer KEY'`` in their locals, under ``-l
 --tb=long``), a user test that fails with the header in a local and one
 that records it in its benchmark's ``extra_info``. Then every file it
-produced and everything it printed is searched for the key and for any
-8-character piece of it.
+produced (terminal, JUnit XML, report.json, both benchmark JSONs, the step
+summary, the plots) and everything it printed is searched for both keys and
+for any 8-character piece of them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ else:
     PLOTS = True
 
 KEY = "sk-PLANTED-4d1f0c9e7b2a"
+ADMIN_KEY = "adm-PLANTED-93e5b70a1c"  # --admin-api-key, on the launch line too
 
 TESTS = """
 import pytest
@@ -91,7 +93,8 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     ini = pytester.makeini(
-        f"[pytest]\ndflash_launch = {FAST_SIM} --api-key {KEY} --sim-load-seconds 0.05 "
+        f"[pytest]\ndflash_launch = {FAST_SIM} --api-key {KEY} --admin-api-key {ADMIN_KEY} "
+        "--sim-load-seconds 0.05 "
         "--sim-warmup-seconds 0.05\ndflash_ready_timeout = 60\ndflash_report = report.json\n"
     )
     tests = pytester.makepyfile(test_secrets=TESTS)
@@ -114,12 +117,13 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     assert outcomes.get("passed", 0) >= 3, output[-3000:]  # baseline, benchmark, first case
     assert outcomes.get("failed", 0) >= 3, output[-3000:]
     assert "api_key='***'" in output  # the crashed server's log tail, masked
+    assert "admin_api_key='***'" in output
     assert "'Authorization': 'Bearer ***'" in output  # the failing user test's locals
     # The launch command, masked: -v header, -v ready lines, the report.
-    result.stdout.fnmatch_lines(["dflash: launch *.sim * --api-key *** *"])
+    result.stdout.fnmatch_lines(["dflash: launch *.sim * --api-key *** --admin-api-key *** *"])
     result.stdout.fnmatch_lines(["*NONE: ready in *; launched: *.sim * --api-key *** *"])
     report = json.loads((pytester.path / "report.json").read_text())
-    assert "--api-key ***" in report["launch"]
+    assert "--api-key *** --admin-api-key ***" in report["launch"]
     bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
     assert len(bench) == 2  # the user's benchmark and the first throughput case
     headers = [b["extra_info"].get("headers") for b in bench]
@@ -130,7 +134,7 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     assert any(p.suffix == ".png" for p in produced) or not PLOTS, names
     assert any(p.name.endswith("_run.json") for p in produced), names
 
-    found = pieces(KEY)
+    found = pieces(KEY) | pieces(ADMIN_KEY)
     leaks = [f"{p}: {sorted(f for f in found if f.encode() in p.read_bytes())}" for p in produced]
     leaks = [line for line in leaks if not line.endswith("[]")]
     printed = sorted(f for f in found if f in output)

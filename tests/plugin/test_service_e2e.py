@@ -6,10 +6,15 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.service.local import group_running
+
+from .conftest import write_sim_ini
+from .test_acceptance_hostile import working_in
 
 
 def server_logs(pytester: pytest.Pytester) -> list[str]:
@@ -180,13 +185,46 @@ def test_restart_always_refuses_a_port_another_server_holds(
     assert server_logs(sim_ini) == []  # nothing was launched
 
 
+# A coding answer that loops until it is stopped, and says it runs: a file in
+# its working directory (the fallback's, on the host in TMPDIR), and a child.
+ENDLESS = """import os, time
+def gcd(a, b):
+    open('started', 'w').close()
+    if os.fork() == 0:
+        time.sleep(600)
+    while True:
+        pass
+"""
+
+# The run cancels itself (SIGTERM, as CI does) once the answer runs.
+CANCEL_WHEN_THE_ANSWER_RUNS = """
+import os, signal, threading, time
+from pathlib import Path
+
+def _cancel():
+    tmp = Path(os.environ["TMPDIR"])
+    while not list(tmp.glob("*/started")):
+        time.sleep(0.01)
+    Path("sigterm.sent").write_text(repr(time.monotonic()))
+    os.kill(os.getpid(), signal.SIGTERM)
+
+def pytest_configure(config):
+    Path("pytest.pid").write_text(str(os.getpid()))
+    threading.Thread(target=_cancel, daemon=True).start()
+"""
+
+
 def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
-    sim_ini: pytest.Pytester,
+    sim_ini: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # CI cancelling a job, or timeout(1): SIGTERM, not Ctrl-C.
+    # CI cancelling a job, or timeout(1): SIGTERM, not Ctrl-C, here while a coding
+    # answer is being judged. The run once waited for the answer's time limit.
+    answers = [{"match": "`gcd(", "response": f"```python\n{ENDLESS}```\n"}]
+    (sim_ini.path / "answers.json").write_text(json.dumps(answers))
+    write_sim_ini(sim_ini, "--sim-answers answers.json")
+    sim_ini.makeconftest(CANCEL_WHEN_THE_ANSWER_RUNS)
     sim_ini.makepyfile(
         test_t="""
-        import os, signal
         import pytest
 
         @pytest.mark.dflash(budget=8)
@@ -194,16 +232,24 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
             with open("server.pid", "w") as fh:
                 fh.write(str(dflash_service.identity.pid))
 
+        @pytest.mark.coding
         @pytest.mark.dflash(budget=8)
-        def test_cancelled(dflash_service):
-            os.kill(os.getpid(), signal.SIGTERM)
+        def test_cancelled(dflash_problem, dflash_coding):
+            dflash_coding.check(dflash_problem)
 
         @pytest.mark.dflash(budget=8)
         def test_never_runs(dflash_service):
             pass
         """
     )
-    result = run(sim_ini)
+    sandbox_tmp = sim_ini.path / "sandbox-tmp"  # the answers' working directories
+    sandbox_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
+    result = run(
+        sim_ini, "-k", "first or gcd or never_runs", "--dflash-sandbox=fallback",
+        "--dflash-answer-timeout=30",
+    )  # fmt: skip
+    stopped = time.monotonic() - float((sim_ini.path / "sigterm.sent").read_text())
     pid = int((sim_ini.path / "server.pid").read_text())
     try:
         assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -211,10 +257,16 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     finally:
         if group_running(pid):
             os.killpg(pid, signal.SIGKILL)
+    assert stopped < 10, f"stopping took {stopped:.1f} s: it waited for the answer's limit"
     report = json.loads((sim_ini.path / "report.json").read_text())
     outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
     assert outcomes["test_first"] == "passed"
     assert "test_never_runs" not in outcomes
+    # The answer's working directory, its processes and its cgroup are gone.
+    assert list(sandbox_tmp.iterdir()) == []
+    assert working_in(sandbox_tmp) == []
+    run_pid = (sim_ini.path / "pytest.pid").read_text()
+    assert [g for h in hierarchies() for g in Path(h.path).glob(f"specdecode-{run_pid}-*")] == []
 
 
 def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(

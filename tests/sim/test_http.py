@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import requests
+
+from pytest_specdecode import facts
 
 from .conftest import DFLASH, Sim, stream_events
 
@@ -169,3 +172,53 @@ def test_no_speculation_has_no_spec_fields(sim_factory: Any) -> None:
     assert meta["completion_tokens"] == 512
     assert "spec_verify_ct" not in meta
     assert get(sim, "/server_info").json()["speculative_algorithm"] is None
+
+
+# Issue 12, done-when: a GPU box's launch line, copied as it is.
+GPU_LAUNCH = (
+    "--model-path", "/m", "--tp-size", "8", "--page-size", "16",
+    "--kv-cache-dtype", "fp8_e4m3", "--speculative-algorithm", "DFLASH",
+    "--speculative-draft-model-path", "d", "--speculative-num-draft-tokens", "8",
+    "--speculative-draft-window-size", "2048", "--speculative-draft-sink-size", "4",
+)  # fmt: skip
+
+
+def test_a_gpu_launch_line_serves_every_server_args_field(
+    sim_factory: Callable[..., Sim],
+) -> None:
+    sim = sim_factory(*GPU_LAUNCH)
+    info = get(sim, "/server_info").json()
+    fields = list(facts.load().fields)
+    assert len(fields) == 546
+    assert [f for f in fields if f not in info] == []
+    expected = {
+        "model_path": "/m",
+        "tp_size": 8,
+        "page_size": 16,
+        "kv_cache_dtype": "fp8_e4m3",
+        "speculative_algorithm": "DFLASH",
+        "speculative_num_draft_tokens": 8,
+        "speculative_draft_window_size": 2048,
+        "speculative_draft_sink_size": 4,
+    }
+    assert {k: info[k] for k in expected} == expected
+    # What the real server adds to the fields.
+    assert info["version"] == "0.5.23"
+    assert info["launch_command"].endswith(" ".join(GPU_LAUNCH))
+    (state,) = info["internal_states"]  # one per DP rank
+    assert state["page_size"] == 16
+    assert state["world_size"] == 8
+    memory = state["memory_usage"]
+    assert {"weight", "kvcache", "token_capacity", "graph"} <= set(memory)
+    assert memory["graph"]["target_verify"] > 0  # speculative: a verify graph
+    # Options the simulator accepts without modelling them are reported back.
+    assert {"kv_cache_dtype", "speculative_draft_sink_size"} <= set(info["sim_unmodelled"])
+
+
+def test_an_ambiguous_prefix_exits_2_like_sglang(sim_factory: Callable[..., Sim]) -> None:
+    sim = sim_factory("--model-path", "/m", "--cuda-graph-max-bs", "32", wait=False)
+    assert sim.proc.wait(timeout=30) == 2
+    assert sim.stderr().strip().splitlines()[-1] == (
+        "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
+        "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+    )
