@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hypothesis
 import pytest
 
 import pytest_specdecode
@@ -32,6 +31,7 @@ from pytest_specdecode.coding import layout, sandbox_mode
 from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.coding.sandbox import Sandbox
 
+from . import unprivileged
 from .test_hostile import HOSTILE
 
 needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap not usable here")
@@ -232,30 +232,6 @@ def nonroot_answers(token: str, targets: list[str]) -> dict[str, tuple[str, str,
     return answers
 
 
-def unprivileged_interpreter(uid: int) -> str | None:
-    """An interpreter of this Python version that ``uid`` can run, or None."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    own = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    for candidate in [own, f"/usr/bin/python{version}"]:
-        if not os.path.isfile(candidate):
-            continue
-        try:
-            probe = subprocess.run(
-                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                capture_output=True,
-                text=True,
-                user=uid,
-                group=uid,
-                extra_groups=[],
-                cwd="/",
-            )
-        except OSError:  # e.g. under a home the user cannot enter
-            continue
-        if probe.returncode == 0 and probe.stdout.strip() == version:
-            return str(candidate)
-    return None
-
-
 def running_with(token: str) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
@@ -275,15 +251,14 @@ def test_as_an_unprivileged_user(outside: Path) -> None:
     else:
         uid = os.geteuid()
     planted = plant(outside, owner=uid)
-    python = unprivileged_interpreter(uid) if os.geteuid() == 0 else sys.executable
+    python = unprivileged.interpreter(uid) if os.geteuid() == 0 else sys.executable
     if python is None:
         pytest.skip(f"no Python {sys.version_info[:2]} that uid {uid} can run")
     token = f"{800 + os.getpid() % 97}.{int.from_bytes(os.urandom(3), 'big'):07d}"
     home = outside / "home"
     targets = [planted.files[0], str(home / "planted-by-an-answer"), str(outside / "evil.txt")]
     answers = nonroot_answers(token, targets)
-    source = [str(Path(pytest_specdecode.__file__).parent.parent)]
-    source.append(str(Path(hypothesis.__file__).parent.parent))
+    source = unprivileged.import_path(outside)
     answers_tmp = outside / "tmp"  # the sandboxes' temp dirs: empty again afterwards
     answers_tmp.mkdir()
     answers_tmp.chmod(0o777)

@@ -19,18 +19,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import hypothesis
 import pytest
 
-import pytest_specdecode
 from pytest_specdecode.children import peek_exit
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
 from pytest_specdecode.coding.sandbox import Sandbox
 from pytest_specdecode.coding.warm import SandboxPool, WarmSandbox
+
+from . import unprivileged
 
 GCD = next(p for p in builtin_problems() if p.name == "gcd")
 needs_bwrap = pytest.mark.skipif(sandbox_mode() != "bwrap", reason="bubblewrap not usable here")
@@ -403,40 +404,26 @@ print(json.dumps(out))
 """
 
 
-def unprivileged_interpreter(uid: int) -> str | None:
-    """An interpreter of this Python version that ``uid`` can run (as in test_isolation)."""
-    version = "{}.{}".format(*sys.version_info[:2])
-    own = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    for candidate in [own, f"/usr/bin/python{version}"]:
-        try:
-            probe = subprocess.run(
-                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                capture_output=True,
-                text=True,
-                user=uid,
-                group=uid,
-                extra_groups=[],
-                cwd="/",
-            )
-        except OSError:
-            continue
-        if probe.returncode == 0 and probe.stdout.strip() == version:
-            return candidate
-    return None
+@pytest.fixture
+def readable() -> Iterator[Path]:
+    """A directory any user can enter (tmp_path's parents are root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="specdecode-warm-", dir="/var/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
-def test_the_attacks_as_an_unprivileged_user(tmp_path: Path) -> None:
+def test_the_attacks_as_an_unprivileged_user(tmp_path: Path, readable: Path) -> None:
     if os.geteuid() == 0:
         uid = 65534  # nobody
         if shutil.which("bwrap") is None:
             pytest.skip("bubblewrap is not installed")
     else:
         uid = os.geteuid()
-    python = unprivileged_interpreter(uid) if os.geteuid() == 0 else sys.executable
+    python = unprivileged.interpreter(uid) if os.geteuid() == 0 else sys.executable
     if python is None:
         pytest.skip(f"no Python {sys.version_info[:2]} that uid {uid} can run")
-    source = [str(Path(pytest_specdecode.__file__).parent.parent)]
-    source.append(str(Path(hypothesis.__file__).parent.parent))
+    source = unprivileged.import_path(readable)
     tmp_path.chmod(0o777)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(source), "HOME": str(tmp_path)}
     env["TMPDIR"] = str(tmp_path)
