@@ -27,6 +27,18 @@ def remote(tmp_path: Path) -> Iterator[Path]:
     stop_simulators(tmp_path)
 
 
+def script_run(sshd: SSHD, hosts: list[str], script: Path, port: int) -> list[str]:
+    """The options of a script-mode run over ``hosts`` through the test's sshd."""
+    return [
+        "-p", "no:cacheprovider", *(f"--dflash-host={h}" for h in hosts),
+        f"--dflash-ssh-user={sshd.user}", f"--dflash-ssh-key={sshd.client_key}",
+        "--dflash-ssh-accept-new-host-key",
+        f"--dflash-restart-cmd={script} {{budget}} {{window}}",
+        f"--dflash-port={port}", "--dflash-ready-timeout=60", "--dflash-report=report.json",
+        "--dflash-start-retry-pause=0.1",
+    ]  # fmt: skip
+
+
 def test_a_host_refusing_ssh_hands_its_config_to_the_next(
     pytester: pytest.Pytester, sshd: SSHD, remote: Path
 ) -> None:
@@ -43,15 +55,7 @@ def test_a_host_refusing_ssh_hands_its_config_to_the_next(
     )
     dead = f"127.0.0.1:{free_port()}"
     live = f"127.0.0.2:{sshd.port}"
-    result = pytester.runpytest(
-        "-v", "-p", "no:cacheprovider",
-        f"--dflash-host={dead}", f"--dflash-host={live}",
-        f"--dflash-ssh-user={sshd.user}", f"--dflash-ssh-key={sshd.client_key}",
-        "--dflash-ssh-accept-new-host-key",
-        f"--dflash-restart-cmd={script} {{budget}} {{window}}",
-        f"--dflash-port={port}", "--dflash-ready-timeout=60", "--dflash-report=report.json",
-        "--dflash-start-retry-pause=0.1",
-    )  # fmt: skip
+    result = pytester.runpytest("-v", *script_run(sshd, [dead, live], script, port))
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"*host {dead} lost: host {dead} cannot start config*refused*"])
     assert (remote / "applied.txt").read_text() == "127.0.0.2 4 1024\n"
@@ -108,15 +112,8 @@ def test_a_host_out_of_cuda_memory_twice_hands_its_config_to_the_next(
         """
     )
     down, live = f"127.0.0.1:{sshd.port}", f"127.0.0.2:{sshd.port}"
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--dflash-config=budget=4,window=1024",
-        f"--dflash-host={down}", f"--dflash-host={live}",
-        f"--dflash-ssh-user={sshd.user}", f"--dflash-ssh-key={sshd.client_key}",
-        "--dflash-ssh-accept-new-host-key",
-        f"--dflash-restart-cmd={script} {{budget}} {{window}}",
-        f"--dflash-port={port}", "--dflash-ready-timeout=60", "--dflash-report=report.json",
-        "--dflash-start-retry-pause=0.1",
-    )  # fmt: skip
+    config = "--dflash-config=budget=4,window=1024"
+    result = pytester.runpytest(config, *script_run(sshd, [down, live], script, port))
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [f"dflash moved: DFLASH budget=4 window=1024: {down} -> {live} (host {down} cannot "
