@@ -18,12 +18,15 @@ from urllib.parse import urlsplit
 
 import requests
 
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.progress import Progress
 from pytest_specdecode.service.base import (
     UNKNOWN_LISTENER,
     LaunchSpec,
     ListenerCheck,
     ProcessIdentity,
 )
+from pytest_specdecode.service.manager import ServiceManager
 
 URL = "http://127.0.0.1:30000"
 GOOD_INFO = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}
@@ -229,3 +232,23 @@ class FakeController:
 
     def restore(self) -> None:
         pass
+
+
+def fake_manager(
+    settings: Settings,
+    controller: FakeController,
+    session: FakeSession,
+    clock: FakeClock,
+    **kwargs: Any,
+) -> ServiceManager:
+    """A ServiceManager on the fakes: its controller, HTTP session, clock and sleep."""
+    return ServiceManager(
+        settings,
+        progress=Progress(None, isatty=False),
+        controller_factory=lambda *args: controller,
+        port=30000,
+        http=session,  # type: ignore[arg-type]
+        clock=clock,
+        sleep=clock.sleep,
+        **kwargs,
+    )

@@ -15,7 +15,6 @@ import pytest
 
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.progress import Progress
 from pytest_specdecode.service.base import ListenerCheck, ServiceController
 from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.manager import (
@@ -25,7 +24,7 @@ from pytest_specdecode.service.manager import (
 )
 from pytest_specdecode.service.xdist import config_key
 
-from .fakes import FakeClock, FakeController, FakeServer, FakeSession, info_from_argv
+from .fakes import FakeClock, FakeController, FakeServer, FakeSession, fake_manager, info_from_argv
 
 A = SpecConfig(algorithm="DFLASH", budget=4, window=2048, draft_model="d")
 B = SpecConfig(algorithm="DFLASH", budget=8, window=2048, draft_model="d")
@@ -46,15 +45,8 @@ class World:
         return self.controller
 
     def manager(self, settings: Settings | None = None, **kwargs: object) -> ServiceManager:
-        return ServiceManager(
-            settings or self.settings,
-            progress=Progress(None, isatty=False),
-            controller_factory=self.factory,
-            port=30000,
-            http=self.session,  # type: ignore[arg-type]
-            clock=self.clock,
-            sleep=self.clock.sleep,
-            **kwargs,  # type: ignore[arg-type]
+        return fake_manager(
+            settings or self.settings, self.controller, self.session, self.clock, **kwargs
         )
 
 

@@ -33,7 +33,15 @@ from pytest_specdecode.service.placement import host_key
 from pytest_specdecode.service.shared_files import LEASE_DIR
 from pytest_specdecode.service.xdist import LEASES, PORT, config_key, worker_lease
 
-from .fakes import FakeClock, FakeController, FakeResponse, FakeServer, FakeSession, info_from_argv
+from .fakes import (
+    FakeClock,
+    FakeController,
+    FakeResponse,
+    FakeServer,
+    FakeSession,
+    fake_manager,
+    info_from_argv,
+)
 
 A = SpecConfig(algorithm="DFLASH", budget=4, window=2048, draft_model="d")
 B = SpecConfig(algorithm="DFLASH", budget=8, window=2048, draft_model="d")
@@ -74,15 +82,8 @@ class Spied:
         self.session = session
 
     def manager(self, settings: Settings | None = None, **kwargs: Any) -> ServiceManager:
-        return ServiceManager(
-            settings or self.settings,
-            progress=Progress(None, isatty=False),
-            controller_factory=lambda *args: self.controller,
-            port=30000,
-            http=self.session,  # type: ignore[arg-type]
-            clock=self.clock,
-            sleep=self.clock.sleep,
-            **kwargs,
+        return fake_manager(
+            settings or self.settings, self.controller, self.session, self.clock, **kwargs
         )
 
 

@@ -28,7 +28,7 @@ from pytest_specdecode.service.base import (
 from pytest_specdecode.service.manager import ServiceManager, ServiceUnavailable
 from pytest_specdecode.service.readiness import ServiceNotReady
 
-from .fakes import FakeClock, FakeController, FakeResponse, FakeServer, FakeSession
+from .fakes import FakeClock, FakeController, FakeResponse, FakeServer, FakeSession, fake_manager
 
 A = SpecConfig(algorithm="DFLASH", budget=4, window=2048, draft_model="d")
 B = SpecConfig(algorithm="DFLASH", budget=8, window=2048, draft_model="d")
@@ -119,15 +119,7 @@ class World:
         self.settings = settings
 
     def manager(self) -> ServiceManager:
-        return ServiceManager(
-            self.settings,
-            progress=Progress(None, isatty=False),
-            controller_factory=lambda *args: self.controller,
-            port=30000,
-            http=self.session,  # type: ignore[arg-type]
-            clock=self.clock,
-            sleep=self.clock.sleep,
-        )
+        return fake_manager(self.settings, self.controller, self.session, self.clock)
 
 
 def test_a_transient_start_failure_is_retried_after_the_pause(tmp_path: Path) -> None:
