@@ -173,6 +173,7 @@ class ConfigScheduling:
         self.node2pending: dict[WorkerController, list[int]] = {}
         self.plan: ConfigPlan | None = None
         self._written: dict[str, tuple[str | None, list[str]]] = {}
+        self._outbox: list[tuple[WorkerController, list[int], bool]] = []
         self.hosts = list(hosts)
         self.names = dict(names or {})
         self.moves: dict[str, list[dict[str, str]]] = {}
@@ -363,13 +364,23 @@ class ConfigScheduling:
                 break
             pending.append(index)
             sent.append(index)
-        if sent:
-            node.send_runtest_some(sent)
-        if ran_out:
-            # Nothing more for this host: the worker runs what it holds and ends.
-            node.shutdown()
+        # Sent by _write_actives, after the lease files say what is active: a worker
+        # must never reach the lease before the scheduler's word is there (it would
+        # take the host as unscheduled and switch to whatever config it holds).
+        self._outbox.append((node, sent, ran_out))
 
     def _write_actives(self) -> None:
+        """Publish each host's active config, then send what :meth:`_top_up` handed out."""
+        self._publish_actives()
+        outbox, self._outbox = self._outbox, []
+        for node, sent, ran_out in outbox:
+            if sent:
+                node.send_runtest_some(sent)
+            if ran_out:
+                # Nothing more for this host: the worker runs what it holds and ends.
+                node.shutdown()
+
+    def _publish_actives(self) -> None:
         plan = self.plan
         if plan is None:
             return

@@ -37,10 +37,14 @@ class FakeNode:
     gateway: Gateway
     held: list[int] = field(default_factory=list)
     shutting_down: bool = False
+    # Called on every send: a real worker may start a test the moment it arrives.
+    on_send: Callable[[FakeNode], None] | None = None
 
     def send_runtest_some(self, indices: list[int]) -> None:
         assert not self.shutting_down, "sent tests after shutdown"
         self.held.extend(indices)
+        if self.on_send is not None:
+            self.on_send(self)
 
     def shutdown(self) -> None:
         self.shutting_down = True
@@ -101,7 +105,15 @@ def simulate(
         hosts=hosts or [],
         watch=0,
     )
-    nodes = [FakeNode(Gateway(f"gw{i}")) for i in range(workers)]
+
+    def arrived(node: FakeNode) -> None:
+        # The worker's lease reads the host's active config as the test arrives: it
+        # must be published by then (else the lease takes the host as unscheduled).
+        assert sched.plan is not None
+        host = sched.host(node.gateway.id)
+        assert published.get(host) == sched.plan.active(host), "sent before published"
+
+    nodes = [FakeNode(Gateway(f"gw{i}"), on_send=arrived) for i in range(workers)]
     for node in nodes:
         sched.add_node(node)
     for node in nodes:
@@ -137,7 +149,7 @@ def simulate(
             nodes.remove(node)
             crashed = sched.remove_node(node)
             assert crashed == collection[index]
-            replacement = FakeNode(Gateway(f"gw{workers + len(nodes)}"))
+            replacement = FakeNode(Gateway(f"gw{workers + len(nodes)}"), on_send=arrived)
             nodes.append(replacement)
             sched.add_node(replacement)
             sched.add_node_collection(replacement, collection)
