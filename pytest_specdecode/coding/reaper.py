@@ -9,15 +9,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import stat
 import time
 from collections.abc import Iterator
+
+from pytest_specdecode.coding.template import clear_tree
 
 # Fresh uids handed to sandboxes when the test process is root.
 UID_BASE = 0x5F000000
 UID_SPAN = 1 << 24
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def _live_uids() -> Iterator[tuple[int, int]]:
@@ -68,57 +67,18 @@ def kill_uid(uid: int, *, grace: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def _empty(fd: int) -> list[str]:
-    """Unlink every non-directory in the directory ``fd``; its subdirectory names."""
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o700)  # the answer may have made it read-only
-    subdirs = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                subdirs.append(entry.name)
-            else:
-                os.unlink(entry.name, dir_fd=fd)
-    return subdirs
-
-
 def remove_tree(path: str) -> None:
     """Remove the directory ``path`` and everything in it, however deep.
 
     No recursion (``shutil.rmtree`` raised RecursionError on a 5000-deep tree
-    an answer built) and no long paths: each step is relative to an open
-    directory, one open at a time. Only for trees nothing writes to any more.
+    an answer built) and no long paths: the template's stdlib-only
+    :func:`~pytest_specdecode.coding.template.clear_tree` works relative to one
+    open directory at a time. Only for trees nothing writes to any more.
     Raises OSError when something cannot be removed.
     """
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return
-    names: list[str] = []  # the path from ``path`` down to ``fd``
-    pending = [_empty(fd)]  # subdirectories still to remove, per level
-    try:
-        while True:
-            if pending[-1]:
-                name = pending[-1].pop()
-                try:
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except PermissionError:
-                    os.chmod(name, stat.S_IRWXU, dir_fd=fd)
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = child
-                names.append(name)
-                pending.append(_empty(fd))
-                continue
-            if not names:
-                break
-            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = parent
-            os.rmdir(names.pop(), dir_fd=fd)
-            pending.pop()
-    finally:
-        os.close(fd)
+    clear_tree(path)
     os.rmdir(path)
 
 

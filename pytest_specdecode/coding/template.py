@@ -51,7 +51,7 @@ SCRATCH = ("/tmp", "/dev/shm")
 SYSV = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
 MAX_FDS = 16
 GRACE = 5.0
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def _non_dumpable() -> bool:
@@ -99,8 +99,9 @@ def _answer(fds: list[int], answer_main: Callable[[], None]) -> None:
         os._exit(code)
 
 
-def _clear(path: str) -> None:
-    """Remove everything inside the directory ``path``, however deep.
+def clear_tree(path: str) -> None:
+    """Remove everything inside the directory ``path``, however deep (also used by
+    :func:`pytest_specdecode.coding.reaper.remove_tree` outside the sandbox).
 
     No recursion and one open directory at a time (a 5000-deep tree must not
     exhaust the stack or the fds); only for trees nothing writes to any more.
@@ -153,7 +154,7 @@ def _wipe(uid: int | None) -> None:
         for path in SCRATCH:
             with contextlib.suppress(OSError):
                 os.chmod(path, 0o1777)  # the answer owned it, and may have changed it
-            _clear(path)
+            clear_tree(path)
         return
     helper = os.fork()
     if helper == 0:
@@ -163,7 +164,7 @@ def _wipe(uid: int | None) -> None:
             os.setgid(uid)
             os.setuid(uid)
             for path in SCRATCH:
-                _clear(path)
+                clear_tree(path)
             code = 0
         finally:
             os._exit(code)
