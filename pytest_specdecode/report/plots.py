@@ -220,6 +220,17 @@ def _new_figure(width: float, height: float) -> Figure:
     return figure
 
 
+def handles_legend(figure: Figure, handles: dict[str, Any], title: str) -> None:
+    """One legend below the panels for the handles of every panel (label -> handle)."""
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 3),
+        title=title,
+    )
+
+
 def _title(figure: Figure, text: str, simulated: bool) -> None:
     if simulated:
         figure.suptitle(
@@ -284,13 +295,7 @@ def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: b
         ax.set_xlabel("concurrent requests")
         ax.set_ylabel("output tok/s (aggregate)")
         ax.grid(True, alpha=0.3)
-    figure.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside lower center",
-        ncols=min(len(handles), 3),
-        title="config",
-    )
+    handles_legend(figure, handles, "config")
     _title(
         figure,
         "Output throughput vs concurrency (higher is better)\nband: 95% interval over rounds",

@@ -109,13 +109,7 @@ def _speedup_figure(
         ax.set_xlabel("concurrent requests")
         ax.set_ylabel("speedup (baseline TPOT / config TPOT)")
         ax.grid(True, alpha=0.3)
-    figure.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside lower center",
-        ncols=min(len(handles), 3),
-        title="config",
-    )
+    plots.handles_legend(figure, handles, "config")
     plots._title(
         figure,
         "Speedup over the non-speculative baseline (higher is better)\n"
@@ -174,13 +168,7 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
         ax.set_xlabel("per-request tok/s (interactivity)")
         ax.set_ylabel("aggregate output tok/s")
         ax.grid(True, alpha=0.3)
-    figure.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside lower center",
-        ncols=min(len(handles), 3),
-        title="config (x: failed a gate)",
-    )
+    plots.handles_legend(figure, handles, "config (x: failed a gate)")
     plots._title(
         figure,
         "Pareto front: per-request against aggregate tok/s (up and right is better)\n"
@@ -249,13 +237,7 @@ def _histogram_figure(
         bottom.set_xlabel("draft position")
         bottom.set_ylabel("steps accepting >= position / steps")
         bottom.grid(True, alpha=0.3)
-    figure.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside lower center",
-        ncols=min(len(handles), 3),
-        title="config",
-    )
+    plots.handles_legend(figure, handles, "config")
     plots._title(
         figure, "Acceptance per draft (from the server's spec_correct_drafts_histogram)", simulated
     )
