@@ -10,7 +10,6 @@ means the sandbox hid it, not that the test missed it.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import socket
@@ -244,16 +243,8 @@ def running_with(token: str) -> list[int]:
 
 
 def test_as_an_unprivileged_user(outside: Path) -> None:
-    if os.geteuid() == 0:
-        uid = 65534  # nobody; HOME is a fresh directory planted below
-        if shutil.which("bwrap") is None:
-            pytest.skip("bubblewrap is not installed")
-    else:
-        uid = os.geteuid()
+    uid, python = unprivileged.user()  # as root: nobody, HOME a fresh directory planted below
     planted = plant(outside, owner=uid)
-    python = unprivileged.interpreter(uid) if os.geteuid() == 0 else sys.executable
-    if python is None:
-        pytest.skip(f"no Python {sys.version_info[:2]} that uid {uid} can run")
     token = f"{800 + os.getpid() % 97}.{int.from_bytes(os.urandom(3), 'big'):07d}"
     home = outside / "home"
     targets = [planted.files[0], str(home / "planted-by-an-answer"), str(outside / "evil.txt")]
@@ -276,20 +267,7 @@ def test_as_an_unprivileged_user(outside: Path) -> None:
     }
     outside.chmod(0o777)  # the user may write here, outside any sandbox
     before = sorted(str(p) for p in outside.rglob("*"))
-    switch = os.geteuid() == 0
-    proc = subprocess.run(
-        [python, "-c", NONROOT_SCRIPT, json.dumps(args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/",
-        timeout=120,
-        user=uid if switch else None,
-        group=uid if switch else None,
-        extra_groups=[] if switch else None,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out: dict[str, Any] = json.loads(proc.stdout)
+    out: dict[str, Any] = unprivileged.run_as(uid, python, NONROOT_SCRIPT, args, env)
     assert out["uid"] == uid
     if out["mode"] != "bwrap":
         pytest.skip(f"bubblewrap does not work for uid {uid} here")

@@ -13,7 +13,6 @@ protection held, not that the attack was broken.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -414,35 +413,14 @@ def readable() -> Iterator[Path]:
 
 
 def test_the_attacks_as_an_unprivileged_user(tmp_path: Path, readable: Path) -> None:
-    if os.geteuid() == 0:
-        uid = 65534  # nobody
-        if shutil.which("bwrap") is None:
-            pytest.skip("bubblewrap is not installed")
-    else:
-        uid = os.geteuid()
-    python = unprivileged.interpreter(uid) if os.geteuid() == 0 else sys.executable
-    if python is None:
-        pytest.skip(f"no Python {sys.version_info[:2]} that uid {uid} can run")
+    uid, python = unprivileged.user()
     source = unprivileged.import_path(readable)
     tmp_path.chmod(0o777)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(source), "HOME": str(tmp_path)}
     env["TMPDIR"] = str(tmp_path)
     args = {"attacks": {k: attack(k) for k in ATTACKS}, "right": RIGHT, "wrong": WRONG}
     args["write_probe"] = WRITE_PROBE
-    switch = os.geteuid() == 0
-    proc = subprocess.run(
-        [python, "-c", NONROOT_SCRIPT, json.dumps(args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/",
-        timeout=120,
-        user=uid if switch else None,
-        group=uid if switch else None,
-        extra_groups=[] if switch else None,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
+    out = unprivileged.run_as(uid, python, NONROOT_SCRIPT, args, env)
     if out["mode"] != "bwrap":
         pytest.skip(f"bubblewrap does not work for uid {uid} here")
     for kind, (runs, started, unavailable) in out["runs"].items():

@@ -9,12 +9,16 @@ directory of ``scratch`` that others can read.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 # What the unprivileged scripts import, and what it imports (checked by running it).
 IMPORTS = (
@@ -22,6 +26,40 @@ IMPORTS = (
     "pytest_specdecode.coding.parallel, pytest_specdecode.coding.sandbox, "
     "pytest_specdecode.coding.warm, hypothesis"
 )
+
+
+NOBODY = 65534
+
+
+def user() -> tuple[int, str]:
+    """(uid, interpreter) to run as: nobody when the tests run as root, else the test's own
+    user; skips where that cannot be (no bubblewrap for root, no interpreter nobody may run)."""
+    if os.geteuid() != 0:
+        return os.geteuid(), sys.executable
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    python = interpreter(NOBODY)
+    if python is None:
+        pytest.skip(f"no Python {sys.version_info[:2]} that uid {NOBODY} can run")
+    return NOBODY, python
+
+
+def run_as(uid: int, python: str, script: str, args: Any, env: dict[str, str]) -> Any:
+    """Run ``script`` (its argv[1]: ``args`` as JSON) as ``uid``; what it printed, as JSON."""
+    switch = os.geteuid() == 0
+    proc = subprocess.run(
+        [python, "-c", script, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=120,
+        user=uid if switch else None,
+        group=uid if switch else None,
+        extra_groups=[] if switch else None,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
 
 
 def interpreter(uid: int) -> str | None:
