@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 import pytest
@@ -35,15 +36,44 @@ SANDBOX_MODES = ("auto", "require", "fallback")
 SGLANG_VERSIONS = facts.VERSIONS
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    # nan compares false with everything: test for the numbers we take, not against.
-    if not (0 < value < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
+def _finite_number(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
+    """An argparse type: a finite float above ``minimum`` (or equal, when ``inclusive``)."""
+    sign = ">=" if inclusive else ">"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        # nan compares false with everything: test for the numbers we take, not against.
+        if not ((minimum <= value if inclusive else minimum < value) and value < math.inf):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number {sign} {minimum:g}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _integer(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_float = _finite_number(0, inclusive=False)
+_non_negative_float = _finite_number(0, inclusive=True)
+_positive_int = _integer(1)
+_non_negative_int = _integer(0)
 
 
 def _fraction(text: str) -> float:
@@ -55,36 +85,6 @@ def _fraction(text: str) -> float:
         ) from None
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 <= value < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return value
 
 
