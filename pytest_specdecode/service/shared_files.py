@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,52 +32,58 @@ def shared_resume(lease_dir: Path) -> Path | None:
     return path if path.exists() else None
 
 
-def write_carried(config: pytest.Config, nodeids: list[str]) -> None:
-    """On a worker: the tests it deselected as carried (every worker finds the same)."""
+def _write(config: pytest.Config, name: str, data: object) -> None:
+    """On a worker: ``data`` as the shared file ``name`` (every worker writes the same
+    content; atomically, so a reader never sees half of it)."""
     info: dict[str, Any] | None = getattr(config, "workerinput", None)
     if not info or LEASE_DIR not in info:
         return
-    path = Path(info[LEASE_DIR]) / CARRIED
-    tmp = path.with_name(f"{CARRIED}.{info['workerid']}")
-    tmp.write_text(json.dumps(nodeids), encoding="utf-8")
+    path = Path(info[LEASE_DIR]) / name
+    tmp = path.with_name(f"{name}.{info['workerid']}")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
     tmp.replace(path)
+
+
+def _read(lease_dir: Path, name: str) -> Any:
+    """The shared file ``name`` of ``lease_dir`` as JSON; None when absent or unreadable."""
+    try:
+        return json.loads((lease_dir / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _controller_lease_dir(config: pytest.Config) -> Path | None:
+    lease_dir = getattr(config.pluginmanager.get_plugin("specdecode-xdist"), "lease_dir", None)
+    return None if lease_dir is None else Path(lease_dir)
+
+
+def write_carried(config: pytest.Config, nodeids: list[str]) -> None:
+    """On a worker: the tests it deselected as carried (every worker finds the same)."""
+    _write(config, CARRIED, nodeids)
 
 
 def read_carried(config: pytest.Config) -> list[str] | None:
     """On the controller: what the workers carried (None until one has collected)."""
-    controller = config.pluginmanager.get_plugin("specdecode-xdist")
-    lease_dir = getattr(controller, "lease_dir", None)
-    if lease_dir is None:
-        return None
-    try:
-        data = json.loads((Path(lease_dir) / CARRIED).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    lease_dir = _controller_lease_dir(config)
+    data = None if lease_dir is None else _read(lease_dir, CARRIED)
     return [str(n) for n in data] if isinstance(data, list) else None
+
+
+def read_groups(lease_dir: Path) -> dict[str, str]:
+    """Which config key each collected test id runs under ({} before the workers wrote it)."""
+    data = _read(lease_dir, GROUPS)
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def planned_tests(config: pytest.Config) -> dict[str, int] | None:
     """On the controller: per config key, the tests the workers collected (None serially)."""
-    controller = config.pluginmanager.get_plugin("specdecode-xdist")
-    lease_dir = getattr(controller, "lease_dir", None)
-    if lease_dir is None:
+    lease_dir = _controller_lease_dir(config)
+    data = None if lease_dir is None else _read(lease_dir, GROUPS)
+    if not isinstance(data, dict):
         return None
-    try:
-        groups = json.loads((Path(lease_dir) / GROUPS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    counts: dict[str, int] = {}
-    for key in groups.values() if isinstance(groups, dict) else ():
-        counts[str(key)] = counts.get(str(key), 0) + 1
-    return counts
+    return dict(Counter(str(key) for key in data.values()))
 
 
 def write_groups(config: pytest.Config, groups: dict[str, str]) -> None:
     """On a worker: which config each collected test id runs under."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return
-    path = Path(info[LEASE_DIR]) / GROUPS
-    tmp = path.with_name(f"{GROUPS}.{info['workerid']}")
-    tmp.write_text(json.dumps(groups), encoding="utf-8")
-    tmp.replace(path)  # every worker writes the same content; atomically
+    _write(config, GROUPS, groups)

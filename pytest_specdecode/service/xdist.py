@@ -51,6 +51,7 @@ from pytest_specdecode.service.shared_files import (
     LEASE_DIR,
     planned_tests,
     read_carried,
+    read_groups,
     share_resume,
     shared_resume,
     write_carried,
@@ -342,11 +343,7 @@ class ConfigScheduling:
         return bool(self._read_groups())
 
     def _read_groups(self) -> dict[str, str]:
-        try:
-            data = json.loads((self.lease_dir / GROUPS).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return read_groups(self.lease_dir)
 
     def _top_up(self, node: WorkerController) -> None:
         if self.plan is None or node.shutting_down:
