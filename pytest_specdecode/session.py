@@ -149,10 +149,9 @@ class SpecDecodeSession:
             raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
-        # Once per test (metafunc is per definition). The built-in baseline's marker
-        # (algorithm=NONE) is that test's point, not an accident.
+        # Once per test (metafunc is per definition).
         warning = self.resolver.sweep_overrides(dict(marker.kwargs) if marker else None)
-        if warning and not metafunc.module.__name__.startswith("pytest_specdecode.suite"):
+        if warning:
             node = metafunc.definition
             node.warn(SweepOverrideWarning(f"{node.nodeid}: {warning}"))
 

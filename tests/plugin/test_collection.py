@@ -242,6 +242,32 @@ def test_a_marker_overriding_sweep_points_warns_once_per_test(pytester: pytest.P
     assert "test_other_key: its dflash marker" not in out
 
 
+def test_a_baseline_test_under_a_sweep_of_algorithms_does_not_warn(
+    pytester: pytest.Pytester,
+) -> None:
+    # algorithm=NONE is a baseline test's purpose, in the built-in suite or a user's own.
+    pytester.makepyfile(
+        test_b="""
+        import pytest
+
+        @pytest.mark.dflash(algorithm="NONE")
+        def test_my_baseline(dflash_config): pass
+        """
+    )
+    sweep = "algorithm=NONE,DFLASH;budget=4,8"
+    args = [
+        "--collect-only",
+        "-q",
+        "--dflash-sweep",
+        sweep,
+        "-W",
+        "error::pytest_specdecode.errors.SweepOverrideWarning",
+    ]
+    assert pytester.runpytest(*args).ret == pytest.ExitCode.OK
+    suite = pytester.runpytest(*args, "--pyargs", "pytest_specdecode.suite", "-k", "lossless")
+    assert suite.ret == pytest.ExitCode.OK, suite.stdout.str()
+
+
 def test_the_parametrized_fixtures_show_in_fixtures_help(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--fixtures")
     result.stdout.fnmatch_lines(
