@@ -20,6 +20,7 @@ PACKAGE = Path(pytest_specdecode.__file__).parent
 LAYERS: dict[str, int] = {
     "__init__": 0,
     "errors": 0,
+    "limits": 0,  # size caps and whole deadlines shared by every HTTP path
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
     "records": 1,
     "redact": 1,
