@@ -33,6 +33,7 @@ DIALECTS: tuple[DialectName, ...] = get_args(DialectName)
 API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
 DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
+LOAD_MODES = ("rounds", "continuous")
 SGLANG_VERSIONS = facts.VERSIONS
 
 
@@ -425,6 +426,23 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="Requests per round of a request-rate case. Default: 16",
+    )
+    add(
+        "--dflash-load-mode",
+        choices=LOAD_MODES,
+        default=None,
+        help="Closed-loop rounds: 'rounds' releases the case's C requests together and "
+        "waits for all; 'continuous' keeps C in flight for --dflash-continuous-requests "
+        "requests (SGLang bench's --max-concurrency), so the server never idles at a "
+        "round's tail. Default: 'rounds'",
+    )
+    add(
+        "--dflash-continuous-requests",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Requests per round in --dflash-load-mode continuous. "
+        "Default: 4 x the case's concurrency",
     )
     add(
         "--dflash-slo",

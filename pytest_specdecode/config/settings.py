@@ -26,6 +26,7 @@ from pytest_specdecode.config.options import (
     CONTROL_MODES,
     DATASETS,
     DIALECTS,
+    LOAD_MODES,
     RESTART_MODES,
     SANDBOX_MODES,
     SGLANG_VERSIONS,
@@ -127,6 +128,8 @@ class Settings:
     request_rates: tuple[float, ...] = ()
     max_concurrency: int | None = None
     rate_requests: int = 16
+    load_mode: str = "rounds"
+    continuous_requests: int | None = None  # None: 4 x the case's concurrency
     slo: Slo = ()
     baseline: str | None = None
     benchmark_compare: str | None = None  # pytest-benchmark's --benchmark-compare
@@ -400,6 +403,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         request_rates=r.get("request_rate", load_options.parse_rates, ()),
         max_concurrency=r.get("max_concurrency", _number(int, minimum=1), 0) or None,
         rate_requests=r.get("rate_requests", _number(int, minimum=1), 16),
+        load_mode=r.get("load_mode", _choice(LOAD_MODES), "rounds"),
+        continuous_requests=r.get("continuous_requests", _number(int, minimum=1), 0) or None,
         slo=r.get("slo", load_options.parse_slo, ()),
         baseline=r.get("baseline", _text, "") or None,
         benchmark_compare=load_options.benchmark_compare(config),

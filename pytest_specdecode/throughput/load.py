@@ -1,7 +1,9 @@
 """Rounds of concurrent streaming requests, and cases made of rounds.
 
-A closed-loop round sends C streaming ``/generate`` requests at once (one
-thread and one HTTP session each) and waits for all of them. An open-loop
+A closed-loop round sends C streaming ``/generate`` requests at once (on one
+event loop, one connection each: :mod:`~pytest_specdecode.throughput.aioload`)
+and waits for all of them; a continuous closed-loop round sends N requests
+keeping C in flight. An open-loop
 round (a request-rate case) releases its requests at Poisson arrival times,
 seeded by the case and round so every config sees the same arrivals, with at
 most ``max_concurrency`` in flight. A case flushes the prefix cache, runs one
@@ -11,9 +13,9 @@ uncounted warm-up round (all at once), then its counted rounds, through
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +24,9 @@ from typing import Any, Protocol
 from pytest_specdecode.client import GenerateResult, SGLangClient
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.limits import DEFAULT_LIMITS, Limits
+from pytest_specdecode.throughput.aioload import Request, Sleep, Target, body_bytes, drive, run_sync
+from pytest_specdecode.throughput.fdlimit import FdLimitError, ensure_fds
 from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
 from pytest_specdecode.throughput.workload import Prompt, PromptBuilder, ThroughputCase
 
@@ -82,33 +87,6 @@ class BenchmarkLike(Protocol):
     ) -> Any: ...
 
 
-def _one_request(
-    client: SGLangClient,
-    record: RequestRecord,
-    text: str,
-    max_tokens: int,
-    ignore_eos: bool,
-    temperature: float,
-) -> None:
-    try:
-        result = client.generate(
-            text,
-            max_new_tokens=max_tokens,
-            temperature=temperature,
-            ignore_eos=ignore_eos,
-            stream=True,
-        )
-    except Exception as exc:  # recorded and re-raised by the caller with context
-        record.error = str(exc) or type(exc).__name__
-        return
-    record.result = result
-    if result.completion_tokens <= 0:
-        record.error = (
-            f"POST /generate returned 0 completion tokens (finish_reason "
-            f"{result.finish_reason!r}); the server produced nothing"
-        )
-
-
 def arrival_offsets(rate: float, n: int, seed: str) -> list[float]:
     """Seconds after the round's start at which each of ``n`` requests arrives.
 
@@ -124,7 +102,7 @@ def arrival_offsets(rate: float, n: int, seed: str) -> list[float]:
 
 
 def run_round(
-    client_factory: Callable[[], SGLangClient],
+    client: SGLangClient | Callable[[], SGLangClient],
     prompts: Sequence[Prompt | str],
     max_tokens: int,
     *,
@@ -133,64 +111,58 @@ def run_round(
     clock: Callable[[], float] = time.perf_counter,
     arrivals: Sequence[float] | None = None,
     max_concurrency: int = 0,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Sleep = asyncio.sleep,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> RoundResult:
     """Send every prompt as a streaming request and wait for all of them.
 
-    Without ``arrivals`` every request goes at once; with them request i is
-    released ``arrivals[i]`` seconds after the start and, with
-    ``max_concurrency``, waits while that many are in flight. Each request
-    gets its own thread and client (``client_factory()``); the clients are
-    closed afterwards. Failed requests are recorded, not raised: see
-    :func:`raise_for_errors`.
+    Without ``arrivals`` every request goes at once, or with ``max_concurrency``
+    N, N at a time, each slot sending the next prompt as soon as its request
+    ends (a continuous closed loop). With ``arrivals`` request i is released
+    ``arrivals[i]`` seconds after the start and, with ``max_concurrency``,
+    waits while that many are in flight. Requests go out on one event loop
+    (:mod:`~pytest_specdecode.throughput.aioload`), one connection per request
+    in flight, to ``client``'s server with its API key. Failed requests are
+    recorded, not raised: see :func:`raise_for_errors`.
     """
     if arrivals is not None and len(arrivals) != len(prompts):
         raise ValueError(f"{len(arrivals)} arrival times for {len(prompts)} prompts")
-    records = [
-        RequestRecord(i, p.tokens if isinstance(p, Prompt) else -1) for i, p in enumerate(prompts)
-    ]
-    if not records:
+    if not prompts:
         now = clock()
         return RoundResult(now, now)
-    clients = [client_factory() for _ in records]
-    start_box: list[float] = []
-    # The barrier action stamps the start once every thread is ready, so
-    # thread start-up is not counted as serving time.
-    barrier = threading.Barrier(len(records), action=lambda: start_box.append(clock()))
-    gate = threading.BoundedSemaphore(max_concurrency) if max_concurrency > 0 else None
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        if arrivals is not None:
-            delay = start_box[0] + arrivals[i] - clock()
-            if delay > 0:
-                sleep(delay)  # the arrival time itself: this is the load, not a wait for state
-        prompt = prompts[i]
-        text = prompt.text if isinstance(prompt, Prompt) else prompt
-        if gate is not None:
-            gate.acquire()
-        try:
-            _one_request(clients[i], records[i], text, max_tokens, ignore_eos, temperature)
-        finally:
-            if gate is not None:
-                gate.release()
-
-    threads = [
-        threading.Thread(target=worker, args=(i,), name=f"specdecode-load-{i}", daemon=True)
-        for i in range(len(records))
+    if not isinstance(client, SGLangClient):
+        made = client()
+        base_url, api_key = made.base_url, made.api_key
+        made.close()
+    else:
+        base_url, api_key = client.base_url, client.api_key
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    target = Target(base_url, headers, limits)
+    requests = [
+        Request(
+            i,
+            body_bytes(
+                p.text if isinstance(p, Prompt) else p,
+                max_tokens,
+                temperature=temperature,
+                ignore_eos=ignore_eos,
+            ),
+            max_tokens,
+        )
+        for i, p in enumerate(prompts)
     ]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        for c in clients:
-            c.close()
-    end = max(
-        [r.result.end_time for r in records if r.result is not None] or [clock()],
+    ensure_fds(max_concurrency if max_concurrency > 0 else len(requests))
+    start = run_sync(
+        drive(
+            target, requests, clock=clock, arrivals=arrivals, in_flight=max_concurrency, sleep=sleep
+        )
     )
-    return RoundResult(start_box[0], end, records)
+    records = [
+        RequestRecord(r.index, p.tokens if isinstance(p, Prompt) else -1, r.result, r.error)
+        for r, p in zip(requests, prompts, strict=True)
+    ]
+    end = max([r.result.end_time for r in records if r.result is not None] or [clock()])
+    return RoundResult(start, end, records)
 
 
 def raise_for_errors(result: RoundResult, what: str) -> None:
@@ -205,11 +177,11 @@ def raise_for_errors(result: RoundResult, what: str) -> None:
 def _prompt_batches(
     client: SGLangClient,
     case: ThroughputCase,
+    size: int,
     n_batches: int,
     builder: PromptBuilder | None,
 ) -> Iterator[list[Prompt]]:
     builder = builder or PromptBuilder(client.count_tokens, domain=case.domain)
-    size = case.round_requests
     prompts = builder.build(case.context, size * n_batches)
     for i in range(n_batches):
         yield prompts[i * size : (i + 1) * size]
@@ -227,7 +199,9 @@ def run_case(
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[str], None] | None = None,
     slo: Slo = (),
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Sleep = asyncio.sleep,
+    continuous: int = 0,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -245,30 +219,46 @@ def run_case(
 
     A request-rate case sends its warm-up round all at once and its counted
     rounds at seeded Poisson arrivals (``case.id`` and the round number).
+
+    With ``continuous`` N (closed-loop cases only) a counted round sends N
+    requests keeping ``case.concurrency`` in flight the whole time, so the
+    server never idles at the round's tail; the warm-up round is one
+    synchronized batch of ``case.concurrency``.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds!r}")
-    batches = _prompt_batches(client, case, rounds + int(warmup), prompt_builder)
+    if continuous < 0:
+        raise ValueError(f"continuous must be >= 0, got {continuous!r}")
+    continuous = 0 if case.open_loop else continuous
+    try:
+        ensure_fds(case.concurrency or case.round_requests)
+    except FdLimitError as exc:
+        raise ThroughputError(f"{case.id}: {exc}") from None
+    size = continuous or case.round_requests
+    batches = _prompt_batches(client, case, size, rounds + int(warmup), prompt_builder)
     client.flush_cache()
 
-    def one_round(batch: list[Prompt], label: str, arrivals: list[float] | None) -> RoundResult:
+    def one_round(
+        batch: list[Prompt], label: str, arrivals: list[float] | None, in_flight: int
+    ) -> RoundResult:
         if on_round is not None:
             on_round(label)
         result = run_round(
-            client.clone,
+            client,
             batch,
             case.max_tokens,
             ignore_eos=case.ignore_eos,
             clock=clock,
             arrivals=arrivals,
-            max_concurrency=case.concurrency if case.open_loop else 0,
+            max_concurrency=in_flight,
             sleep=sleep,
+            limits=limits,
         )
         raise_for_errors(result, f"{case.id} ({label})")
         return result
 
     if warmup:
-        one_round(next(batches), "warm-up round", None)
+        one_round(next(batches)[: case.round_requests], "warm-up round", None, 0)
     counted: list[RoundResult] = []
 
     def target(batch: list[Prompt]) -> RoundResult:
@@ -278,7 +268,8 @@ def run_case(
             if case.open_loop
             else None
         )
-        result = one_round(batch, f"round {number}/{rounds}", arrivals)
+        in_flight = case.concurrency if case.open_loop or continuous else 0
+        result = one_round(batch, f"round {number}/{rounds}", arrivals, in_flight)
         counted.append(result)
         return result
 
@@ -292,7 +283,8 @@ def run_case(
             rounds=rounds,
             iterations=1,
         )
-    metrics = case_metrics(case, counted, slo=slo)
+    mode = "rate" if case.open_loop else ("continuous" if continuous else "rounds")
+    metrics = case_metrics(case, counted, slo=slo, load_mode=mode)
     if benchmark is not None:
         benchmark.extra_info.update(metrics.to_extra_info())
         if config is not None:

@@ -110,6 +110,9 @@ class CaseMetrics:
     slo: str | None = None
     goodput: float | None = None
     slo_attainment: float | None = None
+    load_mode: str | None = None
+    client_overhead_ms_p50: float | None = None
+    client_overhead_ms_p99: float | None = None
 
     def to_extra_info(self) -> dict[str, Any]:
         """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
@@ -194,6 +197,15 @@ def meets_slo(result: GenerateResult, slo: Slo) -> bool:
     return True
 
 
+def client_overheads(results: Iterable[GenerateResult]) -> list[float]:
+    """Per request, the client's e2e latency minus the server's own
+    ``meta_info.e2e_latency``, in seconds: time spent in the client and on the
+    wire (requests without a server figure are left out)."""
+    return [
+        r.e2e_latency - r.server_e2e_latency for r in results if r.server_e2e_latency is not None
+    ]
+
+
 def _round_values(rnd: RoundResult) -> dict[str, float | None]:
     results = rnd.results
     tokens = sum(r.completion_tokens for r in results)
@@ -219,7 +231,11 @@ def _intervals(rounds: list[RoundResult]) -> dict[str, Any]:
 
 
 def case_metrics(
-    case: ThroughputCase, rounds: Iterable[RoundResult], *, slo: Slo = ()
+    case: ThroughputCase,
+    rounds: Iterable[RoundResult],
+    *,
+    slo: Slo = (),
+    load_mode: str | None = None,
 ) -> CaseMetrics:
     """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`."""
     rounds = list(rounds)
@@ -248,6 +264,7 @@ def case_metrics(
     histogram = sum_histograms(request_histogram(r) for r in results)
     good = sum(meets_slo(r, slo) for r in results) if slo else None
     requests = len(results) + errors
+    overhead = Percentiles.of(client_overheads(results)).scaled(1000)
     return CaseMetrics(
         case=case.id,
         context=case.context,
@@ -280,4 +297,7 @@ def case_metrics(
         slo=slo_text(slo) if slo else None,
         goodput=(good / wall if wall > 0 else 0.0) if good is not None else None,
         slo_attainment=good / requests if good is not None and requests else None,
+        load_mode=load_mode,
+        client_overhead_ms_p50=overhead.p50,
+        client_overhead_ms_p99=overhead.p99,
     )

@@ -78,6 +78,7 @@ class ThroughputRunner:
                 config=label,
                 on_round=show,
                 slo=self.settings.slo,
+                continuous=continuous_requests(self.settings, case),
             )
         except (ThroughputError, SGLangError) as exc:
             failure = failure_text(self.service, exc)
@@ -99,6 +100,13 @@ class ThroughputRunner:
         }
         self.node.user_properties.append((RECORD, record))
         return info
+
+
+def continuous_requests(settings: Settings, case: ThroughputCase) -> int:
+    """Requests per round of a continuous closed loop (0: synchronized rounds)."""
+    if settings.load_mode != "continuous" or case.open_loop:
+        return 0
+    return settings.continuous_requests or 4 * case.concurrency
 
 
 def failure_text(service: ServiceHandle, exc: Exception) -> str:
@@ -253,6 +261,7 @@ class LosslessChecker:
                     self.settings.rounds,
                     config=label,
                     slo=self.settings.slo,
+                    continuous=continuous_requests(self.settings, case),
                 )
             except (ThroughputError, SGLangError) as exc:
                 missed.append(f"speedup baseline {case.id} not measured: {exc}")

@@ -30,6 +30,9 @@ class Script:
     old_endpoints: bool = False
     incremental: bool = False
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    in_flight: int = 0  # streaming /generate requests being answered now
+    peak: int = 0  # the most of them at once
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def fake_token_count(text: str) -> int:
@@ -143,7 +146,14 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             )
         if body.get("stream"):
-            self._sse(events)
+            with s.lock:
+                s.in_flight += 1
+                s.peak = max(s.peak, s.in_flight)
+            try:
+                self._sse(events)
+            finally:
+                with s.lock:
+                    s.in_flight -= 1
         else:
             self._send_json(200, events[-1])
 

@@ -1,0 +1,303 @@
+"""The load generator: streaming ``/generate`` requests on one asyncio event loop.
+
+One thread per request (and the GIL shared between them) made the client the
+limit at high concurrency; an event loop on aiohttp (what SGLang's and vLLM's
+bench clients use) keeps one connection per in-flight request at a small cost
+per byte. Each read is stamped with ``time.perf_counter()`` as it returns, the
+SSE lines are split incrementally (:mod:`~pytest_specdecode.throughput.sse`)
+and every event is decoded with orjson. Every request has the bounds of
+:mod:`pytest_specdecode.limits`: a whole deadline from the tokens asked, a
+stall limit between reads, size caps; redirects are never followed.
+
+The result of each request is the same :class:`~pytest_specdecode.client.GenerateResult`
+the ``requests`` client builds, so every figure and check downstream applies
+unchanged. Only the request's compact figures are kept: the last event's
+``meta_info``, the text, chunk times and token counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+
+from pytest_specdecode.client import GenerateResult, ServerError, _error_text, _generate_result
+from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_SSE_LINE, Limits
+from pytest_specdecode.throughput.sse import SSELimitError, SSESplitter
+
+T = TypeVar("T")
+_ERROR_BODY = 64 << 10  # bytes of an error reply read for its message
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go and how they are bounded. ``headers`` may hold the API key:
+    it is sent, never printed (``repr`` leaves it out)."""
+
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    limits: Limits = DEFAULT_LIMITS
+    max_line: int = MAX_SSE_LINE
+
+
+@dataclass
+class Request:
+    """One request to send: its body and where its outcome goes."""
+
+    index: int
+    body: bytes
+    max_tokens: int
+    result: GenerateResult | None = None
+    error: str | None = None
+
+
+class _Stream:
+    """Folds a ``/generate`` stream's events into a GenerateResult, event by event
+    (the same rules as the ``requests`` client: cumulative or incremental text,
+    token counts from ``meta_info.completion_tokens``)."""
+
+    __slots__ = ("ids", "last", "seen", "send", "text", "times", "tokens")
+
+    def __init__(self, send: float) -> None:
+        self.send = send
+        self.text = ""
+        self.ids: list[int] | None = None
+        self.last: dict[str, Any] = {}
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self.seen = 0
+
+    def event(self, arrival: float, payload: bytes) -> None:
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise ServerError(
+                "POST", "/generate", None, f"undecodable event {payload[:200]!r}"
+            ) from None
+        if not isinstance(event, dict):
+            raise ServerError("POST", "/generate", None, f"event is not an object: {event!r:.200}")
+        if "error" in event:
+            raise ServerError("POST", "/generate", None, _error_text(orjson.dumps(event).decode()))
+        self.last = event
+        meta = event.get("meta_info")
+        count = meta.get("completion_tokens", self.seen) if isinstance(meta, dict) else self.seen
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise ServerError(
+                "POST", "/generate", None, f"completion_tokens is not an integer: {count!r:.50}"
+            )
+        chunk_text = event.get("text", "")
+        chunk_text = chunk_text if isinstance(chunk_text, str) else str(chunk_text)
+        # SGLang streams cumulative text by default, deltas with --incremental-streaming-output.
+        self.text = chunk_text if chunk_text.startswith(self.text) else self.text + chunk_text
+        chunk_ids = event.get("output_ids")
+        if isinstance(chunk_ids, list):
+            new_ids = [int(i) for i in chunk_ids]
+            self.ids = new_ids if len(new_ids) == count or self.ids is None else self.ids + new_ids
+        if count > self.seen:
+            self.times.append(arrival)
+            self.tokens.append(count - self.seen)
+            self.seen = count
+
+    def result(self, end: float) -> GenerateResult:
+        if not self.last:
+            raise ServerError("POST", "/generate", 200, "stream ended without any event")
+        result = _generate_result(self.last, self.send)
+        result.text = self.text
+        result.output_ids = self.ids
+        result.end_time = end
+        result.chunk_times = self.times
+        result.chunk_tokens = self.tokens
+        return result
+
+
+async def stream_one(
+    session: aiohttp.ClientSession,
+    target: Target,
+    request: Request,
+    clock: Callable[[], float],
+) -> None:
+    """Send ``request`` and fill in its result or its one-line error."""
+    url = target.base_url + "/generate"
+    limits = target.limits
+    deadline = limits.deadline(request.max_tokens)
+    timeout = aiohttp.ClientTimeout(total=deadline, sock_read=limits.stall)
+    send = clock()
+    try:
+        async with session.post(
+            url,
+            data=request.body,
+            headers={"Content-Type": "application/json"},
+            allow_redirects=False,
+            timeout=timeout,
+        ) as resp:
+            if 300 <= resp.status < 400:
+                where = resp.headers.get("Location", "(no Location header)")
+                raise ServerError(
+                    "POST",
+                    "/generate",
+                    resp.status,
+                    f"redirect to {where[:200]!r} refused (redirects are never followed)",
+                )
+            if resp.status >= 400:
+                body = await resp.content.read(_ERROR_BODY)
+                raise ServerError(
+                    "POST", "/generate", resp.status, _error_text(body.decode("utf-8", "replace"))
+                )
+            stream = _Stream(send)
+            splitter = SSESplitter(max_line=target.max_line)
+            content = resp.content
+            end = send
+            done = False
+            while not done:
+                data = await content.readany()
+                now = clock()
+                if not data:
+                    break
+                for payload in splitter.feed(data):
+                    if payload == b"[DONE]":
+                        done = True
+                        break
+                    stream.event(now, payload)
+                    end = now
+            if not done:
+                for payload in splitter.close():
+                    if payload != b"[DONE]":
+                        stream.event(end, payload)
+            result = stream.result(end)
+    except (ServerError, SSELimitError) as exc:
+        request.error = str(exc)
+        return
+    except aiohttp.ServerTimeoutError:
+        # sock_read: the stall limit between two reads (a subclass of TimeoutError,
+        # so it is caught before the whole deadline below).
+        request.error = (
+            f"POST {url} sent nothing for {limits.stall:g} s (stall limit); is the server hung?"
+        )
+        return
+    except asyncio.TimeoutError:
+        request.error = (
+            f"POST {url} did not finish within its whole deadline of {deadline:g} s "
+            f"for {request.max_tokens} tokens; is the server hung or streaming forever?"
+        )
+        return
+    except aiohttp.ClientConnectorError as exc:
+        request.error = (
+            f"POST {url} failed ({type(exc).__name__}: {exc.os_error.strerror or exc}); "
+            f"is the server running at {target.base_url!r}?"
+        )
+        return
+    except aiohttp.ClientError as exc:
+        request.error = f"POST {url} failed ({type(exc).__name__}: {str(exc)[:200]})"
+        return
+    request.result = result
+    if result.completion_tokens <= 0:
+        request.error = (
+            f"POST /generate returned 0 completion tokens (finish_reason "
+            f"{result.finish_reason!r}); the server produced nothing"
+        )
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def drive(
+    target: Target,
+    requests: Sequence[Request],
+    *,
+    clock: Callable[[], float],
+    arrivals: Sequence[float] | None = None,
+    in_flight: int = 0,
+    sleep: Sleep = asyncio.sleep,
+) -> float:
+    """Send every request; return the start time.
+
+    Without ``arrivals`` and with ``in_flight`` 0 every request goes at once (a
+    synchronized round). With ``in_flight`` N, N workers each send the next
+    request as soon as their last one ends (a continuous closed loop, SGLang's
+    ``--max-concurrency``). With ``arrivals`` request i is released
+    ``arrivals[i]`` seconds after the start and, with ``in_flight``, waits while
+    that many are in flight.
+    """
+    width = in_flight if in_flight > 0 else len(requests)
+    connector = aiohttp.TCPConnector(
+        limit=max(1, width), limit_per_host=0, ttl_dns_cache=None, force_close=False
+    )
+    async with aiohttp.ClientSession(
+        connector=connector,
+        headers=dict(target.headers),
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+    ) as session:
+        start = clock()
+        if arrivals is not None:
+            gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
+
+            async def arrive(req: Request, offset: float) -> None:
+                delay = start + offset - clock()
+                if delay > 0:
+                    await sleep(delay)  # the arrival time itself: this is the load
+                if gate is None:
+                    await stream_one(session, target, req, clock)
+                    return
+                async with gate:
+                    await stream_one(session, target, req, clock)
+
+            await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
+        elif in_flight > 0:
+            queue = iter(requests)
+
+            async def worker() -> None:
+                for req in queue:  # one shared iterator: each request goes once
+                    await stream_one(session, target, req, clock)
+
+            await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
+        else:
+            await asyncio.gather(*(stream_one(session, target, r, clock) for r in requests))
+    return start
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code (``benchmark.pedantic``'s target).
+
+    A fresh event loop per call; in a thread of its own when this thread already
+    runs a loop (an async test framework), since a loop cannot be nested.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: list[T] = []
+    errors: list[BaseException] = []
+
+    def runner() -> None:
+        try:
+            box.append(asyncio.run(coro))
+        except BaseException as exc:  # handed back to the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=runner, name="specdecode-load-loop", daemon=True)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return box[0]
+
+
+def body_bytes(text: str, max_tokens: int, *, temperature: float, ignore_eos: bool) -> bytes:
+    """The JSON body of one streaming ``/generate`` request."""
+    return orjson.dumps(
+        {
+            "text": text,
+            "sampling_params": {
+                "max_new_tokens": max_tokens,
+                "temperature": temperature,
+                "ignore_eos": ignore_eos,
+            },
+            "stream": True,
+        }
+    )
