@@ -153,7 +153,7 @@ async def stream_one(
             content = resp.content
             end = send
             done = False
-            while not done:
+            while True:
                 data = await content.readany()
                 now = clock()
                 if not data:
@@ -161,9 +161,11 @@ async def stream_one(
                 for payload in splitter.feed(data):
                     if payload == b"[DONE]":
                         done = True
-                        break
-                    stream.event(now, payload)
-                    end = now
+                    elif not done:
+                        stream.event(now, payload)
+                        end = now
+                # After [DONE] the body's end (the last chunk) is still read, within the
+                # same bounds, so the connection can carry the next request.
             if not done:
                 for payload in splitter.close():
                     if payload != b"[DONE]":

@@ -23,7 +23,7 @@ class SSELimitError(SpecDecodeError):
 class SSESplitter:
     """Splits a byte stream into the payloads of its SSE ``data:`` lines."""
 
-    __slots__ = ("_buf", "_scanned", "max_line", "max_total", "total")
+    __slots__ = ("_buf", "_scanned", "examined", "max_line", "max_total", "total")
 
     def __init__(self, *, max_line: int = MAX_SSE_LINE, max_total: int = MAX_RESPONSE) -> None:
         self._buf = bytearray()
@@ -31,6 +31,7 @@ class SSESplitter:
         self.max_line = max_line
         self.max_total = max_total
         self.total = 0
+        self.examined = 0  # bytes searched for newlines: linear buffering keeps it <= total
 
     def feed(self, data: bytes) -> list[bytes]:
         """Payloads (after ``data:``, stripped) of the lines ``data`` completed."""
@@ -42,6 +43,7 @@ class SSESplitter:
             )
         buf = self._buf
         buf += data
+        self.examined += len(buf) - self._scanned
         out: list[bytes] = []
         start = 0
         pos = buf.find(b"\n", self._scanned)

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import requests
 
+from pytest_specdecode.throughput import aioload
+
 
 @dataclass
 class Script:
@@ -33,6 +35,9 @@ class Script:
     in_flight: int = 0  # streaming /generate requests being answered now
     peak: int = 0  # the most of them at once
     lock: threading.Lock = field(default_factory=threading.Lock)
+    barrier: threading.Barrier | None = None  # streams wait here until enough are in flight
+    redirect: str | None = None  # /generate answers 307 to this Location
+    auth: list[str | None] = field(default_factory=list)  # Authorization of each /generate
 
 
 def fake_token_count(text: str) -> int:
@@ -108,6 +113,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _generate(self, body: dict[str, Any]) -> None:
         s = self.script
+        s.auth.append(self.headers.get("Authorization"))
+        if s.redirect is not None:
+            self.send_response(307)
+            self.send_header("Location", s.redirect)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if s.fail_generate is not None:
             status, message = s.fail_generate
             self._send_json(status, {"error": {"message": message}})
@@ -150,6 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
                 s.in_flight += 1
                 s.peak = max(s.peak, s.in_flight)
             try:
+                if s.barrier is not None:
+                    s.barrier.wait(timeout=10)
                 self._sse(events)
             finally:
                 with s.lock:
@@ -281,3 +295,21 @@ def sim_fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def sim_timed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real simulator at a modest time scale, so intervals are meaningful."""
     yield from _simulator(tmp_path_factory, 0.3)
+
+
+@pytest.fixture
+def in_flight(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``[now, peak]``: requests the load generator has in flight, counted client-side."""
+    counts = [0, 0]
+    original = aioload.stream_one
+
+    async def counted(*args: Any) -> None:
+        counts[0] += 1
+        counts[1] = max(counts[1], counts[0])
+        try:
+            await original(*args)
+        finally:
+            counts[0] -= 1
+
+    monkeypatch.setattr(aioload, "stream_one", counted)
+    return counts
