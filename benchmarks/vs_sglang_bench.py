@@ -6,7 +6,9 @@ each concurrency runs, alternately and twice each (best of two):
 - the built-in suite in external mode: ``pytest --pyargs pytest_specdecode.suite
   -m throughput --dflash-restart=never --dflash-port P --dflash-contexts 1024
   --dflash-output-tokens 512 --dflash-rounds 2 --dflash-concurrency C``
-  (aggregate output tok/s from the run's report);
+  with ``--dflash-load-mode continuous --dflash-continuous-requests 4C`` (the
+  same load as SGLang's client gets; ``--plugin-mode rounds`` for C at once),
+  aggregate output tok/s from the run's report;
 - ``python -m sglang.benchmark.serving --backend sglang`` at
   ``--max-concurrency C`` (its "output_throughput"), 4 x C prompts.
 
@@ -178,15 +180,22 @@ def write_inputs(python: Path, url: str, n: int, work: Path) -> tuple[Path, Path
     return data, tokenizer
 
 
-def plugin_tok_s(port: int, concurrency: int, work: Path) -> float:
-    """The built-in suite's throughput case at ``concurrency``, external mode."""
+def plugin_tok_s(port: int, concurrency: int, work: Path, mode: str) -> float:
+    """The built-in suite's throughput case at ``concurrency``, external mode.
+
+    ``continuous``: 4 x C requests per round with C in flight, the load SGLang's
+    client is given (``--num-prompts 4C --max-concurrency C``); ``rounds``: C at once.
+    """
+    load = ["--dflash-load-mode", mode]
+    if mode == "continuous":
+        load += ["--dflash-continuous-requests", str(4 * concurrency)]
     report = work / f"report-c{concurrency}-{time.monotonic_ns()}.json"
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "pytest_specdecode.suite", "-m", "throughput",
         "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
         "--dflash-restart=never", "--dflash-port", str(port),
         "--dflash-contexts", "1024", "--dflash-output-tokens", "512", "--dflash-rounds", "2",
-        "--dflash-concurrency", str(concurrency), "--dflash-report", str(report),
+        "--dflash-concurrency", str(concurrency), "--dflash-report", str(report), *load,
     ]  # fmt: skip
     done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -244,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="32,128,256", help="Default: %(default)r")
     parser.add_argument("--tries", type=int, default=2, help="best of N. Default: %(default)r")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="Default: %(default)s")
+    parser.add_argument(
+        "--plugin-mode", choices=("continuous", "rounds"), default="continuous",
+        help="the plugin's --dflash-load-mode. Default: %(default)r",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     python = ensure_venv(args.venv)
@@ -256,11 +269,14 @@ def main(argv: list[str] | None = None) -> int:
                 plugin: list[float] = []
                 bench: list[float] = []
                 for _ in range(args.tries):
-                    plugin.append(plugin_tok_s(port, conc, work))
+                    plugin.append(plugin_tok_s(port, conc, work, args.plugin_mode))
                     bench.append(sglang_tok_s(python, port, conc, data, tokenizer, work))
                 print(f"c{conc}: plugin {plugin} SGLang bench {bench}", flush=True)
                 rows.append((conc, max(plugin), max(bench)))
-    print(f"\nbest of {args.tries}, simulator --sim-time-scale 0, input 1024, output 512 tokens")
+    print(
+        f"\nbest of {args.tries}, simulator --sim-time-scale 0, input 1024, output 512 tokens, "
+        f"plugin --dflash-load-mode {args.plugin_mode}"
+    )
     print("| concurrency | plugin tok/s | SGLang bench tok/s | ratio |")
     print("|---|---|---|---|")
     ratios = []

@@ -39,6 +39,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         if missing:
             lines.append(str(missing))
         lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
+        lines += client_limited(configs, short)
         header, rows = tables.acceptance(report)
         if rows:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
@@ -242,3 +243,26 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
     for row in body:
         out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return out
+
+
+CLIENT_SHARE = 0.02
+"""Client overhead p99 above this share of e2e p50: the client may be the limit."""
+
+
+def client_limited(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
+    """A warning per case whose client overhead p99 (client e2e minus the server's own
+    e2e) exceeds :data:`CLIENT_SHARE` of its e2e p50."""
+    lines: list[str] = []
+    for c in configs:
+        for t in c.get("throughput", []):
+            m = t["metrics"]
+            overhead, e2e = m.get("client_overhead_ms_p99"), m.get("e2e_ms_p50")
+            if not isinstance(overhead, (int, float)) or not isinstance(e2e, (int, float)):
+                continue
+            if overhead > CLIENT_SHARE * e2e:
+                lines.append(
+                    f"WARNING: {t['case']} ({short.get(c['label'], c['label'])}): client "
+                    f"overhead p99 {overhead:.1f} ms > {CLIENT_SHARE:.0%} of e2e p50 "
+                    f"{e2e:.1f} ms: the client may be limiting this case"
+                )
+    return lines

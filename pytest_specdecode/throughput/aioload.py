@@ -66,7 +66,7 @@ class _Stream:
     def __init__(self, send: float) -> None:
         self.send = send
         self.text = ""
-        self.ids: list[int] | None = None
+        self.ids: list[list[Any]] | None = None
         self.last: dict[str, Any] = {}
         self.times: list[float] = []
         self.tokens: list[int] = []
@@ -96,8 +96,13 @@ class _Stream:
         self.text = chunk_text if chunk_text.startswith(self.text) else self.text + chunk_text
         chunk_ids = event.get("output_ids")
         if isinstance(chunk_ids, list):
-            new_ids = [int(i) for i in chunk_ids]
-            self.ids = new_ids if len(new_ids) == count or self.ids is None else self.ids + new_ids
+            # Cumulative ids replace what came before, deltas add to it. The lists are
+            # kept as sent and checked once at the end: converting every cumulative
+            # list as it arrives is quadratic in the answer's length.
+            if len(chunk_ids) == count or self.ids is None:
+                self.ids = [chunk_ids]
+            else:
+                self.ids.append(chunk_ids)
         if count > self.seen:
             self.times.append(arrival)
             self.tokens.append(count - self.seen)
@@ -108,7 +113,7 @@ class _Stream:
             raise ServerError("POST", "/generate", 200, "stream ended without any event")
         result = _generate_result(self.last, self.send)
         result.text = self.text
-        result.output_ids = self.ids
+        result.output_ids = None if self.ids is None else [int(i) for ids in self.ids for i in ids]
         result.end_time = end
         result.chunk_times = self.times
         result.chunk_tokens = self.tokens
