@@ -465,6 +465,16 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="X",
         help="Exit 1 when a config's accept length is below X. Default: no gate",
     )
+    add(
+        "--dflash-max-repetition",
+        type=_fraction,
+        default=None,
+        metavar="FRACTION",
+        help="Exit 1 when a speculative config's output is degenerate: its share of repeated "
+        "word 4-grams in a throughput case is above FRACTION (0.5 or 50%%) and, when the run "
+        "has a NONE baseline, more than 0.2 above the baseline's; such a config never wins the "
+        "verdict. Default: 0.5",
+    )
 
     # Long sweeps: starting again, planning, flaky starts (target and control).
     section("target")
@@ -550,8 +560,8 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         metavar="FAULT",
         help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
-        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window); "
-        "repeatable. Default: none",
+        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
+        "degenerate-drafter); repeatable. Default: none",
     )
     add(
         "--dflash-sim-args",
