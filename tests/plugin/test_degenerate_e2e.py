@@ -34,7 +34,9 @@ def project(sim_ini: pytest.Pytester) -> pytest.Pytester:
 def test_a_degenerate_drafter_fails_the_run_in_one_line_per_domain(
     project: pytest.Pytester,
 ) -> None:
-    result = project.runpytest(*SMALL, "--dflash-sim-fault", "degenerate-drafter")
+    result = project.runpytest(
+        *SMALL, "--dflash-sim-fault", "degenerate-drafter", "--benchmark-json=bench.json"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.assert_outcomes(passed=4)  # the measurements themselves all ran
     out = result.stdout.str()
@@ -69,6 +71,13 @@ def test_a_degenerate_drafter_fails_the_run_in_one_line_per_domain(
     assert records
     assert all(r["degenerate"] for r in records)
     assert all(r["value"] > 0.5 and r["baseline"] < r["value"] - 0.2 for r in records)
+    # The figure and the baseline's (measured first, in this process) in extra_info too.
+    benches = json.loads((project.path / "bench.json").read_text())["benchmarks"]
+    spec = [b["extra_info"] for b in benches if b["extra_info"]["algorithm"] == "DFLASH"]
+    assert len(spec) == 2
+    for info in spec:
+        assert info["repetition"] > 0.5
+        assert info["repetition_baseline"] < 0.3
     # ...while the drafter looked perfect: accept length near the block size.
     dflash = next(c for c in report["configs"] if c["config"]["algorithm"] == "DFLASH")
     assert dflash["accept_length"] > 7
