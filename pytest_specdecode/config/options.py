@@ -34,6 +34,11 @@ API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
 DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
 SGLANG_VERSIONS = facts.VERSIONS
+# --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
+# about 0.3, a phrase repeated to the end near 1 (see docs/throughput.md).
+MAX_REPETITION = 0.5
+# ...and, with a NONE baseline in the run, this far above the baseline's figure.
+REPETITION_MARGIN = 0.2
 
 
 def _finite_number(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
@@ -472,8 +477,8 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="FRACTION",
         help="Exit 1 when a speculative config's output is degenerate: its share of repeated "
         "word 4-grams in a throughput case is above FRACTION (0.5 or 50%%) and, when the run "
-        "has a NONE baseline, more than 0.2 above the baseline's; such a config never wins the "
-        "verdict. Default: 0.5",
+        f"has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; such a "
+        f"config never wins the verdict. Default: {MAX_REPETITION:g}",
     )
 
     # Long sweeps: starting again, planning, flaky starts (target and control).

@@ -26,6 +26,7 @@ from pytest_specdecode.config.options import (
     CONTROL_MODES,
     DATASETS,
     DIALECTS,
+    MAX_REPETITION,
     RESTART_MODES,
     SANDBOX_MODES,
     SGLANG_VERSIONS,
@@ -135,7 +136,7 @@ class Settings:
     compare_fail: tuple[str, ...] = ()
     min_accept_length: float | None = None
     # Degenerate output (report/degenerate.py): the repetition bound, a fraction.
-    max_repetition: float = 0.5
+    max_repetition: float = MAX_REPETITION
     report: str = ".dflash/report.json"
     plot: str | None = None
     resume: str | None = None  # the report a resumed sweep continues from
@@ -411,7 +412,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         compare=r.get("compare", _text, "") or None,
         compare_fail=_lines(r, "compare_fail"),
         min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),
-        max_repetition=r.get("max_repetition", _fraction, 0.5),
+        max_repetition=r.get("max_repetition", _fraction, MAX_REPETITION),
         report=report,
         plot=r.get("plot", _text, "") or None,
         resume=_resume(r, report),

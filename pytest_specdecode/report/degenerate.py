@@ -3,7 +3,7 @@
 Each throughput case carries ``repetition``, the share of repeated word
 4-grams in a sample of its replies (:mod:`pytest_specdecode.throughput.quality`).
 A speculative config's case is *degenerate* when that figure is above the
-bound (``--dflash-max-repetition``, default :data:`DEFAULT_BOUND`) and, when
+bound (``--dflash-max-repetition``, default 0.5) and, when
 the run has a non-speculative baseline (algorithm NONE) for the same case,
 also more than :data:`MARGIN` above the baseline's figure: a domain whose
 normal output repeats (code idioms, a list format) is not flagged because
@@ -25,20 +25,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_specdecode import figures
+from pytest_specdecode.config.options import REPETITION_MARGIN
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.throughput.quality import NGRAM, SAMPLE_CHARS, SAMPLE_TEXTS
 
-DEFAULT_BOUND = 0.5
-"""Default ``--dflash-max-repetition``: varied prose scores near 0, code up to about 0.3,
-a phrase repeated to the end near 1."""
-MARGIN = 0.2
+MARGIN = REPETITION_MARGIN
 """How far above the baseline's figure a config's must be to count as degenerate."""
 EXCERPT = 60
 """Characters of the worst reply shown in the failure line."""
 METHOD = (
-    "share of repeated word 4-grams within each reply (1 - distinct / total), pooled over "
-    "the first 32 replies of the case (4 KB each); degenerate: above the bound and, with a "
-    f"NONE baseline, more than {MARGIN:g} above its figure"
+    f"share of repeated word {NGRAM}-grams within each reply (1 - distinct / total), pooled "
+    f"over the first {SAMPLE_TEXTS} replies of the case ({SAMPLE_CHARS} characters each); "
+    f"degenerate: above the bound and, with a NONE baseline, more than {MARGIN:g} above its "
+    "figure"
 )
 
 
