@@ -114,7 +114,25 @@ def _findings(findings: list[dict[str, Any]]) -> list[str]:
             f"{count['fail']} beyond it (95% intervals)"
         )
         lines += [f"  {f.get('line')}" for f in unsure]
+        lines += _noise_used(mine)
     return lines
+
+
+def _noise_used(findings: list[dict[str, Any]]) -> list[str]:
+    """Which noise the verdicts used: within-run, between-run (saved runs), or within only."""
+    used: dict[str, int] = {}
+    for f in findings:
+        if f.get("noise"):
+            used[str(f["noise"])] = used.get(str(f["noise"]), 0) + 1
+    if not used:
+        return []
+    runs = sorted({int(k) for f in findings if isinstance(k := f.get("saved_runs"), int)})
+    found = "/".join(str(k) for k in runs) or "?"
+    parts = [f"{n} case(s) {name}" for name, n in used.items()]
+    line = f"  noise used: {', '.join(parts)} ({found} saved runs of the config and case found)"
+    if "within-run only" in used:
+        line += "; with fewer than 3 the between-run noise is unknown"
+    return [line]
 
 
 def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
