@@ -17,7 +17,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import gates, verdict
+from pytest_specdecode.report import break_even, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -119,6 +119,8 @@ class RunOutputs:
         saved = self.speedup_rows or self.baseline or []
         label = self.speedup_label if self.speedup_rows else self.baseline_label
         verdict.annotate_speedups(data, saved, label)
+        # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
+        data["break_even"] = break_even.records(data)
         if any(c.get("throughput") for c in data.get("configs") or []):
             excluded = gates.config_failures(self.settings, self.results)
             data["verdict"] = verdict.decide(data, excluded)

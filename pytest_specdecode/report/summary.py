@@ -53,6 +53,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += _findings(compare.get("findings") or [])
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
+    lines += _break_even(report, simulated)
     lines += _gates(report, list(gate_lines))
     return lines
 
@@ -151,6 +152,18 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
                   "points no other beats on both per-request and aggregate tok/s"]  # fmt: skip
         lines += _table(header, rows)
     return lines
+
+
+def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
+    """One line per config and domain: the load where its speedup crosses 1.0."""
+    found = [r for r in report.get("break_even") or [] if isinstance(r, dict) and r.get("line")]
+    if not found:
+        return []
+    head = (
+        f"break-even load{simulated}: per config and domain, where the speedup (baseline TPOT / "
+        "config TPOT, geometric mean over contexts) crosses 1.0, interpolated on log scales"
+    )
+    return ["", head, *[f"  {r['line']}" for r in found]]
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
