@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+YTICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0)
 XLABEL = {"concurrency": "concurrent requests", "rate": "request rate (req/s)"}
 
 
@@ -38,7 +39,7 @@ def _panels(found: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
 
 def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulated: bool) -> Figure:
     keys = _panels(found)
-    figure = plots._new_figure(max(5.5, 4.8 * len(keys)), 4.8)
+    figure = plots._new_figure(max(8.0, 4.8 * len(keys)), 5.2)
     axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
     handles: dict[str, Any] = {}
     for ax, (domain, kind) in zip(axes, keys, strict=True):
@@ -73,6 +74,10 @@ def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulate
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(levels, [f"{x:g}" for x in levels])
+        ys = [float(y) for r in found for y in (*r["speedups"], *(r.get("lows") or []),
+              *(r.get("highs") or [])) if isinstance(y, (int, float)) and y > 0]  # fmt: skip
+        ticks = [t for t in YTICKS if min(ys, default=1.0) / 1.2 <= t <= max(ys, default=1.0) * 1.2]
+        ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
         ax.minorticks_off()
         ax.set_title(f"{domain}" if len(keys) > 1 else f"{domain} ({kind})")
         ax.set_xlabel(XLABEL.get(kind, kind))
@@ -81,7 +86,7 @@ def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulate
     plots.handles_legend(figure, handles, "config")
     plots._title(
         figure,
-        "Speedup vs load: X marks where it crosses 1.0 (bar: its 95% interval)\n"
+        "Speedup vs load: X where it crosses 1.0 (bar: 95% interval)\n"
         "geometric mean over contexts; band: 95% interval",
         simulated,
     )

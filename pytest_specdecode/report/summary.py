@@ -120,20 +120,25 @@ def _findings(findings: list[dict[str, Any]]) -> list[str]:
 
 
 def _noise_used(findings: list[dict[str, Any]]) -> list[str]:
-    """Which noise the verdicts used: within-run, between-run (saved runs), or within only."""
-    used: dict[str, int] = {}
+    """Which noise the cases' verdicts used, with the saved runs found for them."""
+    groups: dict[tuple[str, Any], int] = {}
     for f in findings:
-        if f.get("noise"):
-            used[str(f["noise"])] = used.get(str(f["noise"]), 0) + 1
-    if not used:
-        return []
-    runs = sorted({int(k) for f in findings if isinstance(k := f.get("saved_runs"), int)})
-    found = "/".join(str(k) for k in runs) or "?"
-    parts = [f"{n} case(s) {name}" for name, n in used.items()]
-    line = f"  noise used: {', '.join(parts)} ({found} saved runs of the config and case found)"
-    if "within-run only" in used:
-        line += "; with fewer than 3 the between-run noise is unknown"
-    return [line]
+        if f.get("noise") and isinstance(f.get("saved_runs"), int):
+            key = (str(f["noise"]), f["saved_runs"])
+            groups[key] = groups.get(key, 0) + 1
+    lines = []
+    for (noise, k), n in groups.items():
+        if noise == "within-run only":
+            said = (
+                f"between-run noise unknown ({k} saved runs): the gate uses the within-run "
+                "interval only"
+            )
+        elif noise == "between-run":
+            said = f"between-run noise from {k} saved runs (wider than the within-run interval)"
+        else:
+            said = f"within-run noise (wider than the between-run noise of {k} saved runs)"
+        lines.append(f"  noise used for {n} case(s): {said}")
+    return lines
 
 
 def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
