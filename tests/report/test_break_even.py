@@ -77,11 +77,11 @@ def test_every_crossing_lies_between_two_loads_whose_speedups_straddle_one(
 ) -> None:
     xs = [2.0**i for i in range(len(speedups))]
     for at, direction in break_even.crossings(xs, speedups):
-        i = max(j for j, x in enumerate(xs) if x <= at)
-        i = min(i, len(xs) - 2)
-        a, b = speedups[i], speedups[i + 1]
-        assert xs[i] <= at <= xs[i + 1]
-        assert (a > 1.0 >= b) if direction == "down" else (a <= 1.0 < b)
+        assert any(
+            xs[i] <= at <= xs[i + 1]
+            and ((a > 1.0 >= b) if direction == "down" else (a <= 1.0 < b))
+            for i, (a, b) in enumerate(itertools.pairwise(speedups))
+        )
     above = [s > 1.0 for s in speedups]
     flips = sum(1 for a, b in itertools.pairwise(above) if a != b)
     assert len(break_even.crossings(xs, speedups)) == flips
