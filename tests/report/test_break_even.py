@@ -78,8 +78,7 @@ def test_every_crossing_lies_between_two_loads_whose_speedups_straddle_one(
     xs = [2.0**i for i in range(len(speedups))]
     for at, direction in break_even.crossings(xs, speedups):
         assert any(
-            xs[i] <= at <= xs[i + 1]
-            and ((a > 1.0 >= b) if direction == "down" else (a <= 1.0 < b))
+            xs[i] <= at <= xs[i + 1] and ((a > 1.0 >= b) if direction == "down" else (a <= 1.0 < b))
             for i, (a, b) in enumerate(itertools.pairwise(speedups))
         )
     above = [s > 1.0 for s in speedups]
