@@ -15,6 +15,13 @@ means (delta method on its log, Welch-Satterthwaite degrees of freedom); see
 :mod:`~pytest_specdecode.throughput.stats`. When the interval straddles the
 limit the case is *inconclusive*, said in one line with the noise, and does
 not fail. ``accept_length:0.2`` does the same with the difference.
+
+Noise across restarts: the saved runs beside the compared one
+(:mod:`~pytest_specdecode.throughput.saved_runs`) that measured its config and
+case give the spread of a run's mean from one server start to the next; with
+three or more, the gate uses the wider of that between-run interval and the
+within-run one (:data:`~pytest_specdecode.throughput.stats.BETWEEN_METHOD`),
+and each finding says which noise it used.
 """
 
 from __future__ import annotations
