@@ -93,6 +93,13 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _restart_noise(text: str) -> float:
+    value = _non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 and < 1, got {text!r}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _positive_int(text)
     if value > 65535:
@@ -567,6 +574,15 @@ def add_options(parser: pytest.Parser) -> None:
         help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
         "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
         "degenerate-drafter); repeatable. Default: none",
+    )
+    add(
+        "--dflash-sim-restart-noise",
+        type=_restart_noise,
+        default=None,
+        metavar="F",
+        help="The simulator's --sim-restart-noise: each server start runs at its own speed, "
+        "within 1 +- F (e.g. 0.06), the starts counted in .dflash/sim-starts so separate runs "
+        "get separate factors. Default: 0",
     )
     add(
         "--dflash-sim-args",

@@ -439,7 +439,14 @@ def _sim_args(
     r: _Resolver, config: _ConfigLike, uses_simulator: bool, launch: str
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The ``--dflash-sim-*`` knobs as the simulator's flags, and the notes of its defaults."""
-    names = ("sim_time_scale", "sim_quality", "sim_answers", "sim_fault", "sim_args")
+    names = (
+        "sim_time_scale",
+        "sim_quality",
+        "sim_answers",
+        "sim_fault",
+        "sim_args",
+        "sim_restart_noise",
+    )
     # An ini may serve runs of both kinds: its simulator knobs wait for a run of the
     # simulator; the command line or the environment asking for one here is a mistake.
     given = [f.source for f in map(r.raw, names) if f is not None and f.origin != "ini"]
@@ -462,7 +469,15 @@ def _sim_args(
         answers=str(where / str(answers.value).strip()) if answers else None,
         faults=_lines(r, "sim_fault"),
         extra=r.get("sim_args", _command("simulator arguments"), ""),
+        restart_noise=r.get("sim_restart_noise", _restart_noise, None),
     )
+
+
+def _restart_noise(value: Any) -> float:
+    number = _number(float, minimum=0)(value)
+    if number >= 1:
+        raise ValueError("expected a value >= 0 and < 1")
+    return number
 
 
 def _check_restart_cmd(template: str) -> None:

@@ -91,7 +91,9 @@ def _compare_passed(settings: Settings, findings: list[dict[str, Any]]) -> list[
             continue  # failures are lines of their own; nothing compared says so elsewhere
         unsure = sum(1 for f in mine if f.get("status") == "inconclusive")
         within = len(mine) - unsure
-        note = f", {unsure} inconclusive (within noise; more rounds narrow it)" if unsure else ""
+        across = any(f.get("noise") == "between-run" for f in mine if f.get("status") != "pass")
+        hint = "across server starts" if across else "more rounds narrow it"
+        note = f", {unsure} inconclusive (within noise; {hint})" if unsure else ""
         detail = f"{spec}: {within} of {len(mine)} cases within the limit{note}"
         out.append(Outcome("compare", True, detail))
     return out

@@ -17,7 +17,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import degenerate, gates, verdict
+from pytest_specdecode.report import break_even, degenerate, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -44,6 +44,8 @@ class RunOutputs:
         # Bad --dflash-compare inputs are usage errors, found before any test runs.
         self.fail_specs = _fail_specs(settings)
         self.baseline_label, self.baseline = _load_baseline(settings, bool(self.fail_specs))
+        # The saved runs beside the compared one, read now: this run's own save comes later.
+        self.history = _load_history(settings) if self.baseline and self.fail_specs else None
         self.speedup_label, self.speedup_rows = _load_speedup_baseline(settings)
         if settings.plot:
             _require_plots()
@@ -119,6 +121,8 @@ class RunOutputs:
         label = self.speedup_label if self.speedup_rows else self.baseline_label
         verdict.annotate_speedups(data, saved, label)
         degenerate.annotate(data, self.settings.max_repetition)
+        # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
+        data["break_even"] = break_even.records(data)
         if any(c.get("throughput") for c in data.get("configs") or []):
             excluded = gates.config_failures(self.settings, self.results)
             data["verdict"] = verdict.decide(data, excluded)
@@ -169,14 +173,22 @@ class RunOutputs:
         if not current:
             return []
         deltas = compare.pair(self.baseline, current)
-        findings = compare.check(deltas, self.fail_specs)
+        findings = compare.check(deltas, self.fail_specs, self.history)
         self.compare = {
             "baseline": self.baseline_label,
             # Which config(s) the saved run measured: what "saved" means in the table.
             "baseline_configs": list(dict.fromkeys(r.config for r in self.baseline if r.config)),
             "table": compare.render_compare(deltas, "saved", "now"),
+            "noise_method": stats.BETWEEN_METHOD,
             "findings": [
-                {"case": f.case, "spec": str(f.spec), "status": f.status, "line": f.line}
+                {
+                    "case": f.case,
+                    "spec": str(f.spec),
+                    "status": f.status,
+                    "line": f.line,
+                    "noise": f.noise,
+                    "saved_runs": f.saved_runs,
+                }
                 for f in findings
             ],
             "rows": [
@@ -237,6 +249,20 @@ def _load_baseline(
         if source == "--benchmark-compare" and not gated:
             return None, None  # pytest-benchmark warns about it itself
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def _load_history(settings: Settings) -> compare.History | None:
+    """The saved runs beside the compared one (None when it cannot be found again)."""
+    from pytest_specdecode.throughput.saved_runs import load_history
+
+    if settings.compare:
+        spec, storage = settings.compare, ".benchmarks"
+    else:
+        spec, storage = str(settings.benchmark_compare), settings.benchmark_storage
+    try:
+        return load_history(compare.find_saved_run(spec, storage))
+    except compare.CompareError:
+        return None
 
 
 def _load_speedup_baseline(settings: Settings) -> tuple[str | None, list[compare.CaseRow]]:

@@ -198,6 +198,9 @@ def verdict(report: Mapping[str, Any]) -> Table:
     by_speedup = found.get("ranked_by") == "speedup"
     score = "speedup" if by_speedup else "tok/s"
     header = ["load", "domain", "best config", score, "over contexts", "runner-up", "margin"]
+    crossing = _break_even_cells(report)
+    if crossing:
+        header.append("best's break-even")
     rows = []
     for group in found.get("groups") or []:
         best, runner = group.get("best"), group.get("runner_up")
@@ -217,7 +220,30 @@ def verdict(report: Mapping[str, Any]) -> Table:
                 str(group.get("margin") or "-"),
             ]
         )
+        if crossing:
+            rows[-1].append(crossing.get((str(best), str(group.get("domain"))), "-"))
     return header, rows
+
+
+def _break_even_cells(report: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """Per (config label, domain), its break-even load in a few words (``report.break_even``)."""
+    out: dict[tuple[str, str], str] = {}
+    for r in report.get("break_even") or []:
+        if not isinstance(r, Mapping):
+            continue
+        kind = "c" if r.get("load_kind") == "concurrency" else "r"
+        loads = [x for x in r.get("loads") or [] if isinstance(x, (int, float))]
+        at = r.get("break_even")
+        if r.get("status") == "crosses" and isinstance(at, (int, float)):
+            cell = f"{kind}~{figures.number(at, 1 if at < 10 else 0)}"
+        elif r.get("status") == "above" and loads:
+            cell = f"> {kind}={figures.plain(max(loads))}"
+        elif r.get("status") == "below" and loads:
+            cell = f"< {kind}={figures.plain(min(loads))}"
+        else:
+            continue
+        out[(str(r.get("config")), str(r.get("domain")))] = cell
+    return out
 
 
 def _score(value: Any, by_speedup: bool) -> str:

@@ -276,6 +276,7 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-start-retry-pause": (["--dflash-start-retry-pause", "2.5"], "2.5", []),
     "--dflash-sim-time-scale": (["--dflash-sim-time-scale", "0.25"], "0.25", []),
     "--dflash-sim-quality": (["--dflash-sim-quality", "50%"], "0.5", []),
+    "--dflash-sim-restart-noise": (["--dflash-sim-restart-noise", "0.06"], "0.06", []),
     "--dflash-sim-answers": (["--dflash-sim-answers", "answers.json"], "answers.json", []),
     "--dflash-sim-fault": (
         ["--dflash-sim-fault", "lossy", "--dflash-sim-fault", "die-after:3"],
