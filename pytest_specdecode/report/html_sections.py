@@ -124,7 +124,14 @@ def verdict(report: Mapping[str, Any], charts: ChartSlot) -> str:
     header, rows = tables.verdict(report)
     missing = (report.get("speedup") or {}).get("missing")
     if not rows:
-        reason = "no throughput case was measured" if not found else "no group to rank"
+        measured = any(c.get("throughput") for c in configs_of(report))
+        reason = (
+            "no group to rank"
+            if found
+            else "this report has none (written by an older version)"
+            if measured
+            else "no throughput case was measured"
+        )
         return section(
             "verdict", "Verdict", para(f"No verdict: {reason}."), para(str(missing or ""))
         )
@@ -163,17 +170,23 @@ def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list
         rows.append(["readiness", "FAILED", f"{len(config['errors'])} test(s) errored at setup"])
     elif service:
         phases = [str(p[0]) for p in service.get("phases") or [] if isinstance(p, Sequence) and p]
-        shown = " -> ".join(phases) or "live server, no restart"
+        restarted = "restarted" if service.get("restarted") else "live server, no restart"
+        shown = " -> ".join(phases) or restarted
         rows.append(["readiness", "passed", f"{shown}; {_secs(service.get('ready_seconds'))}"])
     unverified = [str(u) for u in service.get("unverified") or []]
+    checked = service.get("speculative_algorithm") is not None or "verified" in str(
+        service.get("phases")
+    )
     if service:
         rows.append(
             [
                 "config verified",
-                "partly" if unverified else "passed",
+                "partly" if unverified else "passed" if checked else "unknown",
                 f"not verifiable: {', '.join(unverified)}"
                 if unverified
-                else "every requested value seen in /server_info",
+                else "every requested value seen in /server_info"
+                if checked
+                else "the report does not say (written by an older version)",
             ]
         )
     died = config.get("server_died")
