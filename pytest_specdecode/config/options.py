@@ -34,6 +34,11 @@ API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
 DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
 SGLANG_VERSIONS = facts.VERSIONS
+# --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
+# about 0.3, a phrase repeated to the end near 1 (see docs/throughput.md).
+MAX_REPETITION = 0.5
+# ...and, with a NONE baseline in the run, this far above the baseline's figure.
+REPETITION_MARGIN = 0.2
 
 
 def _finite_number(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
@@ -465,6 +470,16 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="X",
         help="Exit 1 when a config's accept length is below X. Default: no gate",
     )
+    add(
+        "--dflash-max-repetition",
+        type=_fraction,
+        default=None,
+        metavar="FRACTION",
+        help="Exit 1 when a speculative config's output is degenerate: its share of repeated "
+        "word 4-grams in a throughput case is above FRACTION (0.5 or 50%%) and, when the run "
+        f"has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; such a "
+        f"config never wins the verdict. Default: {MAX_REPETITION:g}",
+    )
 
     # Long sweeps: starting again, planning, flaky starts (target and control).
     section("target")
@@ -557,8 +572,8 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         metavar="FAULT",
         help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
-        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window); "
-        "repeatable. Default: none",
+        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
+        "degenerate-drafter); repeatable. Default: none",
     )
     add(
         "--dflash-sim-args",

@@ -26,6 +26,7 @@ from pytest_specdecode.config.options import (
     CONTROL_MODES,
     DATASETS,
     DIALECTS,
+    MAX_REPETITION,
     RESTART_MODES,
     SANDBOX_MODES,
     SGLANG_VERSIONS,
@@ -134,6 +135,8 @@ class Settings:
     compare: str | None = None
     compare_fail: tuple[str, ...] = ()
     min_accept_length: float | None = None
+    # Degenerate output (report/degenerate.py): the repetition bound, a fraction.
+    max_repetition: float = MAX_REPETITION
     report: str = ".dflash/report.json"
     plot: str | None = None
     html: str | None = ".dflash/report.html"  # the HTML report (None: none)
@@ -422,6 +425,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         compare=r.get("compare", _text, "") or None,
         compare_fail=_lines(r, "compare_fail"),
         min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),
+        max_repetition=r.get("max_repetition", _fraction, MAX_REPETITION),
         report=report,
         plot=r.get("plot", _text, "") or None,
         html=r.get("html", _html_path, DEFAULT_HTML),

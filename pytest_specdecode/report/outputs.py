@@ -17,7 +17,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import gates, verdict
+from pytest_specdecode.report import degenerate, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -105,6 +105,7 @@ class RunOutputs:
                 "summary": [o.shown for o in self.gate_outcomes],
                 "min_pass_rate": s.min_pass_rate,
                 "min_accept_length": s.min_accept_length,
+                "max_repetition": s.max_repetition,
                 "compare_fail": list(s.compare_fail),
             },
             **self.final,
@@ -117,6 +118,7 @@ class RunOutputs:
         saved = self.speedup_rows or self.baseline or []
         label = self.speedup_label if self.speedup_rows else self.baseline_label
         verdict.annotate_speedups(data, saved, label)
+        degenerate.annotate(data, self.settings.max_repetition)
         if any(c.get("throughput") for c in data.get("configs") or []):
             excluded = gates.config_failures(self.settings, self.results)
             data["verdict"] = verdict.decide(data, excluded)

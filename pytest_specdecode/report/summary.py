@@ -44,6 +44,11 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
                       "steps accepting at least i drafts / verify steps"]  # fmt: skip
             lines += _table(header, rows)
+        header, rows = tables.repetition(report)
+        if rows:
+            lines += ["", "output repetition per config and domain: share of repeated word "
+                      "4-grams in the replies (the most repetitive case)"]  # fmt: skip
+            lines += _table(header, rows)
     lines += _coding_failures(configs)
     compare = report.get("compare")
     if compare:

@@ -58,7 +58,12 @@ class SimServer:
         self.model = SpecModel(spec)
         self.engine = Engine(self.model, args.time_scale, lossy=args.faults.lossy)
         self.book = AnswerBook(args.seed, args.quality, scripted)
-        self.generator = Generator(self.book, args.seed, lossy=args.faults.lossy)
+        self.generator = Generator(
+            self.book,
+            args.seed,
+            lossy=args.faults.lossy,
+            degenerate=args.faults.degenerate_drafter and spec.speculative,
+        )
         self.metrics = Metrics()
         self.ready = False
         self.generate_requests = 0
