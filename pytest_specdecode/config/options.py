@@ -540,6 +540,13 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="Write PNG plots here (needs the 'plot' extra). Default: none",
     )
+    add(
+        "--dflash-html",
+        default=None,
+        metavar="PATH",
+        help="Write the run's self-contained HTML report here at the end of the run (verdict, "
+        "configs, charts; opens offline); 'none' writes none. Default: '.dflash/report.html'",
+    )
 
     section("simulator")
     add(

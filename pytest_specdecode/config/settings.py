@@ -139,6 +139,7 @@ class Settings:
     max_repetition: float = MAX_REPETITION
     report: str = ".dflash/report.json"
     plot: str | None = None
+    html: str | None = ".dflash/report.html"  # the HTML report (None: none)
     resume: str | None = None  # the report a resumed sweep continues from
     dry_run: bool = False
     start_retries: int = 1
@@ -250,6 +251,18 @@ def _hosts(value: Any) -> tuple[Host, ...]:
 
 def _text(value: Any) -> str:
     return str(value).strip()
+
+
+DEFAULT_HTML: str | None = ".dflash/report.html"
+
+
+def _html_path(value: Any) -> str | None:
+    text = str(value).strip()
+    if text.lower() == "none":
+        return None
+    if not text.lower().endswith((".html", ".htm")):
+        raise ValueError("expected a file path ending in .html, or 'none' for no HTML report")
+    return text
 
 
 def _flag(resolver: _Resolver, name: str) -> bool:
@@ -415,6 +428,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         max_repetition=r.get("max_repetition", _fraction, MAX_REPETITION),
         report=report,
         plot=r.get("plot", _text, "") or None,
+        html=r.get("html", _html_path, DEFAULT_HTML),
         resume=_resume(r, report),
         dry_run=_flag(r, "dry_run"),
         start_retries=r.get("start_retries", _number(int, minimum=0), 1),

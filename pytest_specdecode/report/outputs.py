@@ -151,6 +151,7 @@ class RunOutputs:
         self.update()
         if self.results.configs:
             self._plots()
+            self._html()
             self._step_summary()
         return status
 
@@ -214,6 +215,32 @@ class RunOutputs:
         written = write_plots(self.data(), self.root / self.settings.plot)
         if written:
             self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
+
+    @property
+    def html_path(self) -> Path | None:
+        """Where the HTML report goes; None without one (or when the run measured nothing)."""
+        if not self.settings.html or self.report_path is None:
+            return None
+        return self.root / self.settings.html
+
+    def _html(self) -> None:
+        """The self-contained HTML page; a failure is one line, never the run's end."""
+        path = self.html_path
+        if path is None:
+            return
+        try:
+            from pytest_specdecode.report import html
+
+            written = html.write(self.data(), path)
+            size = written.stat().st_size
+        except Exception as exc:  # an output never crashes the run (DESIGN.md section 13)
+            reason = (exc.strerror if isinstance(exc, OSError) else None) or exc
+            self.notes.append(
+                f"dflash warning: could not write the HTML report {str(path)!r}: "
+                f"{type(exc).__name__}: {reason}"
+            )
+            return
+        self.notes.append(f"dflash html report: {path} ({size / 1e6:.1f} MB)")
 
     def _step_summary(self) -> None:
         from pytest_specdecode.report.markdown import append_step_summary

@@ -270,6 +270,7 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-max-repetition": (["--dflash-max-repetition", "30%"], "0.3", []),
     "--dflash-report": (["--dflash-report", "out/r.json"], "out/r.json", []),
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),
+    "--dflash-html": (["--dflash-html", "out/r.html"], "out/r.html", []),
     "--dflash-resume": (["--dflash-resume", "old/r.json"], "old/r.json", []),
     "--dflash-dry-run": (["--dflash-dry-run"], "true", []),
     "--dflash-start-retries": (["--dflash-start-retries", "3"], "3", []),
