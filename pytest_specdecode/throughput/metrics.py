@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_specdecode.config.load_options import Slo, slo_text
 from pytest_specdecode.throughput import stats
+from pytest_specdecode.throughput.quality import TextSample
 
 if TYPE_CHECKING:
     from pytest_specdecode.client import GenerateResult
@@ -113,6 +114,12 @@ class CaseMetrics:
     load_mode: str | None = None
     client_overhead_ms_p50: float | None = None
     client_overhead_ms_p99: float | None = None
+    # Output quality (throughput/quality.py): share of repeated word 4-grams over a
+    # bounded sample of the replies, how many replies it read, and the start of the
+    # most repetitive one (unescaped: whoever shows it escapes it).
+    repetition: float | None = None
+    repetition_sample: int | None = None
+    repetition_excerpt: str | None = None
 
     def to_extra_info(self) -> dict[str, Any]:
         """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
@@ -265,6 +272,9 @@ def case_metrics(
     good = sum(meets_slo(r, slo) for r in results) if slo else None
     requests = len(results) + errors
     overhead = Percentiles.of(client_overheads(results)).scaled(1000)
+    sample = TextSample()
+    for r in results:
+        sample.add(r.text)
     return CaseMetrics(
         case=case.id,
         context=case.context,
@@ -300,4 +310,7 @@ def case_metrics(
         load_mode=load_mode,
         client_overhead_ms_p50=overhead.p50,
         client_overhead_ms_p99=overhead.p99,
+        repetition=sample.repetition(),
+        repetition_sample=len(sample.texts),
+        repetition_excerpt=sample.excerpt(),
     )
