@@ -258,6 +258,8 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-request-rate": (["--dflash-request-rate", "4,8"], "4,8", []),
     "--dflash-max-concurrency": (["--dflash-max-concurrency", "8"], "8", []),
     "--dflash-rate-requests": (["--dflash-rate-requests", "32"], "32", []),
+    "--dflash-load-mode": (["--dflash-load-mode", "continuous"], "continuous", []),
+    "--dflash-continuous-requests": (["--dflash-continuous-requests", "64"], "64", []),
     "--dflash-slo": (["--dflash-slo", "ttft:500ms,tpot:30ms"], "ttft:500ms,tpot:30ms", []),
     "--dflash-baseline": (["--dflash-baseline", "0003"], "0003", []),
     "--dflash-compare": (["--dflash-compare", "0001"], "0001", []),
