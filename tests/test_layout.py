@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "report": 5,
     "hookspecs": 6,
     "session": 6,
+    "search": 6,  # --dflash-search: the run order of a search (registered by the plugin)
     "plugin": 7,
     "suite": 6,
 }

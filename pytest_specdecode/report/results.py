@@ -129,6 +129,7 @@ class RunResults:
         self.tests: list[dict[str, Any]] = []
         self.resumed_from: dict[str, Any] | None = None  # set by --dflash-resume
         self.sweep: dict[str, Any] | None = None  # how far the sweep is (sweep_progress.py)
+        self.search: dict[str, Any] | None = None  # --dflash-search's section (search/record.py)
 
     def ordered(self) -> list[ConfigResults]:
         """Configs in a stable order (baseline first, then by value), whatever the
@@ -250,6 +251,7 @@ class RunResults:
             "tests": self.tests,
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
             **({"sweep": self.sweep} if self.sweep else {}),
+            **({"search": self.search} if self.search else {}),
         }
 
 

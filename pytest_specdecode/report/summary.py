@@ -53,8 +53,16 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += _findings(compare.get("findings") or [])
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
+    lines += _search(report)
     lines += _gates(report, list(gate_lines))
     return lines
+
+
+def _search(report: dict[str, Any]) -> list[str]:
+    from pytest_specdecode.report.search_summary import summary_lines
+
+    found = summary_lines(report)
+    return ["", *found] if found else []
 
 
 def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
