@@ -125,6 +125,37 @@ class SearchLoop:
             self.search, self.space.labels, self.metric, stopped, self.settings.search_seed
         )
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if self.settings.dry_run and reporter is not None:
+            reporter.section("dflash search (dry run)")
+            for line in self.plan_lines(session.items):
+                reporter.write_line(line)
+
+    def plan_lines(self, items: list[pytest.Item]) -> list[str]:
+        """What a dry run says: the space, the restart budget, the first configs started."""
+        search = self.prepare(items)
+        assert self.space is not None
+        labels = self.space.labels
+        seed = self.settings.search_seed
+        lines = [
+            f"dflash search: {len(labels)} configs in the space, restart budget "
+            f"{search.restarts} (metric {self.metric}, seed {seed}, {record.SAMPLER})"
+        ]
+        lines += [f"dflash search: carried from the resumed report: {labels[v.index]}"
+                  for v in search.visits]  # fmt: skip
+        if self.space.head:
+            lines.append(f"dflash search: {len(self.space.head)} tests run first, outside the "
+                         "search (the baseline and tests under no config)")  # fmt: skip
+        first = search.ask(len(search.initial_design(search.startup_trials)) or 1)
+        for n, index in enumerate(first, 1):
+            lines.append(f"dflash search: start {n}: {labels[index]}")
+        if seed is None:
+            lines.append("dflash search: no --dflash-search-seed: after the first, the configs "
+                         "started differ from run to run")  # fmt: skip
+        lines.append("dflash search: then each next config is chosen from the results so far")
+        return lines
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         option = session.config.option

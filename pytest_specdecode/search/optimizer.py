@@ -86,6 +86,7 @@ class GridSearch:
         self.pending: dict[int, optuna.trial.Trial] = {}
         self._trials: dict[int, optuna.trial.Trial] = {}
         startup = self.startup if self.startup is not None else default_startup(self.restarts)
+        self.startup_trials = startup
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # Optuna 5 reads the constraint a trial was given (Trial.set_constraint) and
         # deprecates constraints_func; older releases need the function.

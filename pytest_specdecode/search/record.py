@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_specdecode.search.optimizer import GridSearch, Visit
 
-SAMPLER = "optuna TPESampler (multivariate, constraints_func for infeasible configs, seeded)"
+SAMPLER = "optuna TPESampler (multivariate; infeasible configs as violated constraints)"
 
 
 def _visit_json(visit: Visit, labels: Sequence[str], restart: int) -> dict[str, Any]:
