@@ -62,7 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_specdecode.search.loop import register
         from pytest_specdecode.session import item_config
 
-        register(config, session.settings, session.outputs, session.results, item_config)
+        loop = register(config, session.settings, session.outputs, session.results, item_config)
+        loop.workers_asked = session.dry_workers
 
 
 def _session(request: pytest.FixtureRequest) -> SpecDecodeSession:

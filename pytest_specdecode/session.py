@@ -64,7 +64,10 @@ class SpecDecodeSession:
 
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
         # A dry run plans here, in this process: no workers, no servers.
-        self.dry_workers = distributed.serial_for_dry_run(config) if settings.dry_run else 0
+        # A search chooses each config from the last one's figures, and throughput cases
+        # skip under xdist: it runs here too, serially (search/loop.py says so).
+        serial = settings.dry_run or bool(settings.search)
+        self.dry_workers = distributed.serial_for_dry_run(config) if serial else 0
         distributed.check_options(config, settings)
         self.resume = self._load_resume(shared) if settings.resume else None
         self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)

@@ -98,6 +98,17 @@ class SearchLoop:
         self.search: GridSearch | None = None
         self.space: Space | None = None
         self.metric = "tok_s"
+        self.workers_asked = 0  # -n N given: the search runs serially here instead
+
+    def pytest_report_header(self) -> list[str]:
+        if not self.workers_asked:
+            return []
+        return [
+            f"dflash: --dflash-search runs in this process, one config at a time (-n "
+            f"{self.workers_asked} starts no workers): each config is chosen from the figures "
+            "of the ones before, and throughput cases skip under xdist; a lost host's config "
+            "moves to the next live host"
+        ]
 
     def prepare(self, items: list[pytest.Item]) -> GridSearch:
         """The space and the optimiser, told what a resumed report carries."""
@@ -192,11 +203,11 @@ def register(
     outputs: RunOutputs,
     results: RunResults,
     config_of: ConfigOf,
-) -> None:
+) -> SearchLoop:
     """Register the search's run loop (only with --dflash-search; inert otherwise)."""
-    config.pluginmanager.register(
-        SearchLoop(settings, outputs, results, config_of), "specdecode-search"
-    )
+    loop = SearchLoop(settings, outputs, results, config_of)
+    config.pluginmanager.register(loop, "specdecode-search")
+    return loop
 
 
 def _run(session: pytest.Session, items: list[pytest.Item]) -> None:
