@@ -77,10 +77,11 @@ class ServerChecks:
             label=config.label(),
             api_key=self.settings.api_key,
             session=self._http,
-            request_timeout=LIVE_PROBE_TIMEOUT,
+            request_timeout=min(LIVE_PROBE_TIMEOUT, self.settings.ready_timeout),
         )
         try:
-            return probe_live(probe)
+            # Never longer than the ready timeout, whatever the server does.
+            return probe_live(probe, self.settings.ready_timeout)
         except ProbeFailed:
             return None
         finally:
