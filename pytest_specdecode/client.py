@@ -262,6 +262,11 @@ class SGLangClient:
                 stream=True,
                 allow_redirects=False,
             )
+        except requests.TooManyRedirects as exc:
+            # The session follows none (max_redirects 0): requests says so for any 3xx.
+            if exc.response is None:
+                raise ConnectError(f"{method} {url} redirected; never followed") from exc
+            resp = exc.response
         except requests.Timeout as exc:
             raise ConnectError(
                 f"{method} {url} timed out after {timeout[1]:g} s; "

@@ -135,7 +135,7 @@ def sse_data(
 
 def scrub_location(location: str, limit: int = 200) -> str:
     """A redirect's ``Location`` fit to print: no user info, no query values, one line."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in location)[: limit * 4]
+    text = "".join(ch if ch.isprintable() else f"%{ord(ch):02X}" for ch in location[: limit * 4])
     try:
         parts = urlsplit(text)
         host = parts.hostname or ""

@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "client": 1,
     "config": 2,
     "service": 3,
+    "replies": 3,  # a reply checked against what the server could have produced
     "coding": 4,
     "throughput": 4,
     "report": 5,

@@ -44,6 +44,8 @@ from pytest_specdecode.coding.values import one_line, reply_start
 from pytest_specdecode.coding.worker import describe
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.records import RECORD
+from pytest_specdecode.replies import DraftBounds, ImplausibleReply
+from pytest_specdecode.replies import check as check_plausible
 from pytest_specdecode.service.manager import ServiceHandle
 
 SYSTEM_PROMPT = (
@@ -170,6 +172,12 @@ class CodingRunner:
         )
         return result.text, result
 
+    def plausible(self, result: ChatResult) -> None:
+        """Raise ``ImplausibleReply`` unless the config's server could have sent ``result``."""
+        service = self.service
+        bounds = DraftBounds.of(service.config, service.server_info)
+        check_plausible(result, self.settings.max_tokens, bounds)
+
     def check(self, problem: Problem) -> list[Verdict]:
         """Ask, judge every sample, record; fail the test unless all samples pass.
 
@@ -203,7 +211,8 @@ class CodingRunner:
                 start = self.clock()
                 try:
                     reply, result = self.ask(problem)
-                except SGLangError as exc:
+                    self.plausible(result)
+                except (SGLangError, ImplausibleReply) as exc:
                     failure = f"{label}: asking {problem.name!r} failed: {one_line(str(exc))}"
                     break
                 finally:

@@ -22,6 +22,7 @@ from pytest_specdecode.client import SGLangError
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.records import BASELINE_CASES, RECORD
+from pytest_specdecode.replies import DraftBounds, ImplausibleReply
 from pytest_specdecode.service.manager import ServiceHandle
 from pytest_specdecode.throughput import lossless
 from pytest_specdecode.throughput.comparison import pairing_key
@@ -78,8 +79,9 @@ class ThroughputRunner:
                 config=label,
                 on_round=show,
                 slo=self.settings.slo,
+                bounds=draft_bounds(self.service),
             )
-        except (ThroughputError, SGLangError) as exc:
+        except (ThroughputError, SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)
         finally:
             if self.progress is not None:
@@ -99,6 +101,11 @@ class ThroughputRunner:
         }
         self.node.user_properties.append((RECORD, record))
         return info
+
+
+def draft_bounds(service: ServiceHandle) -> DraftBounds:
+    """What the config of ``service`` allows per verify step (its replies are checked against)."""
+    return DraftBounds.of(service.config, service.server_info)
 
 
 def failure_text(service: ServiceHandle, exc: Exception) -> str:
@@ -215,8 +222,13 @@ class LosslessChecker:
         """Greedy outputs of the prompts; a failed request fails the test in one line."""
         failure: str | None = None
         try:
-            return lossless.collect_greedy(self.service.client, LOSSLESS_PROMPTS, LOSSLESS_TOKENS)
-        except SGLangError as exc:
+            return lossless.collect_greedy(
+                self.service.client,
+                LOSSLESS_PROMPTS,
+                LOSSLESS_TOKENS,
+                bounds=draft_bounds(self.service),
+            )
+        except (SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)
         pytest.fail(failure, pytrace=False)
 
@@ -253,8 +265,9 @@ class LosslessChecker:
                     self.settings.rounds,
                     config=label,
                     slo=self.settings.slo,
+                    bounds=draft_bounds(self.service),
                 )
-            except (ThroughputError, SGLangError) as exc:
+            except (ThroughputError, SGLangError, ImplausibleReply) as exc:
                 missed.append(f"speedup baseline {case.id} not measured: {exc}")
                 continue
             key = pairing_key(self.node.nodeid, {"case": case.id})

@@ -211,9 +211,7 @@ class Hosts:
         hosts = self
 
         class ByHost(FakeSession):
-            def get(
-                self, url: str, *, timeout: float, headers: Any, **kwargs: Any
-            ) -> FakeResponse:
+            def get(self, url: str, *, timeout: float, headers: Any, **kwargs: Any) -> FakeResponse:
                 server = hosts.servers.get(urlsplit(url).hostname or "")
                 self.behaviour = server.behaviour if server else (lambda p, t: _refused())
                 return super().get(url, timeout=timeout, headers=headers, **kwargs)

@@ -44,6 +44,7 @@ class Script:
     meta_overrides: dict[str, Any] = field(default_factory=dict)  # impossible counts
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
     health_delay: float = 0.0  # /health_generate answers after this many seconds
+    slow_info: float | None = None  # /server_info body: one byte every this many seconds
     info: dict[str, Any] = field(
         default_factory=lambda: {"speculative_algorithm": "DFLASH", "launch_command": "sglang a"}
     )
@@ -100,6 +101,18 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return json.loads(raw) if raw else None
 
+    def _dribble(self, body: bytes, gap: float) -> None:
+        """A JSON answer sent one byte every ``gap`` seconds."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        for i in range(len(body)):
+            if self.script.stop.wait(gap):
+                return
+            self.wfile.write(body[i : i + 1])
+            self.wfile.flush()
+
     def _redirect(self) -> bool:
         location = self.script.redirects.get(self.path)
         if location is None:
@@ -120,6 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path in ("/server_info", "/get_server_info"):
             s.info_requests += 1
             info = s.swapped_info if s.swapped else s.info
+            if s.slow_info is not None:
+                self._dribble(json.dumps({**info, "pad": "x" * 100_000}).encode(), s.slow_info)
+                return
             self._send_json(200, {**info, "path": self.path})
         elif self.path == "/model_info":
             self._send_json(200, {"model_path": "fake"})
