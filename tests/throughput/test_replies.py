@@ -219,9 +219,13 @@ def test_draft_positions_come_from_the_config_else_the_server() -> None:
 
 def test_impossible_counts_fail_the_throughput_case_and_make_no_figure() -> None:
     script = Script(meta_overrides={"completion_tokens": 100_000})
-    with serve(script) as (url, _), SGLangClient(url, timeout=5) as client:
-        with pytest.raises(ImplausibleReply) as info:
-            run_case(client, ThroughputCase(60, 2, 16), 1, warmup=False, bounds=B8)
+    case = ThroughputCase(60, 2, 16)
+    with (
+        serve(script) as (url, _),
+        SGLangClient(url, timeout=5) as client,
+        pytest.raises(ImplausibleReply) as info,
+    ):
+        run_case(client, case, 1, warmup=False, bounds=B8)
     assert "completion_tokens 100000 > max_new_tokens 16 asked" in str(info.value)
 
 
