@@ -248,17 +248,23 @@ class CodingRunner:
             correct = sum(v.passed for v in verdicts)
             first_bad = next((v for v in verdicts if not v.passed), None)
             asked = max(len(verdicts), 1)
-            record.update(
-                passed=failure is None and correct == n,
-                status="error" if failure else (first_bad.status if first_bad else "passed"),
-                reason=failure or (first_bad.reason if first_bad else verdicts[0].reason),
-                correct=correct,
-                latency=round(latency / asked, 4),
-                completion_tokens=int(tokens / asked),
-                accept_length=round(tokens / steps, 3) if steps else None,
-                generate_seconds=round(generating, 4),
-                check_seconds=round(sum(v.duration for v in verdicts), 4),
-            )
+            changed = self.service.changed() if failure is None else None
+            if changed is not None:
+                # Another server's answers: a failure of this config, with no figures.
+                failure = changed
+                record.update(reason=changed)
+            else:
+                record.update(
+                    passed=failure is None and correct == n,
+                    status="error" if failure else (first_bad.status if first_bad else "passed"),
+                    reason=failure or (first_bad.reason if first_bad else verdicts[0].reason),
+                    correct=correct,
+                    latency=round(latency / asked, 4),
+                    completion_tokens=int(tokens / asked),
+                    accept_length=round(tokens / steps, 3) if steps else None,
+                    generate_seconds=round(generating, 4),
+                    check_seconds=round(sum(v.duration for v in verdicts), 4),
+                )
         except Exception as exc:
             record["reason"] = one_line(f"judging the answer failed: {describe(exc)}")
             raise

@@ -86,6 +86,12 @@ class ThroughputRunner:
         finally:
             if self.progress is not None:
                 self.progress.done()
+        if failure is None and (changed := self.service.changed()) is not None:
+            # Another server's figures: not saved by pytest-benchmark, not filed here.
+            if benchmark is not None:
+                # pytest-benchmark's public flag: an errored benchmark is not saved.
+                setattr(benchmark, "has_error", True)  # noqa: B010 - not in BenchmarkLike
+            failure = changed
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         info = metrics.to_extra_info()
@@ -236,13 +242,16 @@ class LosslessChecker:
         """Baseline config: record; speculative config: compare, fail on the first difference."""
         config = self.service.config
         if config.algorithm == "NONE":
-            self.baseline.record(self.outputs(), config.label())
+            outputs = self.outputs()
+            self._same_server()
+            self.baseline.record(outputs, config.label())
             unmeasured = self._measure_speedup_cases()
             self._record(True, "; ".join(["baseline recorded", *unmeasured]))
             return
         if not self.baseline.load() or self.baseline.outputs is None:
             pytest.skip(self.baseline.missing())
         problems = lossless.compare_outputs(self.baseline.outputs, self.outputs())
+        self._same_server()
         detail = "; ".join(problems) if problems else "identical to the baseline"
         self._record(not problems, detail)
         if problems:
@@ -250,6 +259,13 @@ class LosslessChecker:
                 f"{config.label()} is not lossless against {self.baseline.label}: {problems[0]}",
                 pytrace=False,
             )
+
+    def _same_server(self) -> None:
+        """Fail (recording the failure) when the server is not the gate's any more."""
+        changed = self.service.changed()
+        if changed is not None:
+            self._record(False, changed)
+            pytest.fail(changed, pytrace=False)
 
     def _measure_speedup_cases(self) -> list[str]:
         """Measure the run's throughput cases on this baseline server, for the speedup
