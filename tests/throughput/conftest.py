@@ -160,7 +160,10 @@ class _Handler(BaseHTTPRequestHandler):
         s.requests.append(("POST", self.path, body))
         if self._redirect():
             return
-        if self.path == "/flush_cache":
+        if self.path == "/_swap":  # the test's own control: another server from now on
+            s.swap_after = 0
+            self._send_json(200, {})
+        elif self.path == "/flush_cache":
             self._send_json(200, {"ok": True})
         elif self.path == "/generate":
             self._generate(body)
