@@ -3,8 +3,9 @@
 The hostile server (the throughput tests' scripted one) plays an external
 SGLang server (``--dflash-restart=never``) or a live one auto mode keeps;
 halfway through, a test tells it to become another server (``POST /_swap``:
-another ``launch_command``, counters back to zero). The throughput test after it fails with the one line, files no
-figures under the config, and the config's remaining test fails at once.
+another ``launch_command``, counters back to zero). The throughput test after
+it fails with the one line, files no figures under the config, and the
+config's remaining test fails at once.
 """
 
 from __future__ import annotations
