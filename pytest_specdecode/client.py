@@ -189,6 +189,9 @@ class SGLangClient:
         if self._session is None:
             self._session = requests.Session()
             self._session.max_redirects = 0  # never followed: see _request
+            guarded = wire.GuardedAdapter()
+            self._session.mount("http://", guarded)
+            self._session.mount("https://", guarded)
             self._owns_session = True
         return self._session
 
@@ -252,30 +255,38 @@ class SGLangClient:
         """
         url = self.base_url + path
         timeout = self._timeouts(deadline)
+        guard = wire.DeadlineGuard(deadline - self._monotonic())
         try:
-            resp = self.session.request(
-                method,
-                url,
-                json=json_body,
-                headers=self._headers(),
-                timeout=timeout,
-                stream=True,
-                allow_redirects=False,
-            )
+            with guard:
+                resp = self.session.request(
+                    method,
+                    url,
+                    json=json_body,
+                    headers=self._headers(),
+                    timeout=timeout,
+                    stream=True,
+                    allow_redirects=False,
+                )
         except requests.TooManyRedirects as exc:
             # The session follows none (max_redirects 0): requests says so for any 3xx.
             if exc.response is None:
                 raise ConnectError(f"{method} {url} redirected; never followed") from exc
             resp = exc.response
-        except requests.Timeout as exc:
-            raise ConnectError(
-                f"{method} {url} timed out after {timeout[1]:g} s; "
-                "is the server overloaded or hung?"
-            ) from exc
         except requests.RequestException as exc:
-            reason = type(exc).__name__
+            if guard.fired:
+                raise LimitError(
+                    f"{method} {url} did not finish within its whole deadline "
+                    f"({self._last_deadline:g} s) while its headers came; refused",
+                    wire.DEADLINE,
+                ) from None
+            if isinstance(exc, requests.Timeout):
+                raise ConnectError(
+                    f"{method} {url} timed out after {timeout[1]:g} s; "
+                    "is the server overloaded or hung?"
+                ) from exc
             raise ConnectError(
-                f"{method} {url} failed ({reason}); is the server running at {self.base_url!r}?"
+                f"{method} {url} failed ({type(exc).__name__}); "
+                f"is the server running at {self.base_url!r}?"
             ) from exc
         if 300 <= resp.status_code < 400:
             location = resp.headers.get("Location") or ""

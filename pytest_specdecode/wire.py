@@ -15,11 +15,17 @@ their own one-line error.
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 READ_SIZE = 1 << 16
 
@@ -147,3 +153,77 @@ def scrub_location(location: str, limit: int = 200) -> str:
     query = "?..." if parts.query else ""
     shown = urlunsplit((parts.scheme, netloc, parts.path, "", "")) + query
     return repr(shown[:limit])
+
+
+# -- the header phase: a watchdog, since no per-read timeout bounds a dribbled header --
+
+_ACTIVE = threading.local()
+
+
+class DeadlineGuard:
+    """Shuts the request's socket down at its deadline, whatever phase it is in.
+
+    ``requests`` reads the status line and headers itself, one socket read
+    at a time, each within the read timeout: a server that sends one header
+    byte every few seconds would keep it waiting for ever. The guard is armed
+    around ``session.request``; the connections of :class:`GuardedAdapter`
+    hand it their socket once the request is sent.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> DeadlineGuard:
+        _ACTIVE.guard = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        _ACTIVE.guard = None
+
+    def watch(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            _shut(self._sock)
+
+
+def _shut(sock: socket.socket | None) -> None:
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(base: type[Any]) -> type[Any]:
+    class Watched(base):  # type: ignore[misc]
+        def request(self, *args: Any, **kwargs: Any) -> None:
+            super().request(*args, **kwargs)
+            guard = getattr(_ACTIVE, "guard", None)
+            if guard is not None:
+                guard.watch(self.sock)
+
+    return Watched
+
+
+class GuardedAdapter(HTTPAdapter):
+    """An adapter whose connections report their socket to the armed :class:`DeadlineGuard`."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        http = type(
+            "GuardedPool", (HTTPConnectionPool,), {"ConnectionCls": _watched(HTTPConnection)}
+        )
+        https = type(
+            "GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": _watched(HTTPSConnection)}
+        )
+        self.poolmanager.pool_classes_by_scheme = {"http": http, "https": https}

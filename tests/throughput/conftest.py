@@ -45,6 +45,7 @@ class Script:
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
     health_delay: float = 0.0  # /health_generate answers after this many seconds
     slow_info: float | None = None  # /server_info body: one byte every this many seconds
+    slow_headers: float | None = None  # every answer's headers: one byte every this many s
     info: dict[str, Any] = field(
         default_factory=lambda: {"speculative_algorithm": "DFLASH", "launch_command": "sglang a"}
     )
@@ -123,10 +124,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         return True
 
+    def _dribble_headers(self) -> bool:
+        gap = self.script.slow_headers
+        if gap is None:
+            return False
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        self.wfile.flush()
+        for byte in b"X-Slow: " + b"x" * 60_000:
+            if self.script.stop.wait(gap):
+                break
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+        return True
+
     def do_GET(self) -> None:
         s = self.script
         s.requests.append(("GET", self.path, None))
-        if self._redirect():
+        if self._dribble_headers() or self._redirect():
             return
         if self.path == "/server_info" and s.old_endpoints:
             self._send_json(404, {"detail": "Not Found"})

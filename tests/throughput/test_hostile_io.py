@@ -48,6 +48,21 @@ def test_slow_bytes_within_the_stall_limit_still_end_at_the_deadline() -> None:
     assert info.value.kind == "deadline"
 
 
+def test_headers_sent_one_byte_at_a_time_end_at_the_deadline() -> None:
+    # No socket read waits long, and requests reads the headers itself: the guard
+    # shuts the socket at the whole deadline.
+    limits = Limits(base=0.4, per_token=0.0, stall=5.0)
+    start = time.monotonic()
+    with (
+        serve(Script(slow_headers=0.02)) as (url, _),
+        SGLangClient(url, timeout=5, limits=limits) as c,
+        pytest.raises(LimitError) as info,
+    ):
+        c.server_info()
+    assert info.value.kind == "deadline"
+    assert time.monotonic() - start < 10
+
+
 def test_silence_past_the_stall_limit_is_a_stall() -> None:
     limits = Limits(base=30.0, per_token=0.0, stall=0.2)
     with serve(Script(slow_bytes=10.0)) as (url, _), pytest.raises(LimitError) as info:
