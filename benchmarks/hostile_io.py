@@ -7,7 +7,8 @@ that never ends, (3) a ``/health_generate`` that answers after 60 s. The
 client must refuse (1) at the line cap in under ``--max-seconds`` with a
 Python heap peak (tracemalloc) under ``--max-mb``, end (2) at its whole
 deadline (``--deadline`` s) and the readiness gate must end (3) at its ready
-timeout (``--deadline`` s). Prints the figures; exits 1 past any bound.
+timeout (``--deadline`` s): that is the requirement. Prints the figures; exits 1
+past any bound.
 
     .venv/bin/python benchmarks/hostile_io.py [--line-mb 200] [--max-seconds 5] [--max-mb 64]
 """

@@ -35,6 +35,7 @@ import requests
 
 from pytest_specdecode import wire
 from pytest_specdecode.client import prometheus_value
+from pytest_specdecode.service.base import ServiceError
 
 _LISTEN = "0A"
 _PROC = "/proc"
@@ -210,7 +211,7 @@ IDENTITY_CAP = 16 << 20
 """Bytes of one identity answer (``/server_info`` or ``/metrics``)."""
 
 
-class IdentityUnreadable(Exception):
+class IdentityUnreadable(ServiceError):
     """``/server_info`` could not be read; the message is one line."""
 
 
