@@ -325,6 +325,11 @@ class SpecDecodeSession:
             return
         # The verified server's facts travel with the report (to the xdist controller too).
         item.user_properties.append((records.SERVICE, handle.summary()))
+        # The counters the runners compare with before filing figures; a server already
+        # seen replaced fails the config's remaining tests at once.
+        handle.note_identity()
+        if (changed := handle.known_change()) is not None:
+            pytest.fail(changed, pytrace=False)
         gone = handle.gone()
         if gone is not None:
             # Asking a dead server would count as a wrong answer: error at once instead.

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pytest_specdecode import replies
 from pytest_specdecode.client import GenerateResult, SGLangClient
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
@@ -228,6 +229,7 @@ def run_case(
     on_round: Callable[[str], None] | None = None,
     slo: Slo = (),
     sleep: Callable[[float], None] = time.sleep,
+    bounds: replies.DraftBounds = replies.UNKNOWN,
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -241,7 +243,9 @@ def run_case(
     displays; without it (pytest-benchmark is
     off under xdist) the rounds are timed here. A failed request raises
     :class:`ThroughputError` with the server's error text. ``slo`` adds
-    goodput and attainment to the metrics.
+    goodput and attainment to the metrics. ``bounds`` (the config's draft
+    positions) is what every counted reply is checked against before it
+    becomes a figure (:mod:`pytest_specdecode.replies`).
 
     A request-rate case sends its warm-up round all at once and its counted
     rounds at seeded Poisson arrivals (``case.id`` and the round number).
@@ -292,7 +296,7 @@ def run_case(
             rounds=rounds,
             iterations=1,
         )
-    metrics = case_metrics(case, counted, slo=slo)
+    metrics = case_metrics(case, counted, slo=slo, bounds=bounds)
     if benchmark is not None:
         benchmark.extra_info.update(metrics.to_extra_info())
         if config is not None:
