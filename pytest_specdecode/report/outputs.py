@@ -85,10 +85,13 @@ class RunOutputs:
         ``{now}``/``{n}`` path: that file is the run's own already)."""
         return self._run_paths()[1] if self.report_path is not None else None
 
-    def _run_paths(self) -> tuple[Path, Path | None]:
-        # Chosen once, at the first write: {n} is the next free number then.
+    def _run_paths(self, data: dict[str, Any] | None = None) -> tuple[Path, Path | None]:
+        # Chosen once, at the first write, which claims them: {n} is the next free
+        # number then, and a copy's name is one no other run can take.
         if self._paths is None:
-            self._paths = report.run_paths(self.settings.report, self.root, self._start)
+            if data is None:
+                return report.run_paths(self.settings.report, self.root, self._start)
+            self._paths = report.claim_paths(self.settings.report, self.root, self._start, data)
         return self._paths
 
     def data(self) -> dict[str, Any]:
@@ -123,12 +126,16 @@ class RunOutputs:
 
     def update(self) -> None:
         """Rewrite the report (after each test)."""
-        path = self.report_path
-        if path is not None:
-            data = self.data()
+        if self.report_path is None:
+            return
+        data = self.data()
+        first = self._paths is None  # this write claims the run's own file
+        path, copy = self._run_paths(data)
+        if copy is not None or not first:
+            # The latest report is replaced atomically: readers see the old or the new.
             report.write_atomic(path, data)
-            if self.report_copy is not None:
-                report.write_atomic(self.report_copy, data)
+        if copy is not None and not first:
+            report.write_atomic(copy, data)
 
     def finish(self, exitstatus: int) -> int:
         """Compare, apply the gates, write everything; return the run's exit status."""
@@ -164,10 +171,11 @@ class RunOutputs:
             for r in self.results.ordered()
             for t in r.throughput.values()
         ]
-        if not current:
+        if not current and not self.fail_specs:
             return []
         deltas = compare.pair(self.baseline, current)
-        findings = compare.check(deltas, self.fail_specs)
+        # A gate with nothing to compare says so (cannot judge), never passes silently.
+        findings = compare.check(deltas, self.fail_specs, saved_name(self.baseline_label))
         self.compare = {
             "baseline": self.baseline_label,
             # Which config(s) the saved run measured: what "saved" means in the table.
@@ -209,6 +217,11 @@ class RunOutputs:
                 self.notes.append("dflash: summary appended to GITHUB_STEP_SUMMARY")
         except OSError as exc:
             self.notes.append(f"dflash: could not write GITHUB_STEP_SUMMARY: {exc}")
+
+
+def saved_name(label: str | None) -> str:
+    """A saved run as gate lines name it: ``0003_b8`` for ``0003_b8.json``."""
+    return (label or "?").removesuffix(".json")
 
 
 def _load_baseline(

@@ -219,10 +219,12 @@ def _carried_config(
         results.service = dict(data.get("service") or {})
     for entry in data.get("coding") or []:
         if whole or entry.get("nodeid") in nodeids:
-            results.coding[entry["problem"]] = CodingRecord(**_fields(CodingRecord, entry))
+            key = str(entry.get("nodeid") or entry["problem"])
+            results.coding[key] = CodingRecord(**_fields(CodingRecord, entry))
     for entry in data.get("throughput") or []:
         if whole or entry.get("nodeid") in nodeids:
-            results.throughput[entry["case"]] = ThroughputRecord(**_fields(ThroughputRecord, entry))
+            key = str(entry.get("nodeid") or entry["case"])
+            results.throughput[key] = ThroughputRecord(**_fields(ThroughputRecord, entry))
     for nodeid, entry in (data.get("lossless") or {}).items():
         if nodeid in nodeids:
             results.lossless[nodeid] = LosslessRecord(**_fields(LosslessRecord, entry))

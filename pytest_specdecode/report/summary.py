@@ -65,7 +65,10 @@ def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
     if not shown:
         return ["", "dflash gates FAILED:", *[f"  {line}" for line in failed]] if failed else []
     bad = sum(1 for line in shown if " gate FAILED: " in line)
-    head = f"{len(shown) - bad} passed, {bad} FAILED" if bad else "all passed"
+    unjudged = sum(1 for line in shown if " gate CANNOT JUDGE: " in line)
+    passed = len(shown) - bad - unjudged
+    head = f"{passed} passed, {bad} FAILED" if bad or unjudged else "all passed"
+    head += f", {unjudged} CANNOT JUDGE (which fails too)" if unjudged else ""
     lines = ["", f"dflash gates: {head} (the exit status follows them)"]
     lines += [f"  {line}" for line in shown]
     coding_failed = any(
@@ -107,11 +110,15 @@ def _findings(findings: list[dict[str, Any]]) -> list[str]:
     lines = []
     for spec in dict.fromkeys(str(f.get("spec")) for f in findings):
         mine = [f for f in findings if str(f.get("spec")) == spec]
-        count = {s: sum(1 for f in mine if f.get("status") == s) for s in ("pass", "fail")}
+        count = {
+            s: sum(1 for f in mine if f.get("status") == s)
+            for s in ("pass", "fail", "cannot-judge")
+        }
         unsure = [f for f in mine if f.get("status") == "inconclusive"]
+        unjudged = f", {count['cannot-judge']} cannot be judged" if count["cannot-judge"] else ""
         lines.append(
             f"{spec}: {count['pass']} within the limit, {len(unsure)} inconclusive, "
-            f"{count['fail']} beyond it (95% intervals)"
+            f"{count['fail']} beyond it (95% intervals){unjudged}"
         )
         lines += [f"  {f.get('line')}" for f in unsure]
     return lines
