@@ -9,7 +9,8 @@ GitHub step summary).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,13 @@ class RunOutputs:
         self.speedup_label, self.speedup_rows = _load_speedup_baseline(settings)
         if settings.plot:
             _require_plots()
+        _check_paths(settings, root)
+        # Outputs never crash the run: a write that fails later is one warning line.
+        self._failed_writes: set[str] = set()
+        # Set by the session once a test of ours is collected: an interrupted run then
+        # writes its report even before any test of ours reported (a readiness wait).
+        self.ours = False
+        self.phase: str | None = None  # what the run was doing (the session says)
         self._meta: dict[str, Any] | None = None
         # The run's coding problems as json_report.problem_set, if they load (the session's).
         self.problem_set: Callable[[], Mapping[str, str] | None] | None = None
@@ -74,8 +82,10 @@ class RunOutputs:
 
     @property
     def report_path(self) -> Path | None:
-        """Where the report goes; None when the run measured nothing of ours."""
-        if not (self.settings.report and self.results.configs):
+        """Where the report goes; None when the run measured nothing of ours (and was not
+        interrupted while it had tests of ours to run)."""
+        interrupted = bool(self.final.get("interrupted")) and self.ours
+        if not (self.settings.report and (self.results.configs or interrupted)):
             return None
         return self._run_paths()[0]
 
@@ -129,13 +139,28 @@ class RunOutputs:
         if self.report_path is None:
             return
         data = self.data()
-        first = self._paths is None  # this write claims the run's own file
-        path, copy = self._run_paths(data)
-        if copy is not None or not first:
-            # The latest report is replaced atomically: readers see the old or the new.
-            report.write_atomic(path, data)
-        if copy is not None and not first:
-            report.write_atomic(copy, data)
+        with self._warn_on_failure("the report", self.settings.report):
+            first = self._paths is None  # this write claims the run's own file
+            path, copy = self._run_paths(data)
+            if copy is not None or not first:
+                # The latest report is replaced atomically: readers see the old or the new.
+                report.write_atomic(path, data)
+            if copy is not None and not first:
+                report.write_atomic(copy, data)
+
+    @contextlib.contextmanager
+    def _warn_on_failure(self, what: str, where: str) -> Iterator[None]:
+        """A failed write is one warning line (once per output), never the run's error."""
+        try:
+            yield
+        except (OSError, ValueError) as exc:
+            if what not in self._failed_writes:
+                self._failed_writes.add(what)
+                reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else exc
+                self.notes.append(
+                    f"dflash: WARNING: could not write {what} ({where!r}): {reason}; "
+                    "the summary above still holds the run's results"
+                )
 
     def finish(self, exitstatus: int) -> int:
         """Compare, apply the gates, write everything; return the run's exit status."""
@@ -148,6 +173,7 @@ class RunOutputs:
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "exitstatus": status,
             "interrupted": exitstatus == 2,
+            **({"interrupted_during": self.phase} if exitstatus == 2 and self.phase else {}),
         }
         self.update()
         if self.results.configs:
@@ -205,7 +231,9 @@ class RunOutputs:
             return
         from pytest_specdecode.report.plots import write_plots
 
-        written = write_plots(self.data(), self.root / self.settings.plot)
+        written: list[Path] = []
+        with self._warn_on_failure("the plots", self.settings.plot):
+            written = write_plots(self.data(), self.root / self.settings.plot)
         if written:
             self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
 
@@ -264,6 +292,18 @@ def _load_speedup_baseline(settings: Settings) -> tuple[str | None, list[compare
             "baseline with --dflash-config algorithm=NONE --benchmark-save=none"
         )
     return path.name, rows
+
+
+def _check_paths(settings: Settings, root: Path) -> None:
+    """Output paths that cannot be written are usage errors, before any test runs (the
+    default report path only when written: a run of other tests must not fail on it)."""
+    from pytest_specdecode.report import writable
+
+    if settings.report and settings.report != Settings.report:
+        named = settings.report.replace("{now}", "now").replace("{n}", "0001")
+        writable.check_file("--dflash-report", root / named)
+    if settings.plot:
+        writable.check_dir("--dflash-plot", root / settings.plot)
 
 
 def _fail_specs(settings: Settings) -> list[compare.FailSpec]:
