@@ -247,6 +247,8 @@ class SpecDecodeSession:
                 self._planned[config.key()] = self._planned.get(config.key(), 0) + 1
         if self.resume is not None and reporter is not None and self.controller:
             whole = sum(done == total for done, total in self._carried.values())
+            for line in self.resume.refusal_lines():
+                reporter.write_line(line, yellow=True)
             reporter.write_line(self.resume.note(whole, len(session.items)))
         if self.settings.dry_run and reporter is not None:
             reporter.section("dflash dry run")

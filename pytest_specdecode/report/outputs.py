@@ -18,7 +18,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import gates, verdict
+from pytest_specdecode.report import digest, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -123,7 +123,10 @@ class RunOutputs:
             **self.final,
         }
         self._judge(data)
-        return self.redactor.value(data)
+        masked: dict[str, Any] = self.redactor.value(data)
+        # Digests of the records as written (masked): --dflash-resume checks them.
+        digest.sign(masked)
+        return masked
 
     def _judge(self, data: dict[str, Any]) -> None:
         """Speedups against the baseline, the verdict and the Pareto front."""

@@ -28,6 +28,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines.append(f"NOTE: {SIM_NOTICE}")
         lines += [f"NOTE: simulator default: {t}" for t in report.get("simulator_defaults") or []]
     lines.extend(_config_table(configs))
+    lines.extend(_carried(configs))
     lines.extend(_coding_times(configs))
     short = short_labels(configs)
     simulated = " (simulated)" if lines and lines[0].startswith("NOTE") else ""
@@ -55,6 +56,27 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += _verdict(report, simulated)
     lines += _gates(report, list(gate_lines))
     return lines
+
+
+def _carried(configs: list[dict[str, Any]]) -> list[str]:
+    """The results a resumed run carried (not measured again), per config."""
+    lines = []
+    for c in configs:
+        carried = c.get("carried")
+        if not isinstance(carried, dict):
+            continue
+        tests = [str(t) for t in carried.get("tests") or []]
+        shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+        whole = " (the whole config)" if carried.get("whole") else ""
+        lines.append(f"  {c.get('label')}: {len(tests)} carried{whole}: {shown}")
+    if not lines:
+        return []
+    source = next(c["carried"] for c in configs if isinstance(c.get("carried"), dict))
+    head = (
+        f"carried from {source.get('report')!r} (run of {source.get('started')}): "
+        "results of that run, not measured again"
+    )
+    return ["", head, *lines]
 
 
 def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
