@@ -28,8 +28,8 @@ REPORT: dict[str, Any] = {
 def signed() -> dict[str, Any]:
     data = copy.deepcopy(REPORT)
     digest.sign(data)
-    data = json.loads(json.dumps(data))  # as a reader of the file gets it back
-    return data
+    back: dict[str, Any] = json.loads(json.dumps(data))  # as a reader of the file gets it
+    return back
 
 
 def test_a_report_as_written_verifies() -> None:
