@@ -100,7 +100,9 @@ class LocalController:
                 cwd=self._cwd,
                 start_new_session=True,
                 # Nothing the run started outlives it: the server ends with this process.
-                preexec_fn=parent_death_signal(),
+                # Not under xdist (a registry): other workers may use it after this one
+                # exits; there whoever outlives the owner stops it through the record.
+                preexec_fn=parent_death_signal() if self.registry is None else None,
             )
         except OSError as exc:
             log.close()

@@ -5,8 +5,10 @@ starts (before its readiness wait): process group, the leader's start time, port
 config and the owner's pid (:class:`Registry`). A worker about to restart the server
 reaps the servers of owners that died (SIGKILL, OOM), so a dead worker's server never
 holds the port; the xdist controller reaps every recorded server at the end. Where
-the OS offers it (Linux), the server also gets a parent-death signal, so it ends
-with the process that started it even if nothing else is left to stop it.
+the OS offers it (Linux), a server of a run without workers also gets a parent-death
+signal, so it ends with pytest even if pytest is killed (SIGKILL). Under xdist it does
+not: a worker's server is shared, and must not end while another worker uses it
+because its starter exited; the records and the controller stop it instead.
 """
 
 from __future__ import annotations
