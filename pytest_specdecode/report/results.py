@@ -70,6 +70,7 @@ class ConfigResults:
     key: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     service: dict[str, Any] = field(default_factory=dict)
+    # Records by the id of the test that measured them (the case is a field of each).
     coding: dict[str, CodingRecord] = field(default_factory=dict)
     throughput: dict[str, ThroughputRecord] = field(default_factory=dict)
     lossless: dict[str, LosslessRecord] = field(default_factory=dict)
@@ -199,10 +200,12 @@ class RunResults:
             results.called.add(nodeid)
         record = data.get(RECORD)
         if isinstance(record, dict) and when == "call":
+            # Keyed by test id: two tests measuring one case (or problem) under one
+            # config are two records, each naming its case as a field.
             if kind == "coding":
-                results.coding[record["problem"]] = CodingRecord(**{**record, "nodeid": nodeid})
+                results.coding[nodeid] = CodingRecord(**{**record, "nodeid": nodeid})
             elif kind == "throughput":
-                results.throughput[record["case"]] = ThroughputRecord(
+                results.throughput[nodeid] = ThroughputRecord(
                     record["case"], record["metrics"], record.get("key", ""), nodeid
                 )
             elif kind == "lossless":
@@ -211,11 +214,14 @@ class RunResults:
         if isinstance(measured, list) and when == "call":  # the lossless baseline's, for speedup
             for found in measured:
                 if isinstance(found, dict) and isinstance(found.get("case"), str):
-                    results.throughput[found["case"]] = ThroughputRecord(
-                        found["case"],
-                        dict(found.get("metrics") or {}),
-                        str(found.get("key")),
-                        nodeid,
+                    # One test measures many cases here: the case's own test id is its key.
+                    results.throughput[str(found.get("key") or f"{nodeid}[{found['case']}]")] = (
+                        ThroughputRecord(
+                            found["case"],
+                            dict(found.get("metrics") or {}),
+                            str(found.get("key")),
+                            nodeid,
+                        )
                     )
         if failed and kind != "coding":
             self.other_failures.append(nodeid)
