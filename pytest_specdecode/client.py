@@ -20,12 +20,16 @@ from typing import Any
 
 import requests
 
+from pytest_specdecode import wire
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
-"""Connect and read timeouts in seconds; the read timeout applies per socket read."""
+"""Connect and read timeouts in seconds; the read timeout applies per socket read
+(it is lowered to the request's stall limit and the time left before its whole deadline)."""
 
-_READ_SIZE = 1 << 16
+ERROR_BODY = 64 << 10
+"""Bytes of an error answer's body read for its message."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,15 @@ class ServerError(SGLangError):
 
 class ConnectError(SGLangError):
     """The request never got an answer: refused, reset or timed out."""
+
+
+class LimitError(SGLangError):
+    """A reply passed a bound of :mod:`pytest_specdecode.limits` (``kind``: deadline,
+    stall, line, response) or redirected elsewhere (``kind`` ``redirect``)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -139,29 +152,6 @@ def prometheus_value(text: str, name: str) -> float | None:
     return total
 
 
-def _sse_events(raw: Any) -> Iterator[tuple[float, bytes]]:
-    """Yield ``(arrival time, payload)`` for each SSE ``data:`` line of a response.
-
-    Every event in one socket read gets that read's arrival time: they did
-    arrive together.
-    """
-    buffer = b""
-    while True:
-        data = raw.read1(_READ_SIZE)
-        if not data:
-            break
-        now = time.perf_counter()
-        buffer += data
-        if b"\n" not in data:
-            continue
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield now, line[5:].strip()
-    if buffer.startswith(b"data:"):
-        yield time.perf_counter(), buffer[5:].strip()
-
-
 class SGLangClient:
     """A client for one SGLang server (or the simulator) at ``base_url``.
 
@@ -177,14 +167,19 @@ class SGLangClient:
         timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         session: requests.Session | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        limits: Limits = DEFAULT_LIMITS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+        self.limits = limits
         self._clock = clock
+        self._monotonic = monotonic
         self._session = session
         self._owns_session = session is None
         self._tokenize_supported: bool | None = None
+        self._last_deadline = limits.deadline(None)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -193,13 +188,22 @@ class SGLangClient:
         """The HTTP session, created on first use."""
         if self._session is None:
             self._session = requests.Session()
+            self._session.max_redirects = 0  # never followed: see _request
+            guarded = wire.GuardedAdapter()
+            self._session.mount("http://", guarded)
+            self._session.mount("https://", guarded)
             self._owns_session = True
         return self._session
 
     def clone(self) -> SGLangClient:
         """A new client for the same server with its own session (one per thread)."""
         return SGLangClient(
-            self.base_url, api_key=self.api_key, timeout=self.timeout, clock=self._clock
+            self.base_url,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            clock=self._clock,
+            limits=self.limits,
+            monotonic=self._monotonic,
         )
 
     def close(self) -> None:
@@ -227,47 +231,166 @@ class SGLangClient:
             return {"Authorization": f"Bearer {self.api_key}"}
         return {}
 
+    def _timeouts(self, deadline: float) -> tuple[float, float]:
+        """(connect, read) for ``requests``: no wait past the stall limit or the deadline."""
+        connect, read = self.timeout if isinstance(self.timeout, tuple) else (self.timeout,) * 2
+        left = max(0.001, deadline - self._monotonic())
+        return min(connect, left), min(read, self.limits.stall, left)
+
+    def _deadline(self, max_new_tokens: int | None) -> float:
+        return self._monotonic() + self.limits.deadline(max_new_tokens)
+
     def _request(
-        self, method: str, path: str, *, json_body: Any = None, stream: bool = False
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        deadline: float,
     ) -> requests.Response:
+        """Send a request; the answer's headers are read, its body is left to the caller.
+
+        Redirects are never followed (another host's figures are not this
+        server's): a 3xx is an error naming where it pointed.
+        """
         url = self.base_url + path
+        timeout = self._timeouts(deadline)
+        guard = wire.DeadlineGuard(deadline - self._monotonic())
         try:
-            resp = self.session.request(
-                method,
-                url,
-                json=json_body,
-                headers=self._headers(),
-                timeout=self.timeout,
-                stream=stream,
-            )
-        except requests.Timeout as exc:
-            raise ConnectError(
-                f"{method} {url} timed out after {self.timeout!r} s; "
-                "is the server overloaded or hung?"
-            ) from exc
+            with guard:
+                resp = self.session.request(
+                    method,
+                    url,
+                    json=json_body,
+                    headers=self._headers(),
+                    timeout=timeout,
+                    stream=True,
+                    allow_redirects=False,
+                )
+        except requests.TooManyRedirects as exc:
+            # The session follows none (max_redirects 0): requests says so for any 3xx.
+            if exc.response is None:
+                raise ConnectError(f"{method} {url} redirected; never followed") from exc
+            resp = exc.response
         except requests.RequestException as exc:
-            reason = type(exc).__name__
+            if guard.fired:
+                raise LimitError(
+                    f"{method} {url} did not finish within its whole deadline "
+                    f"({self._last_deadline:g} s) while its headers came; refused",
+                    wire.DEADLINE,
+                ) from None
+            if isinstance(exc, requests.Timeout):
+                raise ConnectError(
+                    f"{method} {url} timed out after {timeout[1]:g} s; "
+                    "is the server overloaded or hung?"
+                ) from exc
             raise ConnectError(
-                f"{method} {url} failed ({reason}); is the server running at {self.base_url!r}?"
+                f"{method} {url} failed ({type(exc).__name__}); "
+                f"is the server running at {self.base_url!r}?"
             ) from exc
+        if 300 <= resp.status_code < 400:
+            location = resp.headers.get("Location") or ""
+            resp.close()
+            where = wire.scrub_location(location) if location else "nowhere (no Location)"
+            raise LimitError(
+                f"{method} {url} answered {resp.status_code} redirecting to {where}; "
+                "redirects are never followed: point the plugin at the server itself",
+                "redirect",
+            )
         if resp.status_code >= 400:
             try:
-                body = resp.text
+                body = self._read(resp, method, path, deadline, cap=ERROR_BODY, truncate=True)
+            except SGLangError:
+                body = b""
             finally:
                 resp.close()
-            raise ServerError(method, path, resp.status_code, _error_text(body))
+            raise ServerError(
+                method, path, resp.status_code, _error_text(body.decode("utf-8", "replace"))
+            )
         return resp
 
-    def _json(self, method: str, path: str, body: Any = None) -> Any:
-        resp = self._request(method, path, json_body=body)
+    def _chunks(
+        self, resp: requests.Response, method: str, path: str, deadline: float, cap: int
+    ) -> Iterator[tuple[float, bytes]]:
+        """The body's reads within the request's bounds; a bound passed is a LimitError."""
+        chunks = wire.read_chunks(
+            resp.raw,
+            deadline=deadline,
+            stall=self.limits.stall,
+            cap=cap,
+            monotonic=self._monotonic,
+            clock=self._clock,
+        )
         try:
-            return resp.json()
-        except ValueError as exc:
-            raise ServerError(
-                method, path, resp.status_code, f"not JSON: {resp.text[:200]!r}"
+            yield from chunks
+        except wire.BoundExceeded as exc:
+            raise self._limit_error(exc, method, path) from None
+        except requests.RequestException as exc:
+            raise ConnectError(
+                f"{method} {self.base_url + path} failed reading the answer ({type(exc).__name__})"
             ) from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith(("urllib3", "http")):
+                raise ConnectError(
+                    f"{method} {self.base_url + path} failed reading the answer "
+                    f"({type(exc).__name__})"
+                ) from exc
+            raise
+
+    def _lines(
+        self, chunks: Iterator[tuple[float, bytes]], path: str
+    ) -> Iterator[tuple[float, bytes]]:
+        try:
+            yield from wire.sse_data(chunks, line_cap=MAX_SSE_LINE)
+        except wire.BoundExceeded as exc:
+            raise self._limit_error(exc, "POST", path) from None
+
+    def _limit_error(self, exc: wire.BoundExceeded, method: str, path: str) -> LimitError:
+        what = str(exc)
+        if exc.kind == wire.DEADLINE:
+            what = f"{what} ({self._last_deadline:g} s)"
+        return LimitError(f"{method} {self.base_url + path} {what}; refused", exc.kind)
+
+    def _read(
+        self,
+        resp: requests.Response,
+        method: str,
+        path: str,
+        deadline: float,
+        *,
+        cap: int = MAX_RESPONSE,
+        truncate: bool = False,
+    ) -> bytes:
+        """The whole body under ``cap`` (``truncate``: the first ``cap`` bytes, no error)."""
+        body = bytearray()
+        try:
+            for _, data in self._chunks(resp, method, path, deadline, MAX_RESPONSE):
+                body += data
+                if len(body) > cap:
+                    if truncate:
+                        return bytes(body[:cap])
+                    raise LimitError(
+                        f"{method} {self.base_url + path} sent more than {cap} bytes "
+                        "(response cap); refused",
+                        wire.RESPONSE,
+                    )
         finally:
             resp.close()
+        return bytes(body)
+
+    def _call(self, method: str, path: str, body: Any = None, tokens: int | None = None) -> bytes:
+        """One whole request (connect, headers, body) within its deadline: the body."""
+        self._last_deadline = self.limits.deadline(tokens)
+        deadline = self._deadline(tokens)
+        resp = self._request(method, path, json_body=body, deadline=deadline)
+        return self._read(resp, method, path, deadline)
+
+    def _json(self, method: str, path: str, body: Any = None, tokens: int | None = None) -> Any:
+        raw = self._call(method, path, body, tokens)
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ServerError(method, path, 200, f"not JSON: {raw[:200]!r}") from exc
 
     # -- info endpoints -------------------------------------------------------
 
@@ -296,19 +419,15 @@ class SGLangClient:
     def flush_cache(self) -> None:
         """Clear the server's prefix cache so earlier requests cannot flatter a run."""
         try:
-            self._request("POST", "/flush_cache").close()
+            self._call("POST", "/flush_cache")
         except ServerError as exc:
             if exc.status != 405:
                 raise
-            self._request("GET", "/flush_cache").close()
+            self._call("GET", "/flush_cache")
 
     def metrics_text(self) -> str:
         """The Prometheus text of ``/metrics`` (needs ``--enable-metrics``)."""
-        resp = self._request("GET", "/metrics")
-        try:
-            return resp.text
-        finally:
-            resp.close()
+        return self._call("GET", "/metrics").decode("utf-8", "replace")
 
     def metric_value(self, name: str) -> float | None:
         """Sum of Prometheus sample ``name`` over its label sets; ``None`` if absent."""
@@ -370,9 +489,9 @@ class SGLangClient:
             text, input_ids, max_new_tokens, temperature, ignore_eos, stream, sampling_params
         )
         if stream:
-            return _collect_generate_stream(self._stream("/generate", body))
+            return _collect_generate_stream(self._stream("/generate", body, max_new_tokens))
         send = self._clock()
-        data = self._json("POST", "/generate", body)
+        data = self._json("POST", "/generate", body, max_new_tokens)
         end = self._clock()
         if isinstance(data, list):  # a batch answer to a single prompt: take the first
             data = data[0]
@@ -400,7 +519,7 @@ class SGLangClient:
         body = self._generate_body(
             text, input_ids, max_new_tokens, temperature, ignore_eos, True, sampling_params
         )
-        events = self._stream("/generate", body)
+        events = self._stream("/generate", body, max_new_tokens)
         try:
             send, _ = next(events)
             seen = 0
@@ -413,14 +532,21 @@ class SGLangClient:
             events.close()
 
     def _stream(
-        self, path: str, body: Mapping[str, Any]
+        self, path: str, body: Mapping[str, Any], tokens: int | None
     ) -> Generator[tuple[float, dict[str, Any]], None, None]:
-        """Yield ``(arrival time, event)``; the first item is ``(send time, {})``."""
+        """Yield ``(arrival time, event)``; the first item is ``(send time, {})``.
+
+        The whole stream (connect to the last byte) is within the request's
+        deadline; one line within ``MAX_SSE_LINE``, all of them within ``MAX_RESPONSE``.
+        """
         send = self._clock()
-        resp = self._request("POST", path, json_body=body, stream=True)
+        self._last_deadline = self.limits.deadline(tokens)
+        deadline = self._deadline(tokens)
+        resp = self._request("POST", path, json_body=body, deadline=deadline)
         try:
             yield send, {}
-            for arrival, payload in _sse_events(resp.raw):
+            chunks = self._chunks(resp, "POST", path, deadline, MAX_RESPONSE)
+            for arrival, payload in self._lines(chunks, path):
                 if payload == b"[DONE]":
                     break
                 try:
@@ -478,9 +604,10 @@ class SGLangClient:
         return self._openai("/v1/completions", body, stream, chat=False)
 
     def _openai(self, path: str, body: dict[str, Any], stream: bool, *, chat: bool) -> ChatResult:
+        tokens = _int_or_none(body.get("max_tokens"))
         if not stream:
             send = self._clock()
-            data = self._json("POST", path, body)
+            data = self._json("POST", path, body, tokens)
             end = self._clock()
             result = _openai_result(data, send, end, chat=chat, path=path)
             if result.completion_tokens > 0:
@@ -489,7 +616,7 @@ class SGLangClient:
             return result
         body["stream"] = True
         body.setdefault("stream_options", {"include_usage": True})
-        return _collect_openai_stream(self._stream(path, body), chat=chat, path=path)
+        return _collect_openai_stream(self._stream(path, body, tokens), chat=chat, path=path)
 
 
 # -- result assembly ----------------------------------------------------------

@@ -58,6 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(redact.for_options(config)(str(exc))) from None
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "specdecode-session")
+    if session.settings.search:
+        from pytest_specdecode.search.loop import register
+        from pytest_specdecode.session import item_config
+
+        loop = register(config, session.settings, session.outputs, session.results, item_config)
+        loop.workers_asked = session.dry_workers
 
 
 def _session(request: pytest.FixtureRequest) -> SpecDecodeSession:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pytest_specdecode.report.resume import Resume
 
 PARAM = "dflash_config"
+OK, TESTS_FAILED, INTERRUPTED = 0, 1, 2
 
 
 class SpecDecodeSession:
@@ -64,12 +65,16 @@ class SpecDecodeSession:
 
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
         # A dry run plans here, in this process: no workers, no servers.
-        self.dry_workers = distributed.serial_for_dry_run(config) if settings.dry_run else 0
+        # A search chooses each config from the last one's figures, and throughput cases
+        # skip under xdist: it runs here too, serially (search/loop.py says so).
+        serial = settings.dry_run or bool(settings.search)
+        self.dry_workers = distributed.serial_for_dry_run(config) if serial else 0
         distributed.check_options(config, settings)
         self.resume = self._load_resume(shared) if settings.resume else None
         self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
         self._planned: dict[str, int] = {}  # config key -> tests to run (serially)
         self._sweep_planned = False
+        self._items: dict[str, pytest.Item] = {}
         # -qq: no progress lines at all (errors still say what happened).
         shown = self.controller and config.get_verbosity() > -2
         self.progress = Progress.for_stderr(enabled=shown, redact=self.redactor)
@@ -149,6 +154,7 @@ class SpecDecodeSession:
             raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
+        self.outputs.ours = True  # an interrupt from here on still writes the report
         # Once per test (metafunc is per definition).
         warning = self.resolver.sweep_overrides(dict(marker.kwargs) if marker else None)
         if warning:
@@ -194,6 +200,7 @@ class SpecDecodeSession:
             )
         keyed.sort(key=lambda entry: (entry[0], entry[1]))
         items[:] = [item for _, _, item in keyed]
+        self._items = {item.nodeid: item for item in items}
         self.lossless_baseline.speedup_cases = speedup_cases(items)
         if self.resume is not None:
             self._resume_from(items)
@@ -243,6 +250,8 @@ class SpecDecodeSession:
                 self._planned[config.key()] = self._planned.get(config.key(), 0) + 1
         if self.resume is not None and reporter is not None and self.controller:
             whole = sum(done == total for done, total in self._carried.values())
+            for line in self.resume.refusal_lines():
+                reporter.write_line(line, yellow=True)
             reporter.write_line(self.resume.note(whole, len(session.items)))
         if self.settings.dry_run and reporter is not None:
             reporter.section("dflash dry run")
@@ -302,6 +311,19 @@ class SpecDecodeSession:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         self._await_baseline(item)
 
+    def pytest_collectstart(self) -> None:
+        self.outputs.phase = "collection"
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        config = item_config(self._items.get(nodeid))
+        # Setup is where a config's server starts and its readiness is awaited.
+        where = f" (its setup brings up {config.label()})" if config is not None else ""
+        self.outputs.phase = f"test {nodeid}{where}"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self) -> None:
+        self.term.interrupted = self.term.interrupted or "KeyboardInterrupt"
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         message = self.invalid.get(definition_id(item))
@@ -322,6 +344,11 @@ class SpecDecodeSession:
             return
         # The verified server's facts travel with the report (to the xdist controller too).
         item.user_properties.append((records.SERVICE, handle.summary()))
+        # The counters the runners compare with before filing figures; a server already
+        # seen replaced fails the config's remaining tests at once.
+        handle.note_identity()
+        if (changed := handle.known_change()) is not None:
+            pytest.fail(changed, pytrace=False)
         gone = handle.gone()
         if gone is not None:
             # Asking a dead server would count as a wrong answer: error at once instead.
@@ -426,13 +453,23 @@ class SpecDecodeSession:
                 reporter.write_line(self.redactor(f"[dflash] {message}"))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.services.shutdown()
+        if self.outputs.phase is not None and not self.outputs.phase.startswith("cleanup"):
+            self.outputs.phase = f"cleanup after {self.outputs.phase}"
+        try:
+            self.services.shutdown()
+        except KeyboardInterrupt:
+            # Ctrl-C again while stopping: the report is still written (unconfigure stops
+            # what is left), and the run says it was interrupted.
+            self.term.interrupted = self.term.interrupted or "KeyboardInterrupt"
         self._flush_messages()
+        status = int(exitstatus)
+        if self.term.interrupted and status in (OK, TESTS_FAILED):
+            # A second interrupt can cut pytest short before it notes the first: never 0.
+            status = INTERRUPTED
         if self.settings.dry_run:
             # Nothing was measured: no report, no gates; a bad config fails the plan.
-            session.exitstatus = 1 if self.invalid and int(exitstatus) == 0 else exitstatus
+            session.exitstatus = 1 if self.invalid and status == 0 else status
         elif self.controller and _runs_tests(session.config):
-            status = int(exitstatus)
             if self.resume is not None:
                 from pytest_specdecode.report.resume import exit_status
 
@@ -441,7 +478,15 @@ class SpecDecodeSession:
             self._plan_sweep()
             if self.sweep.planned:
                 self.results.sweep = self.sweep.status()
-            session.exitstatus = self.outputs.finish(status)
+            try:
+                session.exitstatus = self.outputs.finish(status)
+            except KeyboardInterrupt:
+                self.term.interrupted = self.term.interrupted or "KeyboardInterrupt"
+                self.outputs.final.update(exitstatus=INTERRUPTED, interrupted=True)
+                self.outputs.update()  # the report says so, whatever finish had done
+                session.exitstatus = INTERRUPTED
+        elif status != int(exitstatus):
+            session.exitstatus = status
 
     @pytest.hookimpl(trylast=True)  # after pytest-benchmark's table: the verdict ends the run
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "__init__": 0,
     "errors": 0,
     "limits": 0,  # size caps and whole deadlines shared by every HTTP path
+    "wire": 0,  # reading a reply within those bounds (imports nothing of the plugin)
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
     "records": 1,
     "redact": 1,
@@ -30,11 +31,13 @@ LAYERS: dict[str, int] = {
     "client": 1,
     "config": 2,
     "service": 3,
+    "replies": 3,  # a reply checked against what the server could have produced
     "coding": 4,
     "throughput": 4,
     "report": 5,
     "hookspecs": 6,
     "session": 6,
+    "search": 6,  # --dflash-search: the run order of a search (registered by the plugin)
     "plugin": 7,
     "suite": 6,
 }

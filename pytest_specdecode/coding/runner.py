@@ -44,6 +44,8 @@ from pytest_specdecode.coding.values import one_line, reply_start
 from pytest_specdecode.coding.worker import describe
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.records import RECORD
+from pytest_specdecode.replies import DraftBounds, ImplausibleReply
+from pytest_specdecode.replies import check as check_plausible
 from pytest_specdecode.service.manager import ServiceHandle
 
 SYSTEM_PROMPT = (
@@ -170,6 +172,12 @@ class CodingRunner:
         )
         return result.text, result
 
+    def plausible(self, result: ChatResult) -> None:
+        """Raise ``ImplausibleReply`` unless the config's server could have sent ``result``."""
+        service = self.service
+        bounds = DraftBounds.of(service.config, service.server_info)
+        check_plausible(result, self.settings.max_tokens, bounds)
+
     def check(self, problem: Problem) -> list[Verdict]:
         """Ask, judge every sample, record; fail the test unless all samples pass.
 
@@ -203,7 +211,8 @@ class CodingRunner:
                 start = self.clock()
                 try:
                     reply, result = self.ask(problem)
-                except SGLangError as exc:
+                    self.plausible(result)
+                except (SGLangError, ImplausibleReply) as exc:
                     failure = f"{label}: asking {problem.name!r} failed: {one_line(str(exc))}"
                     break
                 finally:
@@ -239,17 +248,23 @@ class CodingRunner:
             correct = sum(v.passed for v in verdicts)
             first_bad = next((v for v in verdicts if not v.passed), None)
             asked = max(len(verdicts), 1)
-            record.update(
-                passed=failure is None and correct == n,
-                status="error" if failure else (first_bad.status if first_bad else "passed"),
-                reason=failure or (first_bad.reason if first_bad else verdicts[0].reason),
-                correct=correct,
-                latency=round(latency / asked, 4),
-                completion_tokens=int(tokens / asked),
-                accept_length=round(tokens / steps, 3) if steps else None,
-                generate_seconds=round(generating, 4),
-                check_seconds=round(sum(v.duration for v in verdicts), 4),
-            )
+            changed = self.service.changed() if failure is None else None
+            if changed is not None:
+                # Another server's answers: a failure of this config, with no figures.
+                failure = changed
+                record.update(reason=changed)
+            else:
+                record.update(
+                    passed=failure is None and correct == n,
+                    status="error" if failure else (first_bad.status if first_bad else "passed"),
+                    reason=failure or (first_bad.reason if first_bad else verdicts[0].reason),
+                    correct=correct,
+                    latency=round(latency / asked, 4),
+                    completion_tokens=int(tokens / asked),
+                    accept_length=round(tokens / steps, 3) if steps else None,
+                    generate_seconds=round(generating, 4),
+                    check_seconds=round(sum(v.duration for v in verdicts), 4),
+                )
         except Exception as exc:
             record["reason"] = one_line(f"judging the answer failed: {describe(exc)}")
             raise

@@ -34,6 +34,7 @@ API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
 DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
 LOAD_MODES = ("rounds", "continuous")
+SEARCH_METRICS = ("speedup", "tok_s")
 SGLANG_VERSIONS = facts.VERSIONS
 # --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
 # about 0.3, a phrase repeated to the end near 1 (see docs/throughput.md).
@@ -303,6 +304,38 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="K=V,V;K=V,...",
         help="Run every dflash test under each combination, e.g. "
         "'budget=4,8,16;window=1024,2048'. Default: none",
+    )
+    add(
+        "--dflash-search",
+        default=None,
+        metavar="K=V,V;K=V,...",
+        help="Search the space (the grammar of --dflash-sweep) for the best config: the next "
+        "config to start is chosen from the results so far (Optuna), the configs never "
+        "visited are skipped. Default: none",
+    )
+    add(
+        "--dflash-search-restarts",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="Start at most N configs of the --dflash-search space. Default: a third of the "
+        "space, at least 3",
+    )
+    add(
+        "--dflash-search-metric",
+        choices=SEARCH_METRICS,
+        default=None,
+        help="What the search maximises: the geometric mean over the config's throughput "
+        "cases of its speedup or output tok/s. Default: speedup when the run has a "
+        "baseline (algorithm NONE or --dflash-baseline), else tok_s",
+    )
+    add(
+        "--dflash-search-seed",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="Seed of the search's sampler: the same results give the same choices. "
+        "Default: none (a new choice each run)",
     )
 
     section("gates")

@@ -30,6 +30,7 @@ from pytest_specdecode.config.options import (
     MAX_REPETITION,
     RESTART_MODES,
     SANDBOX_MODES,
+    SEARCH_METRICS,
     SGLANG_VERSIONS,
     ApiStyle,
     ControlMode,
@@ -109,6 +110,11 @@ class Settings:
     base_config: str | None = None
     config_override: str | None = None
     sweep: str | None = None
+    # --dflash-search: its space is collected as a sweep (``sweep`` holds it too).
+    search: str | None = None
+    search_restarts: int | None = None  # None: a third of the space, at least 3
+    search_metric: str | None = None  # None: speedup with a baseline, else tok_s
+    search_seed: int | None = None
     min_pass_rate: float | None = None
     problem_files: tuple[str, ...] = ()
     dataset: Dataset = "builtin"
@@ -398,7 +404,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         # The ini dflash_config is the default config; --dflash-config overrides markers.
         base_config=_ini_text(config, "dflash_config"),
         config_override=_cli_text(config, "dflash_config"),
-        sweep=r.get("sweep", _text, "") or None,
+        **_search(r, baseline=bool(r.raw("baseline"))),
         min_pass_rate=r.get("min_pass_rate", _fraction, None),
         problem_files=_paths(r, config, "problems"),
         dataset=r.get("dataset", _choice(DATASETS), "builtin"),
@@ -567,3 +573,39 @@ def _check_control(
             "--dflash-control script needs --dflash-restart-cmd, e.g. "
             "'/opt/reconfig_ddtree.sh {budget} {topk} {window}'"
         )
+
+
+def _search(r: _Resolver, *, baseline: bool) -> dict[str, Any]:
+    """``sweep`` and the ``search_*`` settings: a search's space is collected as a sweep."""
+    sweep = r.get("sweep", _text, "") or None
+    search = r.get("search", _text, "") or None
+    given = [f.source for n in ("restarts", "metric", "seed") if (f := r.raw(f"search_{n}"))]
+    if search is None:
+        if given:
+            raise SettingsError(f"{given[0]} needs --dflash-search SPACE (the configs to search)")
+        return {"sweep": sweep}
+    if sweep is not None:
+        raise SettingsError(
+            "--dflash-sweep and --dflash-search are both given: a sweep runs every config, a "
+            "search chooses among them; give the space to one of them"
+        )
+    from pytest_specdecode.config.spec import ConfigError, parse_sweep_option
+
+    try:
+        points = parse_sweep_option(search, source="--dflash-search")
+    except ConfigError as exc:
+        raise SettingsError(str(exc)) from None
+    metric = r.get("search_metric", _choice(SEARCH_METRICS), "") or None
+    has_none = any(str(p.get("algorithm", "")).upper() == "NONE" for p in points)
+    if metric == "speedup" and not (baseline or has_none):
+        raise SettingsError(
+            "--dflash-search-metric speedup needs a baseline: add algorithm=NONE to the space "
+            "(e.g. 'algorithm=NONE,DFLASH;budget=4,8') or pass --dflash-baseline"
+        )
+    return {
+        "sweep": search,
+        "search": search,
+        "search_restarts": r.get("search_restarts", _number(int, minimum=1), 0) or None,
+        "search_metric": metric,
+        "search_seed": r.get("search_seed", _number(int, minimum=0), None),
+    }

@@ -1,8 +1,10 @@
 """Gates: turn a run's results into an exit status CI can rely on.
 
-Each gate's verdict is one line, passing or failing (``pass-rate gate
-passed: DFLASH budget=8: 24/26 = 92% >= 80%``); any failed gate makes the
-run exit 1. With ``--dflash-min-pass-rate`` the
+Each gate's verdict is one line: it passed, FAILED, or CANNOT JUDGE (``pass-rate
+gate passed: DFLASH budget=8: 24/26 = 92% >= 80%``). A gate cannot judge when
+what it needs is missing (a saved run without the figure, nothing measured); its
+line says what is missing, and it fails the run as a failed gate does: any failed
+or unjudged gate makes the run exit 1. With ``--dflash-min-pass-rate`` the
 coding tests' own failures stop deciding the exit status: the pass rate per
 config does, while every other test must still pass.
 """
@@ -18,6 +20,7 @@ from pytest_specdecode.report import degenerate
 from pytest_specdecode.report.results import ConfigResults, RunResults
 
 OK, TESTS_FAILED = 0, 1
+CANNOT_JUDGE = "cannot-judge"
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,26 @@ class Outcome:
     passed: bool
     detail: str
     line: str = ""
+    judged: bool = True  # False: the gate lacked what it needs (it fails: passed is False)
+
+    def __post_init__(self) -> None:
+        if not self.judged and self.passed:
+            raise ValueError("a gate that cannot judge does not pass")
+
+    @property
+    def status(self) -> str:
+        """``pass``, ``fail`` or ``cannot-judge``."""
+        return "pass" if self.passed else "fail" if self.judged else CANNOT_JUDGE
 
     @property
     def shown(self) -> str:
-        verdict = "passed" if self.passed else "FAILED"
+        verdict = {"pass": "passed", "fail": "FAILED"}.get(self.status, "CANNOT JUDGE")
         return f"{self.gate.replace(' ', '-')} gate {verdict}: {self.detail}"
+
+
+def cannot_judge(gate: str, detail: str, line: str | None = None) -> Outcome:
+    """A gate that lacks what it needs: its line says what is missing, and it fails."""
+    return Outcome(gate, False, detail, line or f"{gate} cannot judge: {detail}", judged=False)
 
 
 def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) -> list[str]:
@@ -60,6 +78,14 @@ def outcomes(
             found.append(Outcome("server", False, detail, detail))
     threshold = settings.min_pass_rate
     if threshold is not None:
+        if not any(r.coding for r in results.ordered()):
+            found.append(
+                cannot_judge(
+                    "pass rate",
+                    f"no coding test ran, so nothing measured a pass rate to hold to "
+                    f"{threshold:.0%}",
+                )
+            )
         for r in results.ordered():
             rate_found = r.pass_rate() if r.died is None else None
             if rate_found is None:
@@ -78,17 +104,32 @@ def outcomes(
     found.extend(
         Outcome("compare", False, line, f"throughput regression: {line}") for line in compare_lines
     )
+    found.extend(_compare_unjudged(findings or []))
     found.extend(_compare_passed(settings, findings or []))
     return found
 
 
+def _compare_unjudged(findings: list[dict[str, Any]]) -> list[Outcome]:
+    """One cannot-judge line per spec: its first unjudged case and how many more
+    (``tok_s:5%: the saved run 0003 has no tok_s for ctx1024-c8-chat``)."""
+    by_spec: dict[str, list[str]] = {}
+    for f in findings:
+        if f.get("status") == CANNOT_JUDGE:
+            by_spec.setdefault(str(f.get("spec")), []).append(str(f.get("line")))
+    out = []
+    for spec, lines in by_spec.items():
+        more = f" (and {len(lines) - 1} more case(s) it cannot judge)" if len(lines) > 1 else ""
+        out.append(cannot_judge("compare", f"{spec}: {lines[0]}{more}"))
+    return out
+
+
 def _compare_passed(settings: Settings, findings: list[dict[str, Any]]) -> list[Outcome]:
-    """A passing line per ``--dflash-compare-fail`` spec no case failed."""
+    """A passing line per ``--dflash-compare-fail`` spec no case failed or left unjudged."""
     out = []
     for spec in settings.compare_fail:
         mine = [f for f in findings if str(f.get("spec")) == spec]
-        if not mine or any(f.get("status") == "fail" for f in mine):
-            continue  # failures are lines of their own; nothing compared says so elsewhere
+        if not mine or any(f.get("status") in ("fail", CANNOT_JUDGE) for f in mine):
+            continue  # failures and unjudged cases are lines of their own
         unsure = sum(1 for f in mine if f.get("status") == "inconclusive")
         within = len(mine) - unsure
         across = any(f.get("noise") == "between-run" for f in mine if f.get("status") != "pass")
@@ -166,7 +207,7 @@ def _accept_length(minimum: float, results: RunResults) -> list[Outcome]:
                 "(spec_verify_ct, spec_accept_length); check that it runs speculative decoding "
                 "and reports them"
             )
-            found.append(Outcome("accept length", False, detail, f"accept length: {detail}"))
+            found.append(cannot_judge("accept length", detail, f"accept length: {detail}"))
         else:
             ok = accept >= minimum
             detail = f"{r.label}: {figures.number(accept, 2)} {'>=' if ok else '<'} {floor}"
@@ -176,5 +217,5 @@ def _accept_length(minimum: float, results: RunResults) -> list[Outcome]:
             f"unknown < {floor}: no throughput or coding test of a speculative config ran, "
             "so nothing measured it"
         )
-        found.append(Outcome("accept length", False, detail, f"accept length: {detail}"))
+        found.append(cannot_judge("accept length", detail, f"accept length: {detail}"))
     return found

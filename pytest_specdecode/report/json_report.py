@@ -149,13 +149,20 @@ def stamp(when: datetime) -> str:
     return when.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
+def unique_part() -> str:
+    """What no other run can take in a file name: this process's id and a random part."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
 def run_paths(template: str, root: Path, started: datetime) -> tuple[Path, Path | None]:
     """Where this run's report goes: ``(path, copy)``.
 
     A ``template`` with ``{now}`` (the start time) or ``{n}`` (the next number with
     no file yet, ``0001``) names each run's own file, and there is no copy. Any
     other path is the latest run's report, and the copy beside it is named after
-    the start time (``report-20261201T121314Z.json``), so no run overwrites another's.
+    the start time and a part no other run can take
+    (``report-20261201T121314Z-4242-9f3a1c07.json``), so no run overwrites another's.
+    These are candidates: :func:`write_new` claims them (two runs may pick one ``{n}``).
     """
     if "{now}" in template or "{n}" in template:
         named = template.replace("{now}", stamp(started))
@@ -164,12 +171,29 @@ def run_paths(template: str, root: Path, started: datetime) -> tuple[Path, Path 
             if "{n}" not in named or not path.exists():
                 return path, None
     path = root / template
-    copy = path.with_name(f"{path.stem}-{stamp(started)}{path.suffix or '.json'}")
-    for number in itertools.count(2):
-        if not copy.exists():
-            return path, copy
-        copy = copy.with_name(f"{path.stem}-{stamp(started)}-{number}{path.suffix or '.json'}")
-    raise AssertionError("unreachable")  # pragma: no cover
+    copy = path.with_name(f"{path.stem}-{stamp(started)}-{unique_part()}{path.suffix or '.json'}")
+    return path, copy
+
+
+def claim_paths(
+    template: str, root: Path, started: datetime, data: dict[str, Any]
+) -> tuple[Path, Path | None]:
+    """:func:`run_paths`, each run's own file claimed by writing ``data`` to it only if
+    no other run did first: the next number for ``{n}``, a unique part after ``{now}``
+    when another run started in the same second. The latest-report path (no
+    placeholder) is not claimed: every run replaces it (atomically)."""
+    while True:
+        path, copy = run_paths(template, root, started)
+        if copy is not None:
+            if write_new(copy, data):
+                return path, copy
+            continue  # pragma: no cover - a random part taken twice
+        if write_new(path, data):
+            return path, None
+        if "{n}" not in template:  # {now}: another run of the same second has it
+            unique = path.with_name(f"{path.stem}-{unique_part()}{path.suffix}")
+            if write_new(unique, data):
+                return unique, None
 
 
 def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
@@ -190,6 +214,33 @@ def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
+    """Write ``data`` to ``path`` as :func:`write_atomic` does, but only if no file has
+    that name yet (False then): the whole file appears at once, and of two runs
+    choosing one name only one gets it (a hard link never replaces a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, default=str)
+            handle.write("\n")
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here (some network file systems): exclusive create
+            try:
+                with open(target, "x", encoding="utf-8"):
+                    pass
+            except FileExistsError:
+                return False
+            os.replace(tmp, target)
+        return True
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -50,6 +50,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         out += _verdict(report, simulated)
+    from pytest_specdecode.report.search_summary import markdown_lines
+
+    out += [*markdown_lines(report), *([""] if report.get("search") else [])]
     out.append(_footer(report))
     return "\n".join(out) + "\n"
 

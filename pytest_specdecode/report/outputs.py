@@ -9,7 +9,8 @@ GitHub step summary).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import break_even, degenerate, gates, verdict
+from pytest_specdecode.report import break_even, degenerate, digest, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -49,6 +50,13 @@ class RunOutputs:
         self.speedup_label, self.speedup_rows = _load_speedup_baseline(settings)
         if settings.plot:
             _require_plots()
+        _check_paths(settings, root)
+        # Outputs never crash the run: a write that fails later is one warning line.
+        self._failed_writes: set[str] = set()
+        # Set by the session once a test of ours is collected: an interrupted run then
+        # writes its report even before any test of ours reported (a readiness wait).
+        self.ours = False
+        self.phase: str | None = None  # what the run was doing (the session says)
         self._meta: dict[str, Any] | None = None
         # The run's coding problems as json_report.problem_set, if they load (the session's).
         self.problem_set: Callable[[], Mapping[str, str] | None] | None = None
@@ -76,8 +84,10 @@ class RunOutputs:
 
     @property
     def report_path(self) -> Path | None:
-        """Where the report goes; None when the run measured nothing of ours."""
-        if not (self.settings.report and self.results.configs):
+        """Where the report goes; None when the run measured nothing of ours (and was not
+        interrupted while it had tests of ours to run)."""
+        interrupted = bool(self.final.get("interrupted")) and self.ours
+        if not (self.settings.report and (self.results.configs or interrupted)):
             return None
         return self._run_paths()[0]
 
@@ -87,10 +97,13 @@ class RunOutputs:
         ``{now}``/``{n}`` path: that file is the run's own already)."""
         return self._run_paths()[1] if self.report_path is not None else None
 
-    def _run_paths(self) -> tuple[Path, Path | None]:
-        # Chosen once, at the first write: {n} is the next free number then.
+    def _run_paths(self, data: dict[str, Any] | None = None) -> tuple[Path, Path | None]:
+        # Chosen once, at the first write, which claims them: {n} is the next free
+        # number then, and a copy's name is one no other run can take.
         if self._paths is None:
-            self._paths = report.run_paths(self.settings.report, self.root, self._start)
+            if data is None:
+                return report.run_paths(self.settings.report, self.root, self._start)
+            self._paths = report.claim_paths(self.settings.report, self.root, self._start, data)
         return self._paths
 
     def data(self) -> dict[str, Any]:
@@ -113,7 +126,10 @@ class RunOutputs:
             **self.final,
         }
         self._judge(data)
-        return self.redactor.value(data)
+        masked: dict[str, Any] = self.redactor.value(data)
+        # Digests of the records as written (masked): --dflash-resume checks them.
+        digest.sign(masked)
+        return masked
 
     def _judge(self, data: dict[str, Any]) -> None:
         """Speedups against the baseline, the verdict and the Pareto front."""
@@ -129,12 +145,31 @@ class RunOutputs:
 
     def update(self) -> None:
         """Rewrite the report (after each test)."""
-        path = self.report_path
-        if path is not None:
-            data = self.data()
-            report.write_atomic(path, data)
-            if self.report_copy is not None:
-                report.write_atomic(self.report_copy, data)
+        if self.report_path is None:
+            return
+        data = self.data()
+        with self._warn_on_failure("the report", self.settings.report):
+            first = self._paths is None  # this write claims the run's own file
+            path, copy = self._run_paths(data)
+            if copy is not None or not first:
+                # The latest report is replaced atomically: readers see the old or the new.
+                report.write_atomic(path, data)
+            if copy is not None and not first:
+                report.write_atomic(copy, data)
+
+    @contextlib.contextmanager
+    def _warn_on_failure(self, what: str, where: str) -> Iterator[None]:
+        """A failed write is one warning line (once per output), never the run's error."""
+        try:
+            yield
+        except (OSError, ValueError) as exc:
+            if what not in self._failed_writes:
+                self._failed_writes.add(what)
+                reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else exc
+                self.notes.append(
+                    f"dflash: WARNING: could not write {what} ({where!r}): {reason}; "
+                    "the summary above still holds the run's results"
+                )
 
     def finish(self, exitstatus: int) -> int:
         """Compare, apply the gates, write everything; return the run's exit status."""
@@ -147,6 +182,7 @@ class RunOutputs:
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "exitstatus": status,
             "interrupted": exitstatus == 2,
+            **({"interrupted_during": self.phase} if exitstatus == 2 and self.phase else {}),
         }
         self.update()
         if self.results.configs:
@@ -171,10 +207,13 @@ class RunOutputs:
             for r in self.results.ordered()
             for t in r.throughput.values()
         ]
-        if not current:
+        if not current and not self.fail_specs:
             return []
         deltas = compare.pair(self.baseline, current)
-        findings = compare.check(deltas, self.fail_specs, self.history)
+        # A gate with nothing to compare says so (cannot judge), never passes silently.
+        findings = compare.check(
+            deltas, self.fail_specs, self.history, saved_name(self.baseline_label)
+        )
         self.compare = {
             "baseline": self.baseline_label,
             # Which config(s) the saved run measured: what "saved" means in the table.
@@ -212,7 +251,9 @@ class RunOutputs:
             return
         from pytest_specdecode.report.plots import write_plots
 
-        written = write_plots(self.data(), self.root / self.settings.plot)
+        written: list[Path] = []
+        with self._warn_on_failure("the plots", self.settings.plot):
+            written = write_plots(self.data(), self.root / self.settings.plot)
         if written:
             self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
 
@@ -250,6 +291,11 @@ class RunOutputs:
                 self.notes.append("dflash: summary appended to GITHUB_STEP_SUMMARY")
         except OSError as exc:
             self.notes.append(f"dflash: could not write GITHUB_STEP_SUMMARY: {exc}")
+
+
+def saved_name(label: str | None) -> str:
+    """A saved run as gate lines name it: ``0003_b8`` for ``0003_b8.json``."""
+    return (label or "?").removesuffix(".json")
 
 
 def _load_baseline(
@@ -306,6 +352,18 @@ def _load_speedup_baseline(settings: Settings) -> tuple[str | None, list[compare
             "baseline with --dflash-config algorithm=NONE --benchmark-save=none"
         )
     return path.name, rows
+
+
+def _check_paths(settings: Settings, root: Path) -> None:
+    """Output paths that cannot be written are usage errors, before any test runs (the
+    default report path only when written: a run of other tests must not fail on it)."""
+    from pytest_specdecode.report import writable
+
+    if settings.report and settings.report != Settings.report:
+        named = settings.report.replace("{now}", "now").replace("{n}", "0001")
+        writable.check_file("--dflash-report", root / named)
+    if settings.plot:
+        writable.check_dir("--dflash-plot", root / settings.plot)
 
 
 def _fail_specs(settings: Settings) -> list[compare.FailSpec]:

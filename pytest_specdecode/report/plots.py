@@ -132,6 +132,9 @@ def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
     from pytest_specdecode.report import plots_break_even
 
     figures.update(plots_break_even.build(report, colors, simulated))
+    from pytest_specdecode.report import plots_search
+
+    figures.update(plots_search.build(report, simulated))
     return figures
 
 

@@ -70,6 +70,7 @@ class ConfigResults:
     key: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     service: dict[str, Any] = field(default_factory=dict)
+    # Records by the id of the test that measured them (the case is a field of each).
     coding: dict[str, CodingRecord] = field(default_factory=dict)
     throughput: dict[str, ThroughputRecord] = field(default_factory=dict)
     lossless: dict[str, LosslessRecord] = field(default_factory=dict)
@@ -129,6 +130,7 @@ class RunResults:
         self.tests: list[dict[str, Any]] = []
         self.resumed_from: dict[str, Any] | None = None  # set by --dflash-resume
         self.sweep: dict[str, Any] | None = None  # how far the sweep is (sweep_progress.py)
+        self.search: dict[str, Any] | None = None  # --dflash-search's section (search/record.py)
 
     def ordered(self) -> list[ConfigResults]:
         """Configs in a stable order (baseline first, then by value), whatever the
@@ -198,10 +200,12 @@ class RunResults:
             results.called.add(nodeid)
         record = data.get(RECORD)
         if isinstance(record, dict) and when == "call":
+            # Keyed by test id: two tests measuring one case (or problem) under one
+            # config are two records, each naming its case as a field.
             if kind == "coding":
-                results.coding[record["problem"]] = CodingRecord(**{**record, "nodeid": nodeid})
+                results.coding[nodeid] = CodingRecord(**{**record, "nodeid": nodeid})
             elif kind == "throughput":
-                results.throughput[record["case"]] = ThroughputRecord(
+                results.throughput[nodeid] = ThroughputRecord(
                     record["case"], record["metrics"], record.get("key", ""), nodeid
                 )
             elif kind == "lossless":
@@ -210,11 +214,14 @@ class RunResults:
         if isinstance(measured, list) and when == "call":  # the lossless baseline's, for speedup
             for found in measured:
                 if isinstance(found, dict) and isinstance(found.get("case"), str):
-                    results.throughput[found["case"]] = ThroughputRecord(
-                        found["case"],
-                        dict(found.get("metrics") or {}),
-                        str(found.get("key")),
-                        nodeid,
+                    # One test measures many cases here: the case's own test id is its key.
+                    results.throughput[str(found.get("key") or f"{nodeid}[{found['case']}]")] = (
+                        ThroughputRecord(
+                            found["case"],
+                            dict(found.get("metrics") or {}),
+                            str(found.get("key")),
+                            nodeid,
+                        )
                     )
         if failed and kind != "coding":
             self.other_failures.append(nodeid)
@@ -250,6 +257,7 @@ class RunResults:
             "tests": self.tests,
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
             **({"sweep": self.sweep} if self.sweep else {}),
+            **({"search": self.search} if self.search else {}),
         }
 
 

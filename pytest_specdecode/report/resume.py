@@ -14,6 +14,10 @@ line naming them), then:
   its whole entry (the server facts included) is carried;
 - a config partly done reruns only its missing tests (its server restarts once).
 
+Each record of the report carries a digest (:mod:`~pytest_specdecode.report.digest`):
+a test whose record no longer matches it is refused with one line and runs again.
+The summary lists the carried tests per config.
+
 So gates, summary and plots see the same results as an uninterrupted run, and
 the exit status counts carried failures (:func:`exit_status`). One exception
 keeps the lossless check honest: when a speculative config's lossless test
@@ -30,7 +34,7 @@ from typing import Any
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import json_report
+from pytest_specdecode.report import digest, json_report
 from pytest_specdecode.report.results import (
     CodingRecord,
     ConfigResults,
@@ -64,13 +68,18 @@ class Resume:
         for entry in report.get("tests") or []:
             if isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
                 self.entries.setdefault(entry["nodeid"], []).append(entry)
+        # A record edited since its run is not carried: its test runs again.
+        self.refused = digest.refused(report)
+        self.verified = digest.signed(report)
         self.done = {
             nodeid
             for nodeid, found in self.entries.items()
             if nodeid not in died
+            and nodeid not in self.refused
             and any(e.get("when") == "call" and e.get("outcome") in DONE_OUTCOMES for e in found)
         }
         self.carried: set[str] = set()
+        self.refused_now: list[str] = []  # refused tests this run collected (plan)
 
     @classmethod
     def load(
@@ -111,6 +120,7 @@ class Resume:
         """Which of the collected tests (node id, kind, runs the baseline config) to carry."""
         listed = list(items)
         carried = {nodeid for nodeid, _, _ in listed if nodeid in self.done}
+        self.refused_now = [nodeid for nodeid, _, _ in listed if nodeid in self.refused]
         lossless_left = any(
             kind == "lossless" and not baseline and nodeid not in carried
             for nodeid, kind, baseline in listed
@@ -148,13 +158,26 @@ class Resume:
         )
         return len(chosen)
 
+    def refusal_lines(self) -> list[str]:
+        """One line per collected test whose carried record was refused."""
+        return [
+            f"dflash: resume: refused the carried result of {nodeid} from {str(self.path)!r}: "
+            f"{self.refused[nodeid]} (edited after its run?); the test runs again"
+            for nodeid in self.refused_now
+        ]
+
     def note(self, configs: int, to_run: int) -> str:
         """The line a resumed run shows after collection."""
         started = self.origin["started"] or "an earlier run"
+        unverified = (
+            ""
+            if self.verified or not self.carried
+            else (" (not verified: the report predates record digests)")
+        )
         return (
             f"dflash: resume: {len(self.carried)} tests carried from {str(self.path)!r} (run "
-            f"of {started}); {configs} config{'s' if configs != 1 else ''} complete there, not "
-            f"restarted; {to_run} test{'s' if to_run != 1 else ''} to run"
+            f"of {started}){unverified}; {configs} config{'s' if configs != 1 else ''} "
+            f"complete there, not restarted; {to_run} test{'s' if to_run != 1 else ''} to run"
         )
 
 
@@ -219,10 +242,12 @@ def _carried_config(
         results.service = dict(data.get("service") or {})
     for entry in data.get("coding") or []:
         if whole or entry.get("nodeid") in nodeids:
-            results.coding[entry["problem"]] = CodingRecord(**_fields(CodingRecord, entry))
+            key = str(entry.get("nodeid") or entry["problem"])
+            results.coding[key] = CodingRecord(**_fields(CodingRecord, entry))
     for entry in data.get("throughput") or []:
         if whole or entry.get("nodeid") in nodeids:
-            results.throughput[entry["case"]] = ThroughputRecord(**_fields(ThroughputRecord, entry))
+            key = str(entry.get("nodeid") or entry["case"])
+            results.throughput[key] = ThroughputRecord(**_fields(ThroughputRecord, entry))
     for nodeid, entry in (data.get("lossless") or {}).items():
         if nodeid in nodeids:
             results.lossless[nodeid] = LosslessRecord(**_fields(LosslessRecord, entry))

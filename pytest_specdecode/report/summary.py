@@ -28,6 +28,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines.append(f"NOTE: {SIM_NOTICE}")
         lines += [f"NOTE: simulator default: {t}" for t in report.get("simulator_defaults") or []]
     lines.extend(_config_table(configs))
+    lines.extend(_carried(configs))
     lines.extend(_coding_times(configs))
     short = short_labels(configs)
     simulated = " (simulated)" if lines and lines[0].startswith("NOTE") else ""
@@ -60,8 +61,37 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
     lines += _break_even(report, simulated)
+    lines += _search(report)
     lines += _gates(report, list(gate_lines))
     return lines
+
+
+def _search(report: dict[str, Any]) -> list[str]:
+    from pytest_specdecode.report.search_summary import summary_lines
+
+    found = summary_lines(report)
+    return ["", *found] if found else []
+
+
+def _carried(configs: list[dict[str, Any]]) -> list[str]:
+    """The results a resumed run carried (not measured again), per config."""
+    lines = []
+    for c in configs:
+        carried = c.get("carried")
+        if not isinstance(carried, dict):
+            continue
+        tests = [str(t) for t in carried.get("tests") or []]
+        shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+        whole = " (the whole config)" if carried.get("whole") else ""
+        lines.append(f"  {c.get('label')}: {len(tests)} carried{whole}: {shown}")
+    if not lines:
+        return []
+    source = next(c["carried"] for c in configs if isinstance(c.get("carried"), dict))
+    head = (
+        f"carried from {source.get('report')!r} (run of {source.get('started')}): "
+        "results of that run, not measured again"
+    )
+    return ["", head, *lines]
 
 
 def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
@@ -72,7 +102,10 @@ def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
     if not shown:
         return ["", "dflash gates FAILED:", *[f"  {line}" for line in failed]] if failed else []
     bad = sum(1 for line in shown if " gate FAILED: " in line)
-    head = f"{len(shown) - bad} passed, {bad} FAILED" if bad else "all passed"
+    unjudged = sum(1 for line in shown if " gate CANNOT JUDGE: " in line)
+    passed = len(shown) - bad - unjudged
+    head = f"{passed} passed, {bad} FAILED" if bad or unjudged else "all passed"
+    head += f", {unjudged} CANNOT JUDGE (which fails too)" if unjudged else ""
     lines = ["", f"dflash gates: {head} (the exit status follows them)"]
     lines += [f"  {line}" for line in shown]
     coding_failed = any(
@@ -114,11 +147,15 @@ def _findings(findings: list[dict[str, Any]]) -> list[str]:
     lines = []
     for spec in dict.fromkeys(str(f.get("spec")) for f in findings):
         mine = [f for f in findings if str(f.get("spec")) == spec]
-        count = {s: sum(1 for f in mine if f.get("status") == s) for s in ("pass", "fail")}
+        count = {
+            s: sum(1 for f in mine if f.get("status") == s)
+            for s in ("pass", "fail", "cannot-judge")
+        }
         unsure = [f for f in mine if f.get("status") == "inconclusive"]
+        unjudged = f", {count['cannot-judge']} cannot be judged" if count["cannot-judge"] else ""
         lines.append(
             f"{spec}: {count['pass']} within the limit, {len(unsure)} inconclusive, "
-            f"{count['fail']} beyond it (95% intervals)"
+            f"{count['fail']} beyond it (95% intervals){unjudged}"
         )
         lines += [f"  {f.get('line')}" for f in unsure]
         lines += _noise_used(mine)

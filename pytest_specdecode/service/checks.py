@@ -25,8 +25,13 @@ from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.service.base import ServiceController, ServiceError
-from pytest_specdecode.service.handle import ServerGone, ServiceHandle, Watch
-from pytest_specdecode.service.identity import Fingerprint
+from pytest_specdecode.service.handle import (
+    ServerGone,
+    ServiceHandle,
+    Watch,
+    http_identity_reader,
+)
+from pytest_specdecode.service.identity import Fingerprint, HttpIdentity
 from pytest_specdecode.service.local import group_running, read_tail
 from pytest_specdecode.service.probe import Look, ProbeFailed, ServerProbe, probe_live
 from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
@@ -77,10 +82,11 @@ class ServerChecks:
             label=config.label(),
             api_key=self.settings.api_key,
             session=self._http,
-            request_timeout=LIVE_PROBE_TIMEOUT,
+            request_timeout=min(LIVE_PROBE_TIMEOUT, self.settings.ready_timeout),
         )
         try:
-            return probe_live(probe)
+            # Never longer than the ready timeout, whatever the server does.
+            return probe_live(probe, self.settings.ready_timeout)
         except ProbeFailed:
             return None
         finally:
@@ -173,6 +179,8 @@ class ServerChecks:
             proof=ready.proof,
             simulated=bool(ready.server_info.get("simulator")),
             watch=watch,
+            read_identity=self.identity_reader(),
+            http_identity=HttpIdentity.of(ready.server_info, None),
         )
 
     def live_handle(self, config: SpecConfig, look: Look) -> ServiceHandle:
@@ -189,6 +197,8 @@ class ServerChecks:
             unverified=list(look.unverified),
             restarted=False,
             simulated=bool(look.info.get("simulator")),
+            read_identity=self.identity_reader(),
+            http_identity=HttpIdentity.of(look.info, None),
         )
 
     def watch(self, controller: ServiceController, config: SpecConfig) -> Watch:
@@ -215,6 +225,10 @@ class ServerChecks:
             )
 
         return gone
+
+    def identity_reader(self) -> Callable[[], HttpIdentity]:
+        """How a handle reads the server's identity again (before figures are filed)."""
+        return http_identity_reader(self.base_url, self.settings.api_key)
 
     def client(self) -> SGLangClient:
         return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)

@@ -5,6 +5,15 @@ the restart was proven) and a watch on the process: :meth:`ServiceHandle.gone`
 says, without a request to the server, whether the controller knows the
 server exited since the gate, so the remaining tests of that config error at
 once instead of asking a dead server.
+
+:meth:`ServiceHandle.changed` says whether the server answering now is still
+the one that passed the gate, from what it shows over HTTP
+(:class:`~pytest_specdecode.service.identity.HttpIdentity`): the
+``/server_info`` fields of the gate and the ``/metrics`` counters first read
+when the config's first test starts, which only grow while one server runs.
+It works in every mode, so an external server or a kept live server replaced
+behind the plugin's back is noticed too; the runners ask it before they file
+a test's figures.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import requests
 from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import ProcessIdentity, ServiceError
+from pytest_specdecode.service.identity import HttpIdentity, IdentityUnreadable, read_http_identity
 
 NOT_PROVEN = "restart not proven"
 
@@ -38,6 +48,19 @@ class ServerGone(ServiceError):
 
 
 Watch = Callable[[], "ServerGone | None"]
+IdentityReader = Callable[[], HttpIdentity]
+
+
+def http_identity_reader(base_url: str, api_key: str | None) -> IdentityReader:
+    """Reads the identity of the server at ``base_url``: one /server_info and one /metrics GET."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def read() -> HttpIdentity:
+        with requests.Session() as session:
+            session.max_redirects = 0
+            return read_http_identity(session, base_url, headers)
+
+    return read
 
 
 def _never_gone() -> ServerGone | None:
@@ -71,6 +94,67 @@ class ServiceHandle:
     host: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
     moves: list[dict[str, str]] = field(default_factory=list)
+    # The identity seen at the gate (fields) and at the first test (counters), and how
+    # to read it again; None: not checked (no reader).
+    read_identity: IdentityReader | None = None
+    http_identity: HttpIdentity | None = None
+    _counters_seen: bool = field(default=False, init=False, repr=False)
+    _changed: str | None = field(default=None, init=False, repr=False)
+
+    def note_identity(self) -> None:
+        """Take the counters to compare with, once (when the config's first test starts)."""
+        if self.read_identity is None or self._counters_seen:
+            return
+        self._counters_seen = True
+        try:
+            now = self.read_identity()
+        except IdentityUnreadable:
+            return  # changed() says so, when figures are about to be filed
+        gate = self.http_identity or HttpIdentity(now.fields, ())
+        found = gate.changed(HttpIdentity(now.fields, ()))
+        if found:
+            self._changed = self._line(found)
+        self.http_identity = HttpIdentity(gate.fields, now.counters)
+
+    def known_change(self) -> str | None:
+        """The change already seen (no request), or None."""
+        return self._changed
+
+    def changed(self) -> str | None:
+        """The one line saying the server is not the one of the gate, or None.
+
+        A change is final: every later test of the config gets the same line.
+        """
+        if self._changed is not None or self.read_identity is None:
+            return self._changed
+        self.note_identity()
+        if self._changed is not None:
+            return self._changed
+        try:
+            now = self.read_identity()
+        except IdentityUnreadable as exc:
+            if self.gone(settle=2.0) is not None:
+                # The process the plugin watches answered, then exited: its figures are
+                # its own, and the death is reported (the config's next tests error).
+                return None
+            return (
+                f"cannot tell whether the server at {self.base_url} is still the one that "
+                f"passed the gate ({exc}); its figures are not filed under "
+                f"{self.config.label()}"
+            )
+        before = self.http_identity or now
+        found = before.changed(now)
+        if found:
+            self._changed = self._line(found)
+            return self._changed
+        self.http_identity = now  # counters only grow: compare with the latest
+        return None
+
+    def _line(self, what: str) -> str:
+        return (
+            f"the server at {self.base_url} changed between the gate and this test: {what}; "
+            f"its figures are not filed under {self.config.label()}"
+        )
 
     def gone(self, *, settle: float = 0.0) -> ServerGone | None:
         """Why the server is known to be gone, or None (running, or unknowable).

@@ -10,17 +10,32 @@ Over HTTP, a server shows what it is in ``/server_info``: ``launch_command``
 start-up unless ``--random-seed`` is given). A change in either between
 before and after a restart proves a new process answers; their equality
 proves nothing (the same command line restarted looks the same).
+
+For a server the plugin does not run (external mode, a kept live server, one
+another worker brought up) the identity is what it shows over HTTP
+(:class:`HttpIdentity`): those ``/server_info`` fields and the monotonic
+counters of ``/metrics``, which go back to zero when a server restarts. The
+handle compares it with the one seen at the gate before a test's figures are
+filed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import requests
+
+from pytest_specdecode import wire
+from pytest_specdecode.client import prometheus_value
+from pytest_specdecode.service.base import ServiceError
 
 _LISTEN = "0A"
 _PROC = "/proc"
@@ -166,3 +181,119 @@ class Fingerprint:
         if self.random_seed is not None and self.random_seed != before.random_seed:
             return f"random_seed changed ({before.random_seed} -> {self.random_seed})"
         return None
+
+
+# -- identity over HTTP: what a server shows of itself, for servers the plugin does not run --
+
+IDENTITY_FIELDS = (
+    "launch_command",
+    "version",
+    "random_seed",
+    "model_path",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculative_num_draft_tokens",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_draft_window_size",
+    "speculative_ddtree_budget",
+)
+"""``/server_info`` fields that stay put while one server process runs."""
+
+COUNTERS = (
+    "sglang:num_requests_total",
+    "sglang:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+)
+"""Monotonic ``/metrics`` counters: a restarted server counts from zero again."""
+
+IDENTITY_CAP = 16 << 20
+"""Bytes of one identity answer (``/server_info`` or ``/metrics``)."""
+
+
+class IdentityUnreadable(ServiceError):
+    """``/server_info`` could not be read; the message is one line."""
+
+
+@dataclass(frozen=True)
+class HttpIdentity:
+    """The fields and counters of one look at a server over HTTP."""
+
+    fields: tuple[tuple[str, str], ...]
+    counters: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def of(cls, info: Mapping[str, Any], metrics: str | None) -> HttpIdentity:
+        """From a ``/server_info`` answer and the ``/metrics`` text (None: not served)."""
+        fields = tuple((name, repr(info[name])) for name in IDENTITY_FIELDS if name in info)
+        counters: list[tuple[str, float]] = []
+        for name in COUNTERS if metrics is not None else ():
+            value = prometheus_value(metrics or "", name)
+            if value is not None:
+                counters.append((name, value))
+        return cls(fields, tuple(counters))
+
+    def changed(self, now: HttpIdentity) -> str | None:
+        """What shows that ``now`` is another server than ``self``, or None."""
+        before, after = dict(self.fields), dict(now.fields)
+        for name in IDENTITY_FIELDS:
+            if before.get(name) != after.get(name):
+                was, got = before.get(name, "(absent)"), after.get(name, "(absent)")
+                return f"{name} {_short(was)} -> {_short(got)}"
+        counted = dict(now.counters)
+        for name, value in self.counters:
+            if name not in counted:
+                return f"/metrics no longer shows {name}"
+            if counted[name] < value:
+                return (
+                    f"{name} went back from {value:g} to {counted[name]:g} "
+                    "(a restarted server counts from zero)"
+                )
+        return None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_http_identity(
+    session: Any, base_url: str, headers: Mapping[str, str], timeout: float = 10.0
+) -> HttpIdentity:
+    """One ``/server_info`` and one ``/metrics`` GET, each within ``timeout`` and a size cap.
+
+    Raises :class:`IdentityUnreadable` when ``/server_info`` gives no object;
+    a ``/metrics`` that is not served (no ``--enable-metrics``) gives no counters.
+    """
+    info_text = _get(session, base_url + "/server_info", headers, timeout)
+    if info_text is None:
+        raise IdentityUnreadable(f"GET {base_url}/server_info did not answer 200")
+    try:
+        info = json.loads(info_text)
+    except ValueError:
+        raise IdentityUnreadable(f"GET {base_url}/server_info is not JSON") from None
+    if not isinstance(info, dict):
+        raise IdentityUnreadable(f"GET {base_url}/server_info is not a JSON object")
+    return HttpIdentity.of(info, _get(session, base_url + "/metrics", headers, timeout))
+
+
+def _get(session: Any, url: str, headers: Mapping[str, str], timeout: float) -> str | None:
+    """The body of a 200 answer (bounded), None for any other status; never follows a redirect."""
+    try:
+        resp = session.get(
+            url, timeout=timeout, headers=dict(headers), stream=True, allow_redirects=False
+        )
+    except requests.RequestException as exc:
+        raise IdentityUnreadable(f"GET {url} failed ({type(exc).__name__})") from None
+    try:
+        if int(resp.status_code) != 200:
+            return None
+        chunks = wire.read_chunks(
+            resp.raw, deadline=time.monotonic() + timeout, stall=timeout, cap=IDENTITY_CAP
+        )
+        return wire.read_body(chunks).decode("utf-8", "replace")
+    except wire.BoundExceeded as exc:
+        raise IdentityUnreadable(f"GET {url} {exc}") from None
+    except Exception as exc:
+        raise IdentityUnreadable(f"GET {url} failed reading ({type(exc).__name__})") from None
+    finally:
+        resp.close()

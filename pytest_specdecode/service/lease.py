@@ -38,6 +38,7 @@ from typing import Any
 from filelock import FileLock
 
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.service.ownership import Registry
 
 
 class LeaseTimeout(SpecDecodeError):
@@ -114,6 +115,7 @@ class HostLease:
         self._workers = directory / "workers"
         self.active_path = directory / f"{safe}.active"
         self._lock = FileLock(str(directory / f"{safe}.lock"))
+        self.registry = Registry(directory, alive=alive)
         self.worker = worker
         self.pid = os.getpid() if pid is None else pid
         self._poll = poll_interval
@@ -224,6 +226,9 @@ class HostLease:
                     not scheduled or active in (key, None) or self._abandoned(holders)
                 )
                 if may_switch:
+                    # A worker that died left its server running (killed mid-start or
+                    # after): stop it through the record, so it holds no port.
+                    self.registry.reap()
                     old = state["server"]
                     state["switching"] = {"worker": self.worker, "pid": self.pid, "key": key}
                     state["live"] = None

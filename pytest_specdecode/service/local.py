@@ -27,6 +27,7 @@ from pytest_specdecode.service.base import (
     ServiceStartError,
     last_lines,
 )
+from pytest_specdecode.service.ownership import Registry, parent_death_signal
 
 # Enough for 30 long log lines without reading a multi-GB log.
 _TAIL_BYTES = 256 * 1024
@@ -64,6 +65,9 @@ class LocalController:
         self._identity: ProcessIdentity | None = None
         self._port: int | None = None
         self._count = 0
+        # Under xdist: where each started server is recorded, so whoever outlives
+        # this worker can stop it (set by the service manager).
+        self.registry: Registry | None = None
 
     @property
     def log_path(self) -> Path | None:
@@ -95,6 +99,10 @@ class LocalController:
                 env=env,
                 cwd=self._cwd,
                 start_new_session=True,
+                # Nothing the run started outlives it: the server ends with this process.
+                # Not under xdist (a registry): other workers may use it after this one
+                # exits; there whoever outlives the owner stops it through the record.
+                preexec_fn=parent_death_signal() if self.registry is None else None,
             )
         except OSError as exc:
             log.close()
@@ -103,6 +111,8 @@ class LocalController:
                 f"{exc.strerror or exc}; check the launch command {launch.shell!r}"
             ) from exc
         self._log_file = log
+        if self.registry is not None:  # before the readiness wait: a kill there is covered
+            self.registry.record(self._proc.pid, port=launch.port, label=launch.label)
         started = datetime.now().isoformat(sep=" ", timespec="seconds")
         self._identity = ProcessIdentity(
             kind=self.kind, pid=self._proc.pid, started=started, command=launch.shell
@@ -188,6 +198,8 @@ class LocalController:
         try:
             if proc is not None:
                 _stop_group(proc, self._stop_grace, self._clock, self._sleep)
+                if self.registry is not None:
+                    self.registry.forget(proc.pid)
         finally:
             if self._log_file is not None:
                 self._log_file.close()

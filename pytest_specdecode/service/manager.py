@@ -303,6 +303,9 @@ class ServiceManager:
     def _get_controller(self, log_dir: Path) -> ServiceController:
         if self._controller is None:
             self._controller = self._factory(self.settings, log_dir, self.root, self.target)
+            if self.lease is not None and hasattr(self._controller, "registry"):
+                # Local servers of a worker are recorded in the lease directory.
+                self._controller.registry = self.lease.registry
         return self._controller
 
     def _drop_live(self) -> None:

@@ -12,13 +12,20 @@ another worker brought up, and external mode. What it can see:
   ``verified``, or ``verifying`` with the mismatches
 
 Some answers are final, whatever the timeout: 401/403 (API key), 404 (not an
-SGLang server) and a listener that accepts TCP connections but answers no
-HTTP request at all (another program holds the port). They raise
+SGLang server), a redirect (never followed: another host's answer is not this
+server's) and a listener that accepts TCP connections but answers no HTTP
+request at all (another program holds the port). They raise
 :class:`ProbeFailed` at once.
+
+One look never takes longer than the budget it is given, bodies included:
+every request is bounded by the time left of that budget, a body is read
+within it and under a size cap, and the health answer's body is not read.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -26,6 +33,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from pytest_specdecode import wire
 from pytest_specdecode.errors import SpecDecodeError
 
 LOADING = "loading"
@@ -40,6 +48,9 @@ HEALTH_PATH = "/health_generate"
 # Answered by uvicorn at once, without generating: tells "busy" from "not HTTP".
 QUICK_PATH = "/model_info"
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+INFO_CAP = 16 << 20
+"""Bytes of a ``/server_info`` answer (a real one is a few KiB)."""
+MIN_WAIT = 0.05
 
 
 @runtime_checkable
@@ -105,18 +116,20 @@ class ServerProbe:
         self.silent_timeout = silent_timeout
         self.answered = False
         self._info_path: str | None = None
+        self._end = time.monotonic() + request_timeout
 
     def close(self) -> None:
         if self._own_session:
             self.session.close()
 
     def look(self, budget: float | None = None) -> Look:
-        """Health, then ``/server_info`` + verify if healthy; each request within ``budget`` s."""
-        limit = self.request_timeout if budget is None else max(0.05, budget)
+        """Health, then ``/server_info`` + verify if healthy; all of it within ``budget`` s."""
+        limit = self.request_timeout if budget is None else max(MIN_WAIT, budget)
+        self._end = time.monotonic() + limit
         health = self._health(limit)
         if health is not None:
             return health
-        info = self._server_info(min(self.request_timeout, limit))
+        info = self._server_info(self._left(self.request_timeout))
         if isinstance(info, Look):
             return info
         result = self.verify(info)
@@ -128,8 +141,41 @@ class ServerProbe:
             return Look(VERIFYING, mismatches[0], info, mismatches, unverified)
         return Look(VERIFIED, "/server_info matches", info, [], unverified)
 
+    def _left(self, timeout: float) -> float:
+        """``timeout``, cut to what is left of this look's budget."""
+        return max(MIN_WAIT, min(timeout, self._end - time.monotonic()))
+
     def _get(self, path: str, timeout: float) -> requests.Response:
-        return self.session.get(self.url + path, timeout=timeout, headers=self.headers)
+        """GET with the body left unread (``stream``); a redirect is final."""
+        timeout = self._left(timeout)
+        resp = self.session.get(
+            self.url + path,
+            timeout=timeout,
+            headers=self.headers,
+            stream=True,
+            allow_redirects=False,
+        )
+        status = int(resp.status_code)
+        if 300 <= status < 400:
+            location = (getattr(resp, "headers", None) or {}).get("Location") or ""
+            resp.close()
+            where = wire.scrub_location(location) if location else "nowhere (no Location)"
+            raise ProbeFailed(
+                f"server at {self.url} answered HTTP {status} on {path} redirecting to {where} "
+                f"for config {self.label!r}: redirects are never followed; point the plugin "
+                "at the server itself",
+                reason="redirect",
+                config=self.label,
+            )
+        return resp
+
+    def _json(self, resp: requests.Response, timeout: float) -> Any:
+        """The body as JSON, read within ``timeout`` and under ``INFO_CAP``."""
+        left = self._left(timeout)
+        chunks = wire.read_chunks(
+            resp.raw, deadline=time.monotonic() + left, stall=left, cap=INFO_CAP
+        )
+        return json.loads(wire.read_body(chunks))
 
     def _health(self, limit: float) -> Look | None:
         """None when healthy (HTTP 200); else what the server is doing."""
@@ -166,11 +212,16 @@ class ServerProbe:
         return Look(UNHEALTHY, f"HTTP {status}")
 
     def _check_not_silent(self) -> None:
+        full = self._left(self.silent_timeout) >= self.silent_timeout
         try:
             self._get(QUICK_PATH, self.silent_timeout).close()
+        except ProbeFailed:
+            return  # it answered HTTP (a redirect): not a silent listener
         except requests.exceptions.ConnectTimeout:
             return
         except requests.exceptions.Timeout:
+            if not full:
+                return  # cut short by the budget: cannot tell
             port = urlsplit(self.url).port
             raise ProbeFailed(
                 f"{self.url} accepts TCP connections but answered no HTTP request within "
@@ -211,9 +262,13 @@ class ServerProbe:
                 if status != 200:
                     return Look(VERIFYING, f"GET {path}: HTTP {status}")
                 try:
-                    data = resp.json()
+                    data = self._json(resp, timeout)
                 except ValueError:
                     return Look(VERIFYING, f"GET {path}: not JSON")
+                except wire.BoundExceeded as exc:
+                    return Look(VERIFYING, f"GET {path}: {exc}")
+                except requests.exceptions.RequestException as exc:
+                    return Look(VERIFYING, f"GET {path} failed: {type(exc).__name__}")
             finally:
                 resp.close()
             if not isinstance(data, dict):
@@ -223,15 +278,21 @@ class ServerProbe:
         return Look(VERIFYING, f"GET {SERVER_INFO_PATHS[-1]}: HTTP 404")
 
 
-def probe_live(probe: ServerProbe) -> Look:
+def probe_live(probe: ServerProbe, budget: float | None = None) -> Look:
     """One verdict on a server that should already be up (auto mode, joining workers).
 
     A server that is merely busy (health slow, ``/model_info`` answered) gets a
-    second look with the full request timeout.
+    second look with the full request timeout; both within ``budget`` seconds
+    (the ready timeout) when given.
     """
-    look = probe.look()
+    end = None if budget is None else time.monotonic() + budget
+    look = probe.look(budget)
     if look.phase == UNRESPONSIVE:
-        look = probe.look()
+        if end is None:
+            return probe.look()
+        left = end - time.monotonic()
+        if left > MIN_WAIT:
+            look = probe.look(left)
     return look
 
 

@@ -39,6 +39,7 @@ from pytest_specdecode.config.settings import Host, Settings, SettingsError
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.local import stop_group_id
+from pytest_specdecode.service.ownership import Registry
 from pytest_specdecode.service.placement import (
     SharedPlacement,
     down_hosts,
@@ -445,7 +446,9 @@ class XdistController:
 
 
 def stop_local_servers(lease_dir: Path) -> None:
-    """Stop every local server a worker left running (recorded in the lease files)."""
+    """Stop every local server a worker left running (recorded in the lease files), and
+    every server a worker started and did not stop (the servers' records)."""
+    Registry(lease_dir / LEASES).reap(only_orphans=False)
     for path in (lease_dir / LEASES).glob("*.json"):
         try:
             server = json.loads(path.read_text(encoding="utf-8")).get("server") or {}

@@ -130,7 +130,8 @@ class CaseRow:
         """The per-round values of ``metric`` (a run saved without them: its one value)."""
         intervals = self.extra_info.get("intervals")
         found = intervals.get(metric) if isinstance(intervals, Mapping) else None
-        values = stats.clean(found.get("values") or []) if isinstance(found, Mapping) else []
+        listed = found.get("values") if isinstance(found, Mapping) else None
+        values = stats.clean(listed) if isinstance(listed, list) else []
         if values:
             return values
         point = getattr(self, metric, None) if metric in METRICS else self.extra_info.get(metric)
@@ -162,13 +163,19 @@ def pairing_key(fullname: str, extra_info: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def row_from_benchmark(bench: Mapping[str, Any]) -> CaseRow:
-    """A :class:`CaseRow` from one entry of a saved run's ``benchmarks`` list."""
+    """A :class:`CaseRow` from one entry of a saved run's ``benchmarks`` list.
+
+    Whatever the entry holds (another plugin's, an older format, a hand edit), the
+    row has no figure it did not state as a number: the gate then cannot judge it."""
+    if not isinstance(bench, Mapping):
+        bench = {}
     fullname = str(bench.get("fullname") or bench.get("name") or "?")
-    info = bench.get("extra_info") or {}
+    info = bench.get("extra_info")
+    info = info if isinstance(info, Mapping) else {}
     return CaseRow(
         key=pairing_key(fullname, info),
         fullname=fullname,
@@ -185,6 +192,8 @@ def load_run(path: str | Path) -> list[CaseRow]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         benches = data["benchmarks"]
+        if not isinstance(benches, list):
+            raise TypeError(f"'benchmarks' is a {type(benches).__name__}, not a list")
         return [row_from_benchmark(b) for b in benches]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CompareError(
@@ -351,9 +360,18 @@ def parse_fail_spec(text: str) -> FailSpec:
     return FailSpec(m["metric"], float(m["num"]), bool(m["pct"]))
 
 
+CANNOT_JUDGE = "cannot-judge"
+"""A finding's status when the gate lacks what it needs to judge: it fails the run."""
+
+
 @dataclass(frozen=True)
 class Finding:
-    """What a fail spec says about one case: ``fail``, ``pass`` or ``inconclusive``.
+    """What a fail spec says about one case: ``fail``, ``pass``, ``inconclusive``, or
+    :data:`CANNOT_JUDGE` (the saved run lacks the figure; ``line`` says what is missing).
+
+    A case this run measured that the saved run does not have is *not compared* (no
+    finding): a new case has no baseline. A spec with no finding at all compared
+    nothing, and that is a :data:`CANNOT_JUDGE` finding of its own (:func:`check`).
 
     ``noise`` says which noise the interval used (``within-run``, ``between-run``,
     or ``within-run only`` when too few saved runs were found), ``saved_runs``
@@ -408,24 +426,39 @@ def _shown(spec: FailSpec, value: float | None) -> str:
     return f"{value:+.1f}%" if spec.percent else f"{value:+.2f}"
 
 
-def judge(delta: CaseDelta, spec: FailSpec, history: History | None = None) -> Finding | None:
-    """The verdict of ``spec`` on one case; None when the baseline lacks the metric.
+def judge(
+    delta: CaseDelta, spec: FailSpec, history: History | None = None, saved: str = ""
+) -> Finding | None:
+    """The verdict of ``spec`` on one case; None when the case is not compared (the
+    saved run does not have it, or neither run has the metric).
 
     A case present in the baseline but missing now (or lacking the metric)
-    fails: a gate must not pass because the numbers vanished. With ``history``
+    fails: a gate must not pass because the numbers vanished. A case both runs
+    have whose saved figure is missing (or, for a relative limit, not positive)
+    cannot be judged. ``saved`` names the saved run in that line. With ``history``
     (the saved runs found), the interval is the wider of the within-run one and
     the between-run one (:data:`~pytest_specdecode.throughput.stats.BETWEEN_METHOD`).
     """
+    if delta.base is None:
+        return None
     base = delta.value(spec.metric, "base")
     if base is None:
-        return None
+        if delta.current is None:
+            return None
+        why = "" if delta.base.extra_info else " (its entry has no extra_info)"
+        line = f"the saved run {saved or '?'} has no {spec.metric} for {delta.case}{why}"
+        return Finding(delta.case, spec, CANNOT_JUDGE, line)
     now = delta.value(spec.metric, "current")
     if now is None:
         was = figures.metric(spec.metric, base)
         line = f"{delta.case}: {spec.metric} missing in the current run (was {was})"
         return Finding(delta.case, spec, "fail", line)
     if spec.percent and base <= 0:
-        return None
+        line = (
+            f"the saved run {saved or '?'} has {spec.metric} {figures.plain(base)} for "
+            f"{delta.case}: a relative change from it is undefined"
+        )
+        return Finding(delta.case, spec, CANNOT_JUDGE, line)
     change = delta.change_interval(spec.metric, percent=spec.percent)
     assert change is not None
     change, noise, note, k = _noise(delta, spec, change, history)
@@ -472,11 +505,32 @@ def _judged(
 
 
 def check(
-    deltas: Iterable[CaseDelta], specs: Iterable[FailSpec], history: History | None = None
+    deltas: Iterable[CaseDelta],
+    specs: Iterable[FailSpec],
+    history: History | None = None,
+    saved: str = "",
 ) -> list[Finding]:
-    """Every spec's verdict on every case that has a baseline."""
-    specs = list(specs)
-    return [f for d in deltas for spec in specs if (f := judge(d, spec, history)) is not None]
+    """Every spec's verdict on every case that has a baseline; a spec that compared
+    no case at all gets one :data:`CANNOT_JUDGE` finding saying why."""
+    specs, deltas = list(specs), list(deltas)
+    found: list[Finding] = []
+    compared: set[FailSpec] = set()
+    for d in deltas:
+        for spec in specs:
+            if (f := judge(d, spec, history, saved)) is not None:
+                found.append(f)
+                if d.current is not None and f.status != CANNOT_JUDGE:
+                    compared.add(spec)
+    measured = sum(1 for d in deltas if d.current is not None)
+    for spec in specs:
+        if spec in compared or any(f.spec == spec and f.status == CANNOT_JUDGE for f in found):
+            continue
+        if not measured:
+            why = "this run measured no throughput case"
+        else:
+            why = f"the saved run {saved or '?'} has none of this run's {measured} case(s)"
+        found.append(Finding("*", spec, CANNOT_JUDGE, f"nothing compared: {why}"))
+    return found
 
 
 def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[str]:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pytest_specdecode import replies
 from pytest_specdecode.client import GenerateResult, SGLangClient
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
@@ -202,6 +203,7 @@ def run_case(
     sleep: Sleep = asyncio.sleep,
     continuous: int = 0,
     limits: Limits = DEFAULT_LIMITS,
+    bounds: replies.DraftBounds = replies.UNKNOWN,
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -215,7 +217,9 @@ def run_case(
     displays; without it (pytest-benchmark is
     off under xdist) the rounds are timed here. A failed request raises
     :class:`ThroughputError` with the server's error text. ``slo`` adds
-    goodput and attainment to the metrics.
+    goodput and attainment to the metrics. ``bounds`` (the config's draft
+    positions) is what every counted reply is checked against before it
+    becomes a figure (:mod:`pytest_specdecode.replies`).
 
     A request-rate case sends its warm-up round all at once and its counted
     rounds at seeded Poisson arrivals (``case.id`` and the round number).
@@ -284,7 +288,7 @@ def run_case(
             iterations=1,
         )
     mode = "rate" if case.open_loop else ("continuous" if continuous else "rounds")
-    metrics = case_metrics(case, counted, slo=slo, load_mode=mode)
+    metrics = case_metrics(case, counted, slo=slo, load_mode=mode, bounds=bounds)
     if benchmark is not None:
         benchmark.extra_info.update(metrics.to_extra_info())
         if config is not None:

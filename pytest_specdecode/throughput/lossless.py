@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode import replies
 from pytest_specdecode.client import SGLangClient
 
 BASELINE_FORMAT = 1
@@ -115,11 +116,15 @@ def collect_greedy(
     client: SGLangClient,
     prompts: Mapping[str, str],
     max_new_tokens: int,
+    *,
+    bounds: replies.DraftBounds = replies.UNKNOWN,
 ) -> list[GreedyOutput]:
-    """Greedy (temperature 0) outputs of ``prompts`` (id -> text) from ``client``'s server."""
+    """Greedy (temperature 0) outputs of ``prompts`` (id -> text) from ``client``'s server;
+    each reply checked against ``bounds`` first (raises ``ImplausibleReply``)."""
     outputs = []
     for prompt_id, text in prompts.items():
         result = client.generate(text, max_new_tokens=max_new_tokens, temperature=0.0)
+        replies.check(result, max_new_tokens, bounds)
         ids = None if result.output_ids is None else tuple(result.output_ids)
         outputs.append(GreedyOutput(prompt_id, text, result.text, ids))
     return outputs

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pytest_specdecode import replies
 from pytest_specdecode.config.load_options import Slo, slo_text
 from pytest_specdecode.throughput import stats
 from pytest_specdecode.throughput.quality import TextSample
@@ -243,10 +244,18 @@ def case_metrics(
     *,
     slo: Slo = (),
     load_mode: str | None = None,
+    bounds: replies.DraftBounds = replies.UNKNOWN,
 ) -> CaseMetrics:
-    """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`."""
+    """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`.
+
+    Every reply is checked first against what a server running the config
+    (``bounds``) could have produced for ``case.max_tokens``: an impossible
+    one raises :class:`~pytest_specdecode.replies.ImplausibleReply` and
+    becomes no figure.
+    """
     rounds = list(rounds)
     results = [r for rnd in rounds for r in rnd.results]
+    replies.check_all(results, case.max_tokens, bounds)
     errors = sum(len(rnd.errors) for rnd in rounds)
     wall = sum(rnd.wall_time for rnd in rounds)
     tokens = sum(r.completion_tokens for r in results)

@@ -171,6 +171,10 @@ class FakeClient:
 class FakeService:
     client: FakeClient
     config: SpecConfig = field(default_factory=lambda: SpecConfig(budget=8))
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+    def changed(self) -> str | None:
+        return None  # the server of the gate throughout
 
 
 @dataclass

@@ -70,6 +70,10 @@ class PipelineClient:
 class FakeService:
     client: PipelineClient
     config: SpecConfig = field(default_factory=lambda: SpecConfig(budget=8))
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+    def changed(self) -> str | None:
+        return None  # the server of the gate throughout
 
 
 @dataclass

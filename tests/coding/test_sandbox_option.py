@@ -88,6 +88,10 @@ class FakeClient:
 class FakeService:
     client: FakeClient = field(default_factory=FakeClient)
     config: SpecConfig = field(default_factory=SpecConfig)
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+    def changed(self) -> str | None:
+        return None  # the server of the gate throughout
 
 
 @dataclass

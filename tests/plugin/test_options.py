@@ -91,6 +91,17 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
         (["--dflash-config", "budget=x"], "*budget*"),
         (["--dflash-config", "budgte=8"], "*budgte*"),
         (["--dflash-sweep", "budget="], "*--dflash-sweep*"),
+        (["--dflash-search", "budget="], "*--dflash-search*"),
+        (
+            ["--dflash-search", "budget=4", "--dflash-sweep", "budget=8"],
+            "*--dflash-sweep and --dflash-search are both given*",
+        ),
+        (["--dflash-search-seed", "3"], "*--dflash-search-seed needs --dflash-search SPACE*"),
+        (["--dflash-search", "budget=4,8", "--dflash-search-restarts", "0"], "*expected an*"),
+        (
+            ["--dflash-search", "budget=4,8", "--dflash-search-metric", "speedup"],
+            "*--dflash-search-metric speedup needs a baseline*",
+        ),
         (["--dflash-host", "gpu1"], "*--dflash-host gpu1 needs a way to restart the server*"),
         (["--dflash-control", "systemd"], "*--dflash-control systemd needs --dflash-host*"),
         (["--dflash-compare", "9999"], "*--dflash-compare*9999*"),
@@ -238,6 +249,18 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-dialect": (["--dflash-dialect", "ddtree"], "ddtree", []),
     "--dflash-draft-model": (["--dflash-draft-model", "/m/d"], "/m/d", []),
     "--dflash-sweep": (["--dflash-sweep", "budget=4,8"], "budget=4,8", []),
+    "--dflash-search": (["--dflash-search", "budget=4,8"], "budget=4,8", []),
+    "--dflash-search-restarts": (
+        ["--dflash-search-restarts", "5"],
+        "5",
+        ["--dflash-search", "budget=4,8"],
+    ),
+    "--dflash-search-metric": (
+        ["--dflash-search-metric", "tok_s"],
+        "tok_s",
+        ["--dflash-search", "budget=4,8"],
+    ),
+    "--dflash-search-seed": (["--dflash-search-seed", "3"], "3", ["--dflash-search", "budget=4,8"]),
     "--dflash-min-pass-rate": (["--dflash-min-pass-rate", "80%"], "0.8", []),
     "--dflash-problems": (
         ["--dflash-problems", "/p/a.toml", "--dflash-problems", "/p/b.toml"],

@@ -194,7 +194,8 @@ def test_the_default_report_keeps_the_latest_and_a_copy_per_run(tmp_path: Path) 
     latest = tmp_path / "out" / "report.json"
     copies = sorted((tmp_path / "out").glob("report-*.json"))
     assert len(copies) == 2, copies
-    assert all(re.fullmatch(r"report-\d{8}T\d{6}Z(-2)?\.json", c.name) for c in copies)
+    # Named by start time, pid and a random part: no other run can take the name.
+    assert all(re.fullmatch(r"report-\d{8}T\d{6}Z-\d+-[0-9a-f]{8}\.json", c.name) for c in copies)
     measured_in = [json.loads(c.read_text())["configs"][0]["throughput"] for c in copies]
     assert sorted(t[0]["metrics"]["tok_s"] for t in measured_in) == [100.0, 200.0]
     assert outputs.report_copy in copies

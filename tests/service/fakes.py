@@ -10,7 +10,9 @@ and the manager run their real state machines in milliseconds.
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,11 +48,25 @@ class FakeClock:
         self.now += seconds
 
 
+class FakeRaw:
+    """The body of a :class:`FakeResponse` as urllib3 hands it out (``read1``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._data.read1(size)
+
+
 class FakeResponse:
-    def __init__(self, status: int, body: Any = None) -> None:
+    def __init__(
+        self, status: int, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> None:
         self.status_code = status
         self._body = body
         self.closed = False
+        self.headers = dict(headers or {})
+        self.raw = FakeRaw(b"" if body is None else json.dumps(body).encode())
 
     def json(self) -> Any:
         if self._body is None:
@@ -82,8 +98,11 @@ class FakeSession:
         self.behaviour = behaviour
         self.calls: list[tuple[str, float, dict[str, str]]] = []
 
-    def get(self, url: str, *, timeout: float, headers: Mapping[str, str]) -> FakeResponse:
+    def get(
+        self, url: str, *, timeout: float, headers: Mapping[str, str], **kwargs: Any
+    ) -> FakeResponse:
         assert 0 < timeout <= 30.0
+        assert kwargs == {"stream": True, "allow_redirects": False}, kwargs
         path = urlsplit(url).path
         self.calls.append((path, self.clock.now - self.start, dict(headers)))
         outcome = self.behaviour(path, self.clock.now - self.start)

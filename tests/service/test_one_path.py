@@ -64,10 +64,10 @@ class Spied:
         session = FakeSession(self.clock, self.server.behaviour)
         real_get, real_look = session.get, probe_module.ServerProbe.look
 
-        def get(url: str, *, timeout: float, headers: Any) -> FakeResponse:
+        def get(url: str, *, timeout: float, headers: Any, **kwargs: Any) -> FakeResponse:
             if not self._inside:
                 self.outside.append(url)
-            return real_get(url, timeout=timeout, headers=headers)
+            return real_get(url, timeout=timeout, headers=headers, **kwargs)
 
         def look(probe: probe_module.ServerProbe, budget: float | None = None) -> Any:
             self.callers.append(inspect.stack()[1].function)

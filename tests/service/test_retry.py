@@ -211,10 +211,10 @@ class Hosts:
         hosts = self
 
         class ByHost(FakeSession):
-            def get(self, url: str, *, timeout: float, headers: Any) -> FakeResponse:
+            def get(self, url: str, *, timeout: float, headers: Any, **kwargs: Any) -> FakeResponse:
                 server = hosts.servers.get(urlsplit(url).hostname or "")
                 self.behaviour = server.behaviour if server else (lambda p, t: _refused())
-                return super().get(url, timeout=timeout, headers=headers)
+                return super().get(url, timeout=timeout, headers=headers, **kwargs)
 
         return ByHost(self.clock, self.behaviour)
 

@@ -1,7 +1,14 @@
-"""Fixtures for the throughput tests: a tiny scripted HTTP server, the real simulator."""
+"""Fixtures for the throughput tests: a tiny scripted HTTP server, the real simulator.
+
+The scripted server is also the hostile SGLang server of the I/O tests: its
+``Script`` can make it stream forever, send one byte at a time, send one huge
+SSE line, report impossible counts, redirect, answer health slowly, or show
+another identity (``/server_info`` and ``/metrics``) from a given request on.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -38,6 +45,29 @@ class Script:
     barrier: threading.Barrier | None = None  # streams wait here until enough are in flight
     redirect: str | None = None  # /generate answers 307 to this Location
     auth: list[str | None] = field(default_factory=list)  # Authorization of each /generate
+    # -- hostile modes ---------------------------------------------------
+    endless: bool = False  # /generate streams events and never ends
+    slow_bytes: float | None = None  # /generate body: one byte every this many seconds
+    huge_line: int | None = None  # /generate streams one SSE line of this many bytes
+    meta_overrides: dict[str, Any] = field(default_factory=dict)  # impossible counts
+    redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
+    health_delay: float = 0.0  # /health_generate answers after this many seconds
+    slow_info: float | None = None  # /server_info body: one byte every this many seconds
+    slow_headers: float | None = None  # every answer's headers: one byte every this many s
+    info: dict[str, Any] = field(
+        default_factory=lambda: {"speculative_algorithm": "DFLASH", "launch_command": "sglang a"}
+    )
+    generation_tokens: float = 42.0  # sglang:generation_tokens_total
+    swap_after: int | None = None  # from this /server_info request on, another server
+    swapped_info: dict[str, Any] = field(
+        default_factory=lambda: {"speculative_algorithm": "DFLASH", "launch_command": "sglang b"}
+    )
+    info_requests: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def swapped(self) -> bool:
+        return self.swap_after is not None and self.info_requests >= self.swap_after
 
 
 def fake_token_count(text: str) -> int:
@@ -80,17 +110,65 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return json.loads(raw) if raw else None
 
+    def _dribble(self, body: bytes, gap: float) -> None:
+        """A JSON answer sent one byte every ``gap`` seconds."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        for i in range(len(body)):
+            if self.script.stop.wait(gap):
+                return
+            self.wfile.write(body[i : i + 1])
+            self.wfile.flush()
+
+    def _redirect(self) -> bool:
+        location = self.script.redirects.get(self.path)
+        if location is None:
+            return False
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return True
+
+    def _dribble_headers(self) -> bool:
+        gap = self.script.slow_headers
+        if gap is None:
+            return False
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        self.wfile.flush()
+        for byte in b"X-Slow: " + b"x" * 60_000:
+            if self.script.stop.wait(gap):
+                break
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+        return True
+
     def do_GET(self) -> None:
         s = self.script
         s.requests.append(("GET", self.path, None))
+        if self._dribble_headers() or self._redirect():
+            return
         if self.path == "/server_info" and s.old_endpoints:
             self._send_json(404, {"detail": "Not Found"})
         elif self.path in ("/server_info", "/get_server_info"):
-            self._send_json(200, {"speculative_algorithm": "DFLASH", "path": self.path})
+            s.info_requests += 1
+            info = s.swapped_info if s.swapped else s.info
+            if s.slow_info is not None:
+                self._dribble(json.dumps({**info, "pad": "x" * 100_000}).encode(), s.slow_info)
+                return
+            self._send_json(200, {**info, "path": self.path})
         elif self.path == "/model_info":
             self._send_json(200, {"model_path": "fake"})
+        elif self.path == "/health_generate":
+            if s.health_delay:
+                s.stop.wait(s.health_delay)  # a server busy generating its health token
+            self._send_json(200, {})
         elif self.path == "/metrics":
-            body = b"sglang:generation_tokens_total 42.0\n"
+            # A restarted server counts from zero again.
+            count = 3.0 if s.swapped else s.generation_tokens
+            body = f"sglang:generation_tokens_total {count}\n".encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -102,7 +180,12 @@ class _Handler(BaseHTTPRequestHandler):
         s = self.script
         body = self._body()
         s.requests.append(("POST", self.path, body))
-        if self.path == "/flush_cache":
+        if self._redirect():
+            return
+        if self.path == "/_swap":  # the test's own control: another server from now on
+            s.swap_after = 0
+            self._send_json(200, {})
+        elif self.path == "/flush_cache":
             self._send_json(200, {"ok": True})
         elif self.path == "/generate":
             self._generate(body)
@@ -110,6 +193,42 @@ class _Handler(BaseHTTPRequestHandler):
             self._openai(body, chat=self.path.endswith("chat/completions"))
         else:
             self._send_json(404, {"detail": "Not Found"})
+
+    def _stream_head(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _hostile_stream(self) -> bool:
+        """The hostile /generate streams; False when the script asks for none."""
+        s = self.script
+        if s.endless:
+            self._stream_head()
+            n = 0
+            while not s.stop.is_set():  # ends when the client hangs up (a write fails)
+                n += 1
+                meta = {"completion_tokens": n, "prompt_tokens": 1}
+                self._chunk(
+                    b"data: " + json.dumps({"text": "t", "meta_info": meta}).encode() + b"\n\n"
+                )
+                s.stop.wait(0.005)
+            return True
+        if s.slow_bytes is not None:
+            self._stream_head()
+            for byte in b"data: " + b"x" * 100_000:
+                if s.stop.wait(s.slow_bytes):
+                    break
+                self._chunk(bytes([byte]))
+            return True
+        if s.huge_line is not None:
+            self._stream_head()
+            piece = b"x" * (1 << 16)
+            self._chunk(b"data: ")
+            for _ in range(s.huge_line // len(piece)):
+                self._chunk(piece)
+            return True
+        return False
 
     def _generate(self, body: dict[str, Any]) -> None:
         s = self.script
@@ -119,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Location", s.redirect)
             self.send_header("Content-Length", "0")
             self.end_headers()
+        if self._hostile_stream():
             return
         if s.fail_generate is not None:
             status, message = s.fail_generate
@@ -154,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
                         if n + 1 < len(s.chunk_tokens)
                         else {"type": "length", "length": total},
                         "e2e_latency": 0.01,
+                        **s.meta_overrides,
                     },
                 }
             )
@@ -203,15 +324,15 @@ class _Server(ThreadingHTTPServer):
         # A client that hung up (a timeout test does on purpose) is no error of the
         # server's; socketserver would print a traceback between '-' rules into the
         # test run's output, outside any test's capture.
-        if isinstance(sys.exc_info()[1], ConnectionError):
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
         super().handle_error(request, client_address)
 
 
-@pytest.fixture
-def fake_server() -> Iterator[tuple[str, Script]]:
-    """A scripted SGLang-like server on loopback: ``(base_url, script)``."""
-    script = Script()
+@contextlib.contextmanager
+def serve(script: Script | None = None) -> Iterator[tuple[str, Script]]:
+    """Run the scripted server on a free loopback port: ``(base_url, script)``."""
+    script = script or Script()
     handler = type("Handler", (_Handler,), {"script": script})
     server = _Server(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
@@ -219,9 +340,17 @@ def fake_server() -> Iterator[tuple[str, Script]]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", script
     finally:
+        script.stop.set()  # hostile streams end at once
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def fake_server() -> Iterator[tuple[str, Script]]:
+    """A scripted SGLang-like server on loopback: ``(base_url, script)``."""
+    with serve() as served:
+        yield served
 
 
 def free_port() -> int:

@@ -1,0 +1,66 @@
+"""The search's plot (``--dflash-search``): the objective by restart, the best so far.
+
+``search.png``: one point per visited config in the order started, with its
+95% interval as an error bar; infeasible configs as crosses; the best
+feasible objective so far as a step line. Built from the report dict like
+the other plots (see :mod:`.plots`); no ``search`` section, no plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pytest_specdecode.report import plots
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def build(report: Mapping[str, Any], simulated: bool) -> dict[str, Figure]:
+    found = report.get("search")
+    visits = [
+        v
+        for v in (found.get("visited") or [] if isinstance(found, Mapping) else [])
+        if isinstance(v, Mapping)
+    ]
+    if not visits:
+        return {}
+    return {"search": _figure(visits, str(found.get("metric")), simulated)}  # type: ignore[union-attr]
+
+
+def _figure(visits: list[Mapping[str, Any]], metric: str, simulated: bool) -> Figure:
+    figure = plots._new_figure(max(5.5, 0.7 * len(visits) + 3), 4.8)
+    ax = figure.subplots()
+    xs, best_line, best = [], [], None
+    for n, visit in enumerate(visits, 1):
+        value = visit.get("objective")
+        interval = visit.get("interval") or {}
+        if isinstance(value, (int, float)):
+            low, high = interval.get("low"), interval.get("high")
+            feasible = bool(visit.get("feasible"))
+            if feasible and isinstance(low, (int, float)) and isinstance(high, (int, float)):
+                ax.errorbar([n], [value], yerr=[[value - low], [high - value]], fmt="o",
+                            color="C0", capsize=3)  # fmt: skip
+            else:
+                ax.plot([n], [value], "o" if feasible else "x", color="C0" if feasible else "C3")
+            if feasible and (best is None or value > best):
+                best = value
+        xs.append(n)
+        best_line.append(best)
+    shown = [(x, b) for x, b in zip(xs, best_line, strict=True) if b is not None]
+    if shown:
+        ax.step([x for x, _ in shown], [b for _, b in shown], where="post", color="C1",
+                label="best so far")  # fmt: skip
+        ax.legend(loc="lower right")
+    ax.set_xticks(xs, [f"{n}\n{_short(v.get('label'))}" for n, v in zip(xs, visits, strict=True)],
+                  fontsize=7)  # fmt: skip
+    ax.set_xlabel("restart (config started, in order)")
+    ax.set_ylabel(f"objective: geometric mean of {metric}")
+    ax.grid(True, alpha=0.3)
+    plots._title(figure, "Search: objective by restart (x: infeasible)", simulated)
+    return figure
+
+
+def _short(label: Any) -> str:
+    return " ".join(str(label).split()[1:]).replace(" ", "\n") or str(label)

@@ -1,0 +1,84 @@
+"""The ``search`` section of a report (``--dflash-search``) as text: terminal and Markdown.
+
+Works on the report dict, so a saved report reads the same as a live run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def summary_lines(data: Mapping[str, Any]) -> list[str]:
+    """The terminal summary's lines for a report's ``search`` section (none without one)."""
+    found = data.get("search")
+    if not isinstance(found, Mapping):
+        return []
+    metric = found.get("metric")
+    lines = [
+        f"search ({metric}): {found.get('started')} of {found.get('space_size')} configs "
+        f"started (budget {found.get('restarts')}), {found.get('restarts_saved')} restarts "
+        f"saved against the grid; stopped: {found.get('stopped') or 'interrupted'}"
+    ]
+    rows = [("#", "config", metric or "objective", "95% interval", "feasible")]
+    for visit in found.get("visited") or []:
+        interval = visit.get("interval") or {}
+        rows.append(
+            (
+                str(visit.get("restart")),
+                str(visit.get("label")) + (" (carried)" if visit.get("carried") else ""),
+                _num(visit.get("objective")),
+                f"{_num(interval.get('low'))} - {_num(interval.get('high'))}",
+                "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or []),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        lines.append(
+            "  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]
+        )
+    best = found.get("best")
+    lines.append(
+        f"search best: {best['label']} {_num(best.get('objective'))}"
+        if isinstance(best, Mapping)
+        else "search best: none feasible"
+    )
+    return lines
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else "-"
+
+
+def markdown_lines(data: Mapping[str, Any]) -> list[str]:
+    """The step summary's search section (none without one)."""
+    found = data.get("search")
+    if not isinstance(found, Mapping):
+        return []
+    best = found.get("best")
+    out = [
+        "",
+        f"### Search ({found.get('metric')})",
+        "",
+        f"{found.get('started')} of {found.get('space_size')} configs started (budget "
+        f"{found.get('restarts')}), {found.get('restarts_saved')} restarts saved; stopped: "
+        f"{found.get('stopped') or 'interrupted'}. Best: "
+        + (
+            f"**{best['label']}** ({_num(best.get('objective'))})"
+            if isinstance(best, Mapping)
+            else "none feasible"
+        ),
+        "",
+        "| # | config | objective | 95% interval | feasible |",
+        "|---|---|---|---|---|",
+    ]
+    for visit in found.get("visited") or []:
+        interval = visit.get("interval") or {}
+        feasible = (
+            "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or [])
+        )
+        out.append(
+            f"| {visit.get('restart')} | {visit.get('label')} | {_num(visit.get('objective'))} "
+            f"| {_num(interval.get('low'))} - {_num(interval.get('high'))} | {feasible} |"
+        )
+    return out

@@ -1,0 +1,83 @@
+"""A config's objective, read from the run's report dict, and whether it is feasible.
+
+The objective is the geometric mean over the config's throughput cases of
+the metric: ``speedup`` (baseline TPOT / config TPOT, :mod:`..report.verdict`)
+or ``tok_s`` (output tokens per second, the mean over rounds). Its interval
+is the geometric mean of the cases' 95% bounds (a bound that is not positive
+leaves the interval open on that side). A config is infeasible when it
+failed any gate (pass rate, lossless, accept floor: :func:`gates.config_failures`),
+its server did not come up or died, a test of it failed, or a case had
+request errors: whatever its speed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_specdecode.report import verdict
+from pytest_specdecode.search.optimizer import Measured
+
+
+def measure(
+    report: Mapping[str, Any], key: str, metric: str, excluded: Mapping[str, Sequence[str]]
+) -> Measured:
+    """The objective of the config with canonical ``key`` in ``report``."""
+    config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
+    if config is None:
+        return Measured(None, feasible=False, reasons=("no results",))
+    reasons = list(excluded.get(str(config.get("label")), ()))
+    if config.get("server_died"):
+        reasons.append("server died")
+    failed = [
+        t["nodeid"]
+        for t in report.get("tests") or []
+        if t.get("config_key") == key and t.get("outcome") == "failed"
+    ]
+    if failed and "server not ready" not in reasons:
+        reasons.append(f"{len(failed)} failed test(s)")
+    values: list[float] = []
+    lows: list[float | None] = []
+    highs: list[float | None] = []
+    for case in config.get("throughput") or []:
+        metrics = case.get("metrics") or {}
+        if metrics.get("errors"):
+            reasons.append(f"request errors in {case.get('case')}")
+            continue
+        found = _figure(case, metric)
+        if found is None:
+            continue
+        values.append(found[0])
+        lows.append(found[1])
+        highs.append(found[2])
+    if not values:
+        return Measured(None, feasible=False, reasons=(*reasons, f"no {metric} measured"))
+    return Measured(
+        _geo(values), _geo(lows), _geo(highs), feasible=not reasons, reasons=tuple(reasons)
+    )
+
+
+def _figure(
+    case: Mapping[str, Any], metric: str
+) -> tuple[float, float | None, float | None] | None:
+    metrics = case.get("metrics") or {}
+    if metric == "tok_s":
+        value = verdict.mean(metrics, "tok_s")
+        found = (metrics.get("intervals") or {}).get("tok_s") or {}
+    else:
+        found = (case.get("speedup") or {}).get("tpot") or {}
+        value = found.get("value")
+    if not isinstance(value, (int, float)) or not value > 0:
+        return None
+    return float(value), _number(found.get("low")), _number(found.get("high"))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _geo(values: Sequence[float | None]) -> float | None:
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values if v is not None) / len(values))

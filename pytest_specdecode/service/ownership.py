@@ -1,0 +1,129 @@
+"""Cleanup by ownership: whatever the run started, the run stops, whoever dies first.
+
+Each local server a worker starts is recorded in the lease directory the moment it
+starts (before its readiness wait): process group, the leader's start time, port,
+config and the owner's pid (:class:`Registry`). A worker about to restart the server
+reaps the servers of owners that died (SIGKILL, OOM), so a dead worker's server never
+holds the port; the xdist controller reaps every recorded server at the end. Where
+the OS offers it (Linux), a server of a run without workers also gets a parent-death
+signal, so it ends with pytest even if pytest is killed (SIGKILL). Under xdist it does
+not: a worker's server is shared, and must not end while another worker uses it
+because its starter exited; the records and the controller stop it instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` giving the child SIGTERM when this process dies (Linux), or None.
+
+    The kernel sends it when the *thread* that forked exits, so it is only used from
+    the main thread (which lives as long as the process)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:  # runs in the child, between fork and exec
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return preexec
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc), to tell a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+class Registry:
+    """The servers started by this run's workers, one small JSON file each."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        alive: Callable[[int], bool] | None = None,
+        stop: Callable[[int], None] | None = None,
+    ) -> None:
+        self.directory = directory / "servers"
+        self._alive = alive
+        self._stop = stop
+
+    def record(self, pgid: int, *, port: int | None, label: str, owner: int | None = None) -> None:
+        """Note a server just started (its group leader's pid is ``pgid``)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "pgid": pgid,
+            "start": start_time(pgid),
+            "port": port,
+            "config": label,
+            "owner": os.getpid() if owner is None else owner,
+        }
+        path = self.directory / f"{pgid}.json"
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entry), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def forget(self, pgid: int) -> None:
+        """The owner stopped it itself."""
+        with contextlib.suppress(OSError):
+            (self.directory / f"{pgid}.json").unlink()
+
+    def entries(self) -> list[dict[str, Any]]:
+        found = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("pgid"), int):
+                found.append(data)
+        return found
+
+    def reap(self, *, only_orphans: bool = True) -> list[int]:
+        """Stop the recorded servers whose owner died (all of them: ``only_orphans=False``);
+        returns their groups. A group whose leader pid now belongs to another process
+        (a different start time) is left alone: the pid was reused."""
+        from pytest_specdecode.service.lease import pid_alive
+        from pytest_specdecode.service.local import group_running, stop_group_id
+
+        alive = self._alive or pid_alive
+        stop = self._stop or stop_group_id
+        stopped = []
+        for entry in self.entries():
+            pgid, owner = entry["pgid"], entry.get("owner")
+            if only_orphans and isinstance(owner, int) and alive(owner):
+                continue
+            now = start_time(pgid)
+            reused = now is not None and entry.get("start") not in (None, now)
+            if not reused and group_running(pgid):
+                stop(pgid)
+                stopped.append(pgid)
+            self.forget(pgid)
+        return stopped

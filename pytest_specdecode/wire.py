@@ -1,0 +1,229 @@
+"""Reading a reply off the socket within its bounds: whole deadline, stall, size caps.
+
+The bounds themselves live in :mod:`pytest_specdecode.limits`; this module
+enforces them for a ``requests``/urllib3 response (the control path). Every
+read is given a socket timeout of the smaller of the stall limit and the time
+left before the whole deadline, and the monotonic clock is checked after each
+read, so no sequence of slow bytes outlives the deadline. Nothing is buffered
+past a cap: an SSE line is split with a scan offset over one ``bytearray``
+(linear in the bytes read, however long the line), and the line, like the
+whole body, is refused as soon as it passes its cap.
+
+It imports nothing from the plugin: callers turn :class:`BoundExceeded` into
+their own one-line error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+READ_SIZE = 1 << 16
+
+DEADLINE = "deadline"
+STALL = "stall"
+LINE = "line"
+RESPONSE = "response"
+
+
+class BoundExceeded(Exception):
+    """A reply passed one of its bounds; ``kind``: deadline, stall, line or response."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _socket_of(raw: Any) -> socket.socket | None:
+    """The socket under a urllib3 response, where it can be reached."""
+    connection = getattr(raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def read_chunks(
+    raw: Any,
+    *,
+    deadline: float,
+    stall: float,
+    cap: int,
+    monotonic: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[tuple[float, bytes]]:
+    """Yield ``(arrival, data)`` for each socket read of ``raw`` until its end.
+
+    ``deadline`` is a ``monotonic()`` time; ``stall`` the longest wait for one
+    read; ``cap`` the most bytes of the whole body. ``arrival`` is ``clock()``
+    when the read returned. Raises :class:`BoundExceeded` past any bound.
+    """
+    total = 0
+    sock = _socket_of(raw)
+    while True:
+        left = deadline - monotonic()
+        if left <= 0:
+            raise BoundExceeded(DEADLINE, "did not finish within its whole deadline")
+        wait = min(stall, left)
+        if sock is not None:
+            sock.settimeout(max(wait, 0.001))
+        try:
+            data = raw.read1(READ_SIZE)
+        except Exception as exc:
+            if not _is_timeout(exc):
+                raise
+            if monotonic() >= deadline or wait < stall:
+                raise BoundExceeded(DEADLINE, "did not finish within its whole deadline") from None
+            raise BoundExceeded(STALL, f"sent nothing for {stall:g} s (stall limit)") from None
+        if not data:
+            return
+        now = clock()
+        total += len(data)
+        if total > cap:
+            raise BoundExceeded(RESPONSE, f"sent more than {cap} bytes (response cap)")
+        if monotonic() > deadline:
+            raise BoundExceeded(DEADLINE, "did not finish within its whole deadline")
+        yield now, data
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` (urllib3's ReadTimeoutError, a socket timeout, ...) is a read timeout."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (TimeoutError, socket.timeout)) or "Timeout" in type(cur).__name__:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def read_body(chunks: Iterator[tuple[float, bytes]]) -> bytes:
+    """The whole body of ``chunks`` (already bounded by :func:`read_chunks`)."""
+    body = bytearray()
+    for _, data in chunks:
+        body += data
+    return bytes(body)
+
+
+def sse_data(
+    chunks: Iterator[tuple[float, bytes]], *, line_cap: int
+) -> Iterator[tuple[float, bytes]]:
+    """Yield ``(arrival, payload)`` for each SSE ``data:`` line of ``chunks``.
+
+    Every event in one read gets that read's arrival time: they did arrive
+    together. A line longer than ``line_cap`` bytes raises at once.
+    """
+    buffer = bytearray()
+    for now, data in chunks:
+        scan = len(buffer)  # no newline before this offset: never scanned twice
+        buffer += data
+        start = 0
+        while (end := buffer.find(b"\n", scan)) >= 0:
+            line = bytes(buffer[start:end])
+            if line.startswith(b"data:"):
+                yield now, line[5:].strip()
+            start = scan = end + 1
+        if start:
+            del buffer[:start]
+        if len(buffer) > line_cap:
+            raise BoundExceeded(LINE, f"sent an SSE line over {line_cap} bytes (line cap)")
+    if buffer.startswith(b"data:"):
+        yield time.perf_counter(), bytes(buffer[5:]).strip()
+
+
+def scrub_location(location: str, limit: int = 200) -> str:
+    """A redirect's ``Location`` fit to print: no user info, no query values, one line."""
+    text = "".join(ch if ch.isprintable() else f"%{ord(ch):02X}" for ch in location[: limit * 4])
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return repr(text[:limit])
+    query = "?..." if parts.query else ""
+    shown = urlunsplit((parts.scheme, netloc, parts.path, "", "")) + query
+    return repr(shown[:limit])
+
+
+# -- the header phase: a watchdog, since no per-read timeout bounds a dribbled header --
+
+_ACTIVE = threading.local()
+
+
+class DeadlineGuard:
+    """Shuts the request's socket down at its deadline, whatever phase it is in.
+
+    ``requests`` reads the status line and headers itself, one socket read
+    at a time, each within the read timeout: a server that sends one header
+    byte every few seconds would keep it waiting for ever. The guard is armed
+    around ``session.request``; the connections of :class:`GuardedAdapter`
+    hand it their socket once the request is sent.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> DeadlineGuard:
+        _ACTIVE.guard = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        _ACTIVE.guard = None
+
+    def watch(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            _shut(self._sock)
+
+
+def _shut(sock: socket.socket | None) -> None:
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(base: type[Any]) -> type[Any]:
+    class Watched(base):  # type: ignore[misc]
+        def request(self, *args: Any, **kwargs: Any) -> None:
+            super().request(*args, **kwargs)
+            guard = getattr(_ACTIVE, "guard", None)
+            if guard is not None:
+                guard.watch(self.sock)
+
+    return Watched
+
+
+class GuardedAdapter(HTTPAdapter):
+    """An adapter whose connections report their socket to the armed :class:`DeadlineGuard`."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        http = type(
+            "GuardedPool", (HTTPConnectionPool,), {"ConnectionCls": _watched(HTTPConnection)}
+        )
+        https = type(
+            "GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": _watched(HTTPSConnection)}
+        )
+        self.poolmanager.pool_classes_by_scheme = {"http": http, "https": https}

@@ -1,0 +1,87 @@
+"""The readiness probe against the hostile server: no wait past the ready timeout.
+
+Real HTTP on loopback (the scripted server of the throughput tests), tiny
+ready timeouts: a ``/health_generate`` slower than the timeout, a
+``/server_info`` sent one byte at a time, and a redirect each end the wait
+with the gate's usual one-line error, never later than the timeout allows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from pytest_specdecode import redact
+from pytest_specdecode.config import dialects
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.progress import Progress
+from pytest_specdecode.service.checks import ServerChecks
+from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
+
+from ..throughput.conftest import Script, serve
+
+# Far below what the server would make anyone wait (30 s health, a 100 kB body at 20 ms a
+# byte): ending within this proves the ready timeout bounds the wait.
+BOUND = 10.0
+
+
+def no_mismatch(info: Any) -> list[str]:
+    return []
+
+
+def test_a_health_answer_slower_than_the_ready_timeout_ends_the_wait_at_the_timeout() -> None:
+    with serve(Script(health_delay=30.0)) as (url, _):
+        start = time.monotonic()
+        with pytest.raises(ServiceNotReady) as info:
+            wait_until_ready(url, verify=no_mismatch, label="DFLASH budget=8", timeout=0.5)
+        took = time.monotonic() - start
+    assert info.value.reason == "timeout"
+    assert "not ready after" in info.value.summary
+    assert "ready timeout 0.5 s" in info.value.summary
+    assert took < BOUND
+
+
+def test_a_server_info_sent_one_byte_at_a_time_ends_the_wait_at_the_timeout() -> None:
+    with serve(Script(slow_info=0.02)) as (url, _):
+        start = time.monotonic()
+        with pytest.raises(ServiceNotReady) as info:
+            wait_until_ready(url, verify=no_mismatch, label="DFLASH budget=8", timeout=0.5)
+        took = time.monotonic() - start
+    assert info.value.reason == "timeout"
+    assert took < BOUND
+
+
+def test_the_live_probe_of_auto_mode_waits_no_longer_than_the_ready_timeout() -> None:
+    settings = Settings(ready_timeout=0.5)
+    with serve(Script(health_delay=30.0)) as (url, _):
+        checks = ServerChecks(
+            settings,
+            dialects.get_dialect("sglang"),
+            url,
+            progress=Progress(None, isatty=False),
+            redactor=redact.for_settings(settings),
+        )
+        start = time.monotonic()
+        look = checks.look(SpecConfig(budget=8))
+        took = time.monotonic() - start
+    assert look is not None
+    assert not look.verified
+    assert took < BOUND
+
+
+@pytest.mark.parametrize("path", ["/health_generate", "/server_info"])
+def test_a_redirect_fails_the_gate_at_once_naming_the_location(path: str) -> None:
+    script = Script()
+    with serve(script) as (url, _):
+        script.redirects[path] = "http://admin:pw@10.1.2.200:30000/x?key=secret"
+        with pytest.raises(ServiceNotReady) as info:
+            wait_until_ready(url, verify=no_mismatch, label="DFLASH budget=8", timeout=30.0)
+    summary = info.value.summary
+    assert info.value.reason == "redirect"
+    assert f"on {path} redirecting to 'http://10.1.2.200:30000/x?...'" in summary
+    assert "pw" not in summary
+    assert "secret" not in summary
+    assert not any(p == "/x" for _, p, _ in script.requests)
