@@ -59,6 +59,15 @@ _TRIGGERS = ("api", "authorization", "bearer", "basic", "token")
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|digest)[ \t]+", re.IGNORECASE)
 
 
+_FLAG_NAME = re.compile(rf"--{_NAME}", re.IGNORECASE)
+
+
+def is_secret_flag(word: str) -> bool:
+    """Whether ``word`` is an API-key flag (``--api-key``, ``--admin-api-key``, any
+    ``--*-api-key``) whose value is a secret."""
+    return _FLAG_NAME.fullmatch(word) is not None
+
+
 def _is_value(value: str) -> bool:
     """Whether an unquoted match is a credential rather than a word of prose."""
     return value not in _NOT_SECRET and not _PROSE.fullmatch(value)
