@@ -205,9 +205,20 @@ def run(
     return result
 
 
+class _WholeStream(io.StringIO):
+    """A stdin text handed over in one piece.
+
+    invoke reads a stream that is not a terminal one character per 10 ms
+    (600 bytes take 6 s); a read here returns all that is left, then "" (end
+    of file, after which invoke closes the remote stdin: no pty).
+    """
+
+    def read(self, size: int | None = -1) -> str:
+        return super().read()
+
+
 def _run(conn: Any, command: str, shown: str, where: str, stdin: str | None = None) -> Any:
-    # No pty: invoke closes the remote stdin once the stream is read to the end.
-    in_stream: Any = False if stdin is None else io.StringIO(stdin)
+    in_stream: Any = False if stdin is None else _WholeStream(stdin)
     try:
         return conn.run(command, hide=True, warn=True, in_stream=in_stream, pty=False)
     except (paramiko.SSHException, OSError, EOFError) as exc:

@@ -230,12 +230,19 @@ class SystemdController:
         ``journalctl --since``); restart + read the new identity.
         """
         split = split_secrets(launch.argv, self._secrets)
-        text = render_dropin(
-            split.argv,
-            launch.env,
-            label=launch.label,
-            environment_file=self.secrets_path if split.secrets else None,
-        )
+        try:
+            text = render_dropin(
+                split.argv,
+                launch.env,
+                label=launch.label,
+                environment_file=self.secrets_path if split.secrets else None,
+            )
+        except ValueError as exc:
+            # The collection refuses such values first; this holds for any caller.
+            raise ServiceStartError(
+                f"cannot write the command line of config {launch.label!r} into a systemd "
+                f"unit: {redact.Redactor(split.secrets.values()).text(str(exc))}"
+            ) from None
         show = "show -p MainPID -p ExecMainStartTimestamp"
         before = parse_properties(self._check(self._systemctl(show)).stdout)
         self._touched = True
