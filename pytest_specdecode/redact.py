@@ -68,9 +68,15 @@ def is_secret_flag(word: str) -> bool:
     return _FLAG_NAME.fullmatch(word) is not None
 
 
+# A reference to a variable (``${SPECDECODE_API_KEY}`` in a systemd drop-in), not its value.
+_ENV_REF = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
 def _is_value(value: str) -> bool:
     """Whether an unquoted match is a credential rather than a word of prose."""
-    return value not in _NOT_SECRET and not _PROSE.fullmatch(value)
+    return (
+        value not in _NOT_SECRET and not _PROSE.fullmatch(value) and not _ENV_REF.fullmatch(value)
+    )
 
 
 def _mask_value(value: str) -> str:
