@@ -154,7 +154,9 @@ def dflash_throughput(
     # -q and quieter: no line per round (the readiness wait is still shown above -qq).
     quiet = request.config.get_verbosity() < 0
     progress = None if quiet else session.progress
-    return ThroughputRunner(session.settings, dflash_service, request.node, progress)
+    return ThroughputRunner(
+        session.settings, dflash_service, request.node, progress, session.lossless_baseline
+    )
 
 
 @pytest.fixture

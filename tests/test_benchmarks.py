@@ -58,3 +58,11 @@ def test_sim_throughput_fails_below_its_minimum(capsys: pytest.CaptureFixture[st
 )
 def test_compare_gate_needs_every_trial(same: list[int], slower: list[int], status: int) -> None:
     assert load("compare_gate").verdict(same, slower) == status
+
+
+@pytest.mark.parametrize(
+    ("same", "slower", "status"),
+    [([0] * 5, 1, 0), ([0, 0, 1, 0, 0], 1, 1), ([0] * 5, 0, 1), ([], 1, 1)],
+)
+def test_restart_noise_gate_needs_every_compare(same: list[int], slower: int, status: int) -> None:
+    assert load("restart_noise_gate").verdict(same, slower) == status

@@ -34,6 +34,11 @@ API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
 DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
 SGLANG_VERSIONS = facts.VERSIONS
+# --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
+# about 0.3, a phrase repeated to the end near 1 (see docs/throughput.md).
+MAX_REPETITION = 0.5
+# ...and, with a NONE baseline in the run, this far above the baseline's figure.
+REPETITION_MARGIN = 0.2
 
 
 def _finite_number(minimum: float, *, inclusive: bool) -> Callable[[str], float]:
@@ -85,6 +90,13 @@ def _fraction(text: str) -> float:
         ) from None
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
+
+
+def _restart_noise(text: str) -> float:
+    value = _non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 and < 1, got {text!r}")
     return value
 
 
@@ -465,6 +477,16 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="X",
         help="Exit 1 when a config's accept length is below X. Default: no gate",
     )
+    add(
+        "--dflash-max-repetition",
+        type=_fraction,
+        default=None,
+        metavar="FRACTION",
+        help="Exit 1 when a speculative config's output is degenerate: its share of repeated "
+        "word 4-grams in a throughput case is above FRACTION (0.5 or 50%%) and, when the run "
+        f"has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; such a "
+        f"config never wins the verdict. Default: {MAX_REPETITION:g}",
+    )
 
     # Long sweeps: starting again, planning, flaky starts (target and control).
     section("target")
@@ -518,6 +540,13 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="Write PNG plots here (needs the 'plot' extra). Default: none",
     )
+    add(
+        "--dflash-html",
+        default=None,
+        metavar="PATH",
+        help="Write the run's self-contained HTML report here at the end of the run (verdict, "
+        "configs, charts; opens offline); 'none' writes none. Default: '.dflash/report.html'",
+    )
 
     section("simulator")
     add(
@@ -550,8 +579,17 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         metavar="FAULT",
         help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
-        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window); "
-        "repeatable. Default: none",
+        "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
+        "degenerate-drafter); repeatable. Default: none",
+    )
+    add(
+        "--dflash-sim-restart-noise",
+        type=_restart_noise,
+        default=None,
+        metavar="F",
+        help="The simulator's --sim-restart-noise: each server start runs at its own speed, "
+        "within 1 +- F (e.g. 0.06), the starts counted in .dflash/sim-starts so separate runs "
+        "get separate factors. Default: 0",
     )
     add(
         "--dflash-sim-args",

@@ -27,6 +27,7 @@ from pytest_specdecode.config.options import (
     CONTROL_MODES,
     DATASETS,
     DIALECTS,
+    MAX_REPETITION,
     RESTART_MODES,
     SANDBOX_MODES,
     SGLANG_VERSIONS,
@@ -135,8 +136,11 @@ class Settings:
     compare: str | None = None
     compare_fail: tuple[str, ...] = ()
     min_accept_length: float | None = None
+    # Degenerate output (report/degenerate.py): the repetition bound, a fraction.
+    max_repetition: float = MAX_REPETITION
     report: str = ".dflash/report.json"
     plot: str | None = None
+    html: str | None = ".dflash/report.html"  # the HTML report (None: none)
     resume: str | None = None  # the report a resumed sweep continues from
     dry_run: bool = False
     start_retries: int = 1
@@ -248,6 +252,18 @@ def _hosts(value: Any) -> tuple[Host, ...]:
 
 def _text(value: Any) -> str:
     return str(value).strip()
+
+
+DEFAULT_HTML: str | None = ".dflash/report.html"
+
+
+def _html_path(value: Any) -> str | None:
+    text = str(value).strip()
+    if text.lower() == "none":
+        return None
+    if not text.lower().endswith((".html", ".htm")):
+        raise ValueError("expected a file path ending in .html, or 'none' for no HTML report")
+    return text
 
 
 def _flag(resolver: _Resolver, name: str) -> bool:
@@ -437,8 +453,10 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         compare=r.get("compare", _text, "") or None,
         compare_fail=_lines(r, "compare_fail"),
         min_accept_length=r.get("min_accept_length", _number(float, minimum=0), None),
+        max_repetition=r.get("max_repetition", _fraction, MAX_REPETITION),
         report=report,
         plot=r.get("plot", _text, "") or None,
+        html=r.get("html", _html_path, DEFAULT_HTML),
         resume=_resume(r, report),
         dry_run=_flag(r, "dry_run"),
         start_retries=r.get("start_retries", _number(int, minimum=0), 1),
@@ -463,7 +481,14 @@ def _sim_args(
     r: _Resolver, config: _ConfigLike, uses_simulator: bool, launch: str
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The ``--dflash-sim-*`` knobs as the simulator's flags, and the notes of its defaults."""
-    names = ("sim_time_scale", "sim_quality", "sim_answers", "sim_fault", "sim_args")
+    names = (
+        "sim_time_scale",
+        "sim_quality",
+        "sim_answers",
+        "sim_fault",
+        "sim_args",
+        "sim_restart_noise",
+    )
     # An ini may serve runs of both kinds: its simulator knobs wait for a run of the
     # simulator; the command line or the environment asking for one here is a mistake.
     given = [f.source for f in map(r.raw, names) if f is not None and f.origin != "ini"]
@@ -486,7 +511,15 @@ def _sim_args(
         answers=str(where / str(answers.value).strip()) if answers else None,
         faults=_lines(r, "sim_fault"),
         extra=r.get("sim_args", _command("simulator arguments", argv=True), ""),
+        restart_noise=r.get("sim_restart_noise", _restart_noise, None),
     )
+
+
+def _restart_noise(value: Any) -> float:
+    number = _number(float, minimum=0)(value)
+    if number >= 1:
+        raise ValueError("expected a value >= 0 and < 1")
+    return number
 
 
 def _check_restart_cmd(template: str) -> None:

@@ -21,6 +21,8 @@ OUTPUT_TOKENS = 512
 SIMULATOR_OUTPUT_TOKENS = 128
 # The simulator's time scale unless one is given: its modelled GPU time, halved.
 SIMULATOR_TIME_SCALE = 0.5
+# Server starts counted across runs (--dflash-sim-restart-noise), beside the report.
+START_COUNT_FILE = ".dflash/sim-starts"
 
 
 def output_tokens_note() -> str:
@@ -39,12 +41,15 @@ def simulator_argv(
     answers: str | None = None,
     faults: Sequence[str] = (),
     extra: str = "",
+    restart_noise: float | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The simulator's ``--sim-*`` flags for these knobs, and the notes of the
     simulator-only defaults applied (its time scale, when nothing sets one).
 
     ``answers`` is a path (made absolute: the simulator runs elsewhere);
-    ``extra`` more simulator options as one shell-quoted line.
+    ``extra`` more simulator options as one shell-quoted line. ``restart_noise``
+    gives each start its own speed; the starts are counted in :data:`START_COUNT_FILE`
+    (absolute: the simulator runs elsewhere) so that separate runs draw separate factors.
     """
     argv: list[str] = []
     if time_scale is not None:
@@ -55,6 +60,9 @@ def simulator_argv(
         argv += ["--sim-answers", os.path.abspath(answers)]
     for fault in faults:
         argv += ["--sim-fault", fault]
+    if restart_noise:
+        argv += ["--sim-restart-noise", f"{restart_noise:g}"]
+        argv += ["--sim-start-count-file", os.path.abspath(START_COUNT_FILE)]
     argv += shlex.split(extra)
     if "--sim-time-scale" in [*shlex.split(launch), *argv]:
         return tuple(argv), ()

@@ -2,8 +2,9 @@
 
 Prints the plugin's terminal summary from the JSON report (or, with
 ``--markdown``, the Markdown summary CI uses, so it can be appended to a
-file) and writes the plots with ``--plot DIR``. Errors are one line: exit 2
-for bad usage, 1 for a report or plot directory that cannot be used.
+file), writes the plots with ``--plot DIR`` and the self-contained HTML page
+with ``--html OUT``. Errors are one line: exit 2 for bad usage, 1 for a
+report, plot directory or page that cannot be used.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: ``report PATH [--plot DIR] [--markdown]``."""
+    """The command line: ``report PATH [--plot DIR] [--html OUT] [--markdown]``."""
     parser = _Parser(prog=PROG, description="Tools for pytest-specdecode run reports.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -48,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="write the PNG plots into DIR (needs pytest-specdecode[plot]). Default: no plots",
+    )
+    report.add_argument(
+        "--html",
+        metavar="OUT",
+        type=Path,
+        default=None,
+        help="write the self-contained HTML report (the page a run writes with --dflash-html) "
+        "to OUT. Default: no page",
     )
     report.add_argument(
         "--markdown",
@@ -72,7 +81,7 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
         print(f"{PROG}: error: {exc}", file=err)
         return 2
     try:
-        return _report(args.path, args.plot, args.markdown, out, err)
+        return _report(args.path, args.plot, args.markdown, out, err, html_out=args.html)
     except _Failure as exc:
         print(f"{PROG}: error: {exc}", file=err)
         return 1
@@ -82,7 +91,15 @@ class _Failure(SpecDecodeError):
     """The command could not do its work; the message is one line."""
 
 
-def _report(path: Path, plot_dir: Path | None, markdown: bool, out: TextIO, err: TextIO) -> int:
+def _report(
+    path: Path,
+    plot_dir: Path | None,
+    markdown: bool,
+    out: TextIO,
+    err: TextIO,
+    *,
+    html_out: Path | None = None,
+) -> int:
     from pytest_specdecode.report import json_report as report_file
 
     try:
@@ -103,7 +120,25 @@ def _report(path: Path, plot_dir: Path | None, markdown: bool, out: TextIO, err:
     if plot_dir is not None:
         for written in _plots(data, plot_dir, path):
             print(f"plot: {written}", file=err)
+    if html_out is not None:
+        print(f"html: {_html(data, html_out, path)}", file=err)
     return 0
+
+
+def _html(data: dict[str, Any], html_out: Path, path: Path) -> Path:
+    from pytest_specdecode.report import html
+
+    try:
+        return html.write(data, html_out)
+    except OSError as exc:
+        raise _Failure(
+            f"cannot write the HTML report to {str(html_out)!r}: {exc.strerror or exc}; "
+            "pass a writable path to --html"
+        ) from None
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        raise _Failure(
+            f"cannot render report {str(path)!r} as HTML ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _render(data: dict[str, Any], markdown: bool) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report import degenerate
 from pytest_specdecode.report.results import ConfigResults, RunResults
 
 OK, TESTS_FAILED = 0, 1
@@ -71,6 +72,10 @@ def outcomes(
     if settings.min_accept_length is not None:
         found.extend(_accept_length(settings.min_accept_length, results))
     found.extend(
+        Outcome("repetition", False, line, line)
+        for line in degenerate.failure_lines(results, settings.max_repetition)
+    )
+    found.extend(
         Outcome("compare", False, line, f"throughput regression: {line}") for line in compare_lines
     )
     found.extend(_compare_passed(settings, findings or []))
@@ -86,16 +91,20 @@ def _compare_passed(settings: Settings, findings: list[dict[str, Any]]) -> list[
             continue  # failures are lines of their own; nothing compared says so elsewhere
         unsure = sum(1 for f in mine if f.get("status") == "inconclusive")
         within = len(mine) - unsure
-        note = f", {unsure} inconclusive (within noise; more rounds narrow it)" if unsure else ""
+        across = any(f.get("noise") == "between-run" for f in mine if f.get("status") != "pass")
+        hint = "across server starts" if across else "more rounds narrow it"
+        note = f", {unsure} inconclusive (within noise; {hint})" if unsure else ""
         detail = f"{spec}: {within} of {len(mine)} cases within the limit{note}"
         out.append(Outcome("compare", True, detail))
     return out
 
 
 def config_failures(settings: Settings, results: RunResults) -> dict[str, list[str]]:
-    """Per config label, the gates it failed (pass rate, lossless, accept floor) and
-    whether its server failed its readiness gate: what keeps a config out of the verdict."""
+    """Per config label, the gates it failed (pass rate, lossless, accept floor, degenerate
+    output) and whether its server failed its readiness gate: what keeps a config out of
+    the verdict (and what a search treats as infeasible)."""
     out: dict[str, list[str]] = {}
+    degenerate_configs = degenerate.infeasible(results, settings.max_repetition)
     for r in results.ordered():
         reasons: list[str] = []
         found, floor = r.pass_rate(), settings.min_pass_rate
@@ -111,6 +120,7 @@ def config_failures(settings: Settings, results: RunResults) -> dict[str, list[s
                 reasons.append(f"accept length {shown} < {figures.plain(least)}")
         if r.errors:
             reasons.append("server not ready")
+        reasons += degenerate_configs.get(r.label, [])
         out[r.label] = reasons
     return out
 

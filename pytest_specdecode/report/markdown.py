@@ -157,6 +157,12 @@ def _throughput(report: Mapping[str, Any], simulated: str) -> list[str]:
         out += ["Rate at draft position i: verify steps that accepted at least i drafts / "
                 "verify steps (from the server's spec_correct_drafts_histogram).", ""]  # fmt: skip
         out += [*_cells((header, rows)), ""]
+    header, rows = tables.repetition(report)
+    if rows:
+        out += [f"### Output repetition per config and domain{simulated}", ""]
+        out += ["Share of repeated word 4-grams in the replies (the most repetitive case); "
+                "DEGENERATE fails the run and leaves the verdict.", ""]  # fmt: skip
+        out += [*_cells((header, rows)), ""]
     return out
 
 

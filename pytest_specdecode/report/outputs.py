@@ -17,7 +17,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import gates, verdict
+from pytest_specdecode.report import break_even, degenerate, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -44,6 +44,8 @@ class RunOutputs:
         # Bad --dflash-compare inputs are usage errors, found before any test runs.
         self.fail_specs = _fail_specs(settings)
         self.baseline_label, self.baseline = _load_baseline(settings, bool(self.fail_specs))
+        # The saved runs beside the compared one, read now: this run's own save comes later.
+        self.history = _load_history(settings) if self.baseline and self.fail_specs else None
         self.speedup_label, self.speedup_rows = _load_speedup_baseline(settings)
         if settings.plot:
             _require_plots()
@@ -105,6 +107,7 @@ class RunOutputs:
                 "summary": [o.shown for o in self.gate_outcomes],
                 "min_pass_rate": s.min_pass_rate,
                 "min_accept_length": s.min_accept_length,
+                "max_repetition": s.max_repetition,
                 "compare_fail": list(s.compare_fail),
             },
             **self.final,
@@ -117,6 +120,9 @@ class RunOutputs:
         saved = self.speedup_rows or self.baseline or []
         label = self.speedup_label if self.speedup_rows else self.baseline_label
         verdict.annotate_speedups(data, saved, label)
+        degenerate.annotate(data, self.settings.max_repetition)
+        # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
+        data["break_even"] = break_even.records(data)
         if any(c.get("throughput") for c in data.get("configs") or []):
             excluded = gates.config_failures(self.settings, self.results)
             data["verdict"] = verdict.decide(data, excluded)
@@ -145,6 +151,7 @@ class RunOutputs:
         self.update()
         if self.results.configs:
             self._plots()
+            self._html()
             self._step_summary()
         return status
 
@@ -167,14 +174,22 @@ class RunOutputs:
         if not current:
             return []
         deltas = compare.pair(self.baseline, current)
-        findings = compare.check(deltas, self.fail_specs)
+        findings = compare.check(deltas, self.fail_specs, self.history)
         self.compare = {
             "baseline": self.baseline_label,
             # Which config(s) the saved run measured: what "saved" means in the table.
             "baseline_configs": list(dict.fromkeys(r.config for r in self.baseline if r.config)),
             "table": compare.render_compare(deltas, "saved", "now"),
+            "noise_method": stats.BETWEEN_METHOD,
             "findings": [
-                {"case": f.case, "spec": str(f.spec), "status": f.status, "line": f.line}
+                {
+                    "case": f.case,
+                    "spec": str(f.spec),
+                    "status": f.status,
+                    "line": f.line,
+                    "noise": f.noise,
+                    "saved_runs": f.saved_runs,
+                }
                 for f in findings
             ],
             "rows": [
@@ -200,6 +215,32 @@ class RunOutputs:
         written = write_plots(self.data(), self.root / self.settings.plot)
         if written:
             self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
+
+    @property
+    def html_path(self) -> Path | None:
+        """Where the HTML report goes; None without one (or when the run measured nothing)."""
+        if not self.settings.html or self.report_path is None:
+            return None
+        return self.root / self.settings.html
+
+    def _html(self) -> None:
+        """The self-contained HTML page; a failure is one line, never the run's end."""
+        path = self.html_path
+        if path is None:
+            return
+        try:
+            from pytest_specdecode.report import html
+
+            written = html.write(self.data(), path)
+            size = written.stat().st_size
+        except Exception as exc:  # an output never crashes the run (DESIGN.md section 13)
+            reason = (exc.strerror if isinstance(exc, OSError) else None) or exc
+            self.notes.append(
+                f"dflash warning: could not write the HTML report {str(path)!r}: "
+                f"{type(exc).__name__}: {reason}"
+            )
+            return
+        self.notes.append(f"dflash html report: {path} ({size / 1e6:.1f} MB)")
 
     def _step_summary(self) -> None:
         from pytest_specdecode.report.markdown import append_step_summary
@@ -235,6 +276,20 @@ def _load_baseline(
         if source == "--benchmark-compare" and not gated:
             return None, None  # pytest-benchmark warns about it itself
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def _load_history(settings: Settings) -> compare.History | None:
+    """The saved runs beside the compared one (None when it cannot be found again)."""
+    from pytest_specdecode.throughput.saved_runs import load_history
+
+    if settings.compare:
+        spec, storage = settings.compare, ".benchmarks"
+    else:
+        spec, storage = str(settings.benchmark_compare), settings.benchmark_storage
+    try:
+        return load_history(compare.find_saved_run(spec, storage))
+    except compare.CompareError:
+        return None
 
 
 def _load_speedup_baseline(settings: Settings) -> tuple[str | None, list[compare.CaseRow]]:

@@ -129,6 +129,9 @@ def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
     from pytest_specdecode.report import plots_sweep
 
     figures.update(plots_sweep.build(report, colors, simulated))
+    from pytest_specdecode.report import plots_break_even
+
+    figures.update(plots_break_even.build(report, colors, simulated))
     return figures
 
 

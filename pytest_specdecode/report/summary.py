@@ -44,6 +44,11 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
                       "steps accepting at least i drafts / verify steps"]  # fmt: skip
             lines += _table(header, rows)
+        header, rows = tables.repetition(report)
+        if rows:
+            lines += ["", "output repetition per config and domain: share of repeated word "
+                      "4-grams in the replies (the most repetitive case)"]  # fmt: skip
+            lines += _table(header, rows)
     lines += _coding_failures(configs)
     compare = report.get("compare")
     if compare:
@@ -53,6 +58,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += _findings(compare.get("findings") or [])
     if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
         lines += _verdict(report, simulated)
+    lines += _break_even(report, simulated)
     lines += _gates(report, list(gate_lines))
     return lines
 
@@ -114,6 +120,29 @@ def _findings(findings: list[dict[str, Any]]) -> list[str]:
             f"{count['fail']} beyond it (95% intervals)"
         )
         lines += [f"  {f.get('line')}" for f in unsure]
+        lines += _noise_used(mine)
+    return lines
+
+
+def _noise_used(findings: list[dict[str, Any]]) -> list[str]:
+    """Which noise the cases' verdicts used, with the saved runs found for them."""
+    groups: dict[tuple[str, Any], int] = {}
+    for f in findings:
+        if f.get("noise") and isinstance(f.get("saved_runs"), int):
+            key = (str(f["noise"]), f["saved_runs"])
+            groups[key] = groups.get(key, 0) + 1
+    lines = []
+    for (noise, k), n in groups.items():
+        if noise == "within-run only":
+            said = (
+                f"between-run noise unknown ({k} saved runs): the gate uses the within-run "
+                "interval only"
+            )
+        elif noise == "between-run":
+            said = f"between-run noise from {k} saved runs (wider than the within-run interval)"
+        else:
+            said = f"within-run noise (wider than the between-run noise of {k} saved runs)"
+        lines.append(f"  noise used for {n} case(s): {said}")
     return lines
 
 
@@ -133,6 +162,18 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
                   "points no other beats on both per-request and aggregate tok/s"]  # fmt: skip
         lines += _table(header, rows)
     return lines
+
+
+def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
+    """One line per config and domain: the load where its speedup crosses 1.0."""
+    found = [r for r in report.get("break_even") or [] if isinstance(r, dict) and r.get("line")]
+    if not found:
+        return []
+    head = (
+        f"break-even load{simulated}: per config and domain, where the speedup (baseline TPOT / "
+        "config TPOT, geometric mean over contexts) crosses 1.0, interpolated on log scales"
+    )
+    return ["", head, *[f"  {r['line']}" for r in found]]
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:

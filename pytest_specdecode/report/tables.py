@@ -198,6 +198,9 @@ def verdict(report: Mapping[str, Any]) -> Table:
     by_speedup = found.get("ranked_by") == "speedup"
     score = "speedup" if by_speedup else "tok/s"
     header = ["load", "domain", "best config", score, "over contexts", "runner-up", "margin"]
+    crossing = _break_even_cells(report)
+    if crossing:
+        header.append("best's break-even")
     rows = []
     for group in found.get("groups") or []:
         best, runner = group.get("best"), group.get("runner_up")
@@ -217,7 +220,30 @@ def verdict(report: Mapping[str, Any]) -> Table:
                 str(group.get("margin") or "-"),
             ]
         )
+        if crossing:
+            rows[-1].append(crossing.get((str(best), str(group.get("domain"))), "-"))
     return header, rows
+
+
+def _break_even_cells(report: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """Per (config label, domain), its break-even load in a few words (``report.break_even``)."""
+    out: dict[tuple[str, str], str] = {}
+    for r in report.get("break_even") or []:
+        if not isinstance(r, Mapping):
+            continue
+        kind = "c" if r.get("load_kind") == "concurrency" else "r"
+        loads = [x for x in r.get("loads") or [] if isinstance(x, (int, float))]
+        at = r.get("break_even")
+        if r.get("status") == "crosses" and isinstance(at, (int, float)):
+            cell = f"{kind}~{figures.number(at, 1 if at < 10 else 0)}"
+        elif r.get("status") == "above" and loads:
+            cell = f"> {kind}={figures.plain(max(loads))}"
+        elif r.get("status") == "below" and loads:
+            cell = f"< {kind}={figures.plain(min(loads))}"
+        else:
+            continue
+        out[(str(r.get("config")), str(r.get("domain")))] = cell
+    return out
 
 
 def _score(value: Any, by_speedup: bool) -> str:
@@ -268,3 +294,41 @@ def rounds_note(report: Mapping[str, Any]) -> str:
         f"mean over {rounds}; ± is the 95% interval (Student t over rounds); "
         "speedup = baseline TPOT / config TPOT (95% interval), tok/s ratio = config / baseline"
     )
+
+
+def repetition(report: Mapping[str, Any]) -> Table:
+    """Per config and domain: the output's repetition (its most repetitive case), the
+    baseline's beside it, and whether it is degenerate (see ``report/degenerate.py``)."""
+    configs = list(report.get("configs") or [])
+    short = short_labels(configs)
+    worst: dict[tuple[str, str], tuple[float, Any, bool]] = {}
+    baseline_rows: set[tuple[str, str]] = set()
+    for config in configs:
+        label = short.get(str(config.get("label")), str(config.get("label")))
+        none = (config.get("config") or {}).get("algorithm") == "NONE"
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            value = metrics.get("repetition")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            key = (label, case_shape(str(case.get("case")), metrics)[2])
+            found = case.get("repetition") or {}
+            flagged = bool(found.get("degenerate"))
+            before = worst.get(key)
+            if none:
+                baseline_rows.add(key)
+            # A degenerate case first, then the most repetitive: the row shows the worst.
+            if before is None or (flagged, value) > (before[2], before[0]):
+                worst[key] = (float(value), found.get("baseline"), flagged)
+    header = ["config", "domain", "repetition", "baseline", "output"]
+    rows = []
+
+    def rank(key: tuple[str, str]) -> tuple[int, int, str]:
+        domain = DOMAINS.index(key[1]) if key[1] in DOMAINS else len(DOMAINS)
+        return (_order(short, key[0]), domain, key[1])
+
+    for key in sorted(worst, key=rank):
+        value, base, flagged = worst[key]
+        shown = "baseline" if key in baseline_rows else "DEGENERATE" if flagged else "ok"
+        rows.append([key[0], key[1], f"{value:.2f}", figures.number(base, 2), shown])
+    return header, rows

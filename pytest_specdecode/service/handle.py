@@ -109,6 +109,7 @@ class ServiceHandle:
             "speculative_num_draft_tokens": info.get("speculative_num_draft_tokens"),
             "speculative_eagle_topk": info.get("speculative_eagle_topk"),
             "speculative_draft_window_size": info.get("speculative_draft_window_size"),
+            "launch_command": self.identity.command if self.identity else None,
         }
 
     def ready_message(self) -> str:

@@ -72,6 +72,9 @@ class ServerArgs:
     unmodelled: tuple[str, ...] = ()
     build: str = "release"
     state_file: str | None = None
+    restart_noise: float = 0.0
+    start_count_file: str | None = None
+    speed_factor: float = 1.0  # this start's, under --sim-restart-noise (sim.restarts)
 
     def __repr__(self) -> str:
         # Logged at start-up like SGLang's server_args line: never with the key.
@@ -133,6 +136,8 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
         quality=sim.sim_quality,
         answers=sim.sim_answers,
         state_file=sim.sim_state_file,
+        restart_noise=sim.sim_restart_noise,
+        start_count_file=sim.sim_start_count_file,
         faults=Faults.of(sim.sim_fault),
         legacy_flags=table.build == "legacy",
         warnings=tuple(rules.warnings),

@@ -16,7 +16,16 @@ import re
 
 # Content classes of reply tokens; the model gives each its own draft acceptance.
 PROSE, CODE, FILLER, MATH, SUMMARY = 0, 1, 2, 3, 4
-KIND_NAMES = {PROSE: "prose", CODE: "code", FILLER: "filler", MATH: "math", SUMMARY: "summary"}
+# A collapsed reply (the ``degenerate-drafter`` fault): a phrase repeated to the end.
+REPEAT = 5
+KIND_NAMES = {
+    PROSE: "prose",
+    CODE: "code",
+    FILLER: "filler",
+    MATH: "math",
+    SUMMARY: "summary",
+    REPEAT: "repeat",
+}
 
 _CODE_LINE = re.compile(
     r"^\s*(?:def |class |return\b|import |from \S+ import |if .*:$|elif |else:|for .*:$|"

@@ -13,7 +13,9 @@ FAULT_HELP = (
     "drafter-ignores-window (flags and /server_info keep the window, the drafter runs and "
     "logs draft_window_size=None, compact_cache=False), oom-on-first-start / "
     "sigkill-on-first-start (the first start for --sim-state-file runs out of CUDA memory / "
-    "is killed by SIGKILL after loading; later starts with the same file work)"
+    "is killed by SIGKILL after loading; later starts with the same file work), "
+    "degenerate-drafter (speculative configs collapse into a short repeated phrase that the "
+    "drafter predicts almost perfectly: accept length near the block size; NONE stays normal)"
 )
 _PLAIN = (
     "crash-on-start",
@@ -24,6 +26,7 @@ _PLAIN = (
     "drafter-ignores-window",
     "oom-on-first-start",
     "sigkill-on-first-start",
+    "degenerate-drafter",
 )
 
 
@@ -72,6 +75,7 @@ class Faults:
     stale_config: bool = False
     drafter_ignores_window: bool = False
     first_start: str | None = None  # "oom" or "sigkill": how the first start fails
+    degenerate_drafter: bool = False
 
     @property
     def needs_state_file(self) -> bool:
@@ -105,6 +109,7 @@ class Faults:
                 ),
                 None,
             ),
+            degenerate_drafter="degenerate-drafter" in names,
         )
 
 

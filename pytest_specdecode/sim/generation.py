@@ -14,10 +14,15 @@ from dataclasses import dataclass, field
 
 from pytest_specdecode.sim import tokenizer
 from pytest_specdecode.sim.answers import Answer, AnswerBook
+from pytest_specdecode.sim.domains import REPEAT
 from pytest_specdecode.sim.scheduler import Sequence
 from pytest_specdecode.sim.tokenizer import EOS_TOKEN_ID, Pieces
 
 CONTEXT_LENGTH = 32768
+# The ``degenerate-drafter`` fault: a reply keeps a few tokens of its answer, then
+# loops on this phrase (pieces of the simulator's tokenizer) to the end.
+DEGENERATE_LEAD = 6
+DEGENERATE_PHRASE = (" and", " the", " same", " thing", ",")
 
 
 class BadRequest(ValueError):
@@ -76,10 +81,14 @@ def sampling(
 class Generator:
     """Turns :class:`GenRequest` into sequences, deterministically for a seed."""
 
-    def __init__(self, book: AnswerBook, seed: int, *, lossy: bool = False) -> None:
+    def __init__(
+        self, book: AnswerBook, seed: int, *, lossy: bool = False, degenerate: bool = False
+    ) -> None:
         self.book = book
         self.seed = seed
         self.lossy = lossy
+        # Set for a speculative server under the degenerate-drafter fault (never for NONE).
+        self.degenerate = degenerate
         self._samples: dict[str, int] = {}
 
     def sequence(self, req: GenRequest) -> tuple[Sequence, str | None]:
@@ -104,6 +113,8 @@ class Generator:
             total, stop_text, finish = self._apply_stop(pieces, total, req.stop, finish)
         if self.lossy:
             pieces = pieces.copy()
+        if self.degenerate:
+            pieces, classes = degenerate_reply(pieces, total)
         rng = random.Random(f"{self.seed}:{req.prompt}:{sample}:steps")
         seq = Sequence(
             req.rid,
@@ -141,6 +152,15 @@ class Generator:
             if length > index:
                 return i + 1, text[:index], {"type": "stop", "matched": matched}
         return total, text[:index], {"type": "stop", "matched": matched}
+
+
+def degenerate_reply(pieces: Pieces, total: int) -> tuple[Pieces, bytes]:
+    """A reply collapsed into a repeated phrase: the answer's first few tokens, then
+    :data:`DEGENERATE_PHRASE` over and over, ``total`` tokens in all, every one of the
+    class the drafter predicts best (``REPEAT``)."""
+    lead = pieces.pieces[: min(DEGENERATE_LEAD, total)]
+    loop = [DEGENERATE_PHRASE[i % len(DEGENERATE_PHRASE)] for i in range(total - len(lead))]
+    return Pieces([*lead, *loop]), bytes([REPEAT]) * total
 
 
 def chat_prompt(messages: object) -> str:

@@ -22,6 +22,7 @@ from pytest_specdecode.sim import cli
 from pytest_specdecode.sim.answers import AnswersFileError, Scripted, load_scripted
 from pytest_specdecode.sim.faults import first_start, stale_window
 from pytest_specdecode.sim.model import SpecSettings
+from pytest_specdecode.sim.restarts import next_start, speed_factor
 from pytest_specdecode.sim.server import SimServer
 
 log = logging.getLogger("pytest_specdecode.sim")
@@ -192,6 +193,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = effective_spec(args)
     for warning in args.warnings:
         log.warning(warning)
+    if args.restart_noise > 0 and args.start_count_file is not None:
+        try:
+            start = next_start(args.start_count_file)
+        except OSError as exc:
+            return fail(f"--sim-start-count-file {args.start_count_file!r}: {exc}", "OSError")
+        args = replace(args, speed_factor=speed_factor(args.seed, start, args.restart_noise))
+        log.info(
+            "Simulated restart noise: start %d runs at speed factor %.4f (--sim-restart-noise %g)",
+            start,
+            args.speed_factor,
+            args.restart_noise,
+        )
     log.info("server_args=%r", args)
     log_startup(args, spec)
     if args.faults.hang_on_load:

@@ -45,6 +45,13 @@ def _unit(text: str) -> float:
     return value
 
 
+def _restart_noise(text: str) -> float:
+    value = _non_negative(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be >= 0 and < 1, got {text!r}")
+    return value
+
+
 def sim_parser() -> argparse.ArgumentParser:
     """The ``--sim-*`` options alone (exact spellings only)."""
     p = argparse.ArgumentParser(
@@ -89,6 +96,18 @@ def sim_parser() -> argparse.ArgumentParser:
         "--sim-state-file",
         default=None,
         help="file recording that a server started (the *-on-first-start faults). Default: none",
+    )
+    sim.add_argument(
+        "--sim-restart-noise",
+        type=_restart_noise,
+        default=0.0,
+        help="each server start runs at its own speed, a factor drawn within 1 +- F from "
+        "--sim-seed and the start's number (needs --sim-start-count-file). Default: %(default)r",
+    )
+    sim.add_argument(
+        "--sim-start-count-file",
+        default=None,
+        help="file counting server starts across processes (--sim-restart-noise). Default: none",
     )
     sim.add_argument(
         "--sim-build",
@@ -164,6 +183,9 @@ def parse(argv: Sequence[str], version: str = facts.NEWEST) -> Parsed:
     needing = [f.name for f in sim.sim_fault if f.name.endswith("-on-first-start")]
     if needing and not sim.sim_state_file:
         parser.error(f"--sim-fault {needing[0]} needs --sim-state-file PATH")
+    if sim.sim_restart_noise > 0 and not sim.sim_start_count_file:
+        # Without a count kept outside the process every start would draw the same factor.
+        parser.error("--sim-restart-noise needs --sim-start-count-file PATH")
     table = facts.load(version, build(sim))
     ns = sglang_parser(table).parse_args(rest)
     given = tuple(o.dest for o in table.options if getattr(ns, o.dest, o.default) != o.default)

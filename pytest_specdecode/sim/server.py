@@ -56,9 +56,16 @@ class SimServer:
         self.spec = spec
         self.launch_command = launch_command
         self.model = SpecModel(spec)
-        self.engine = Engine(self.model, args.time_scale, lossy=args.faults.lossy)
+        # A faster start (--sim-restart-noise) takes less modelled time per step.
+        scale = args.time_scale / args.speed_factor
+        self.engine = Engine(self.model, scale, lossy=args.faults.lossy)
         self.book = AnswerBook(args.seed, args.quality, scripted)
-        self.generator = Generator(self.book, args.seed, lossy=args.faults.lossy)
+        self.generator = Generator(
+            self.book,
+            args.seed,
+            lossy=args.faults.lossy,
+            degenerate=args.faults.degenerate_drafter and spec.speculative,
+        )
         self.metrics = Metrics()
         self.ready = False
         self.generate_requests = 0

@@ -105,6 +105,7 @@ def server_info(
         "simulator": True,
         "sim_build": args.build,
         "sim_time_scale": args.time_scale,
+        "sim_speed_factor": args.speed_factor,
         "sim_faults": sorted(k for k, v in vars(args.faults).items() if v),
         "sim_unmodelled": list(args.unmodelled),
     }

@@ -15,6 +15,13 @@ means (delta method on its log, Welch-Satterthwaite degrees of freedom); see
 :mod:`~pytest_specdecode.throughput.stats`. When the interval straddles the
 limit the case is *inconclusive*, said in one line with the noise, and does
 not fail. ``accept_length:0.2`` does the same with the difference.
+
+Noise across restarts: the saved runs beside the compared one
+(:mod:`~pytest_specdecode.throughput.saved_runs`) that measured its config and
+case give the spread of a run's mean from one server start to the next; with
+three or more, the gate uses the wider of that between-run interval and the
+within-run one (:data:`~pytest_specdecode.throughput.stats.BETWEEN_METHOD`),
+and each finding says which noise it used.
 """
 
 from __future__ import annotations
@@ -216,6 +223,27 @@ class CaseDelta:
         low, high = pct(ratio.low), pct(ratio.high)
         return stats.Interval((ratio.value - 1.0) * 100.0, low, high, ratio.n, ratio.method)
 
+    def between_interval(
+        self, metric: str, run_means: Sequence[float], *, percent: bool
+    ) -> stats.Interval | None:
+        """The change's interval from the spread of saved runs' means (``None``: too few),
+        in % for a relative change (:func:`stats.between_run_interval`)."""
+        a, b = self.value(metric, "base"), self.value(metric, "current")
+        if a is None or b is None:
+            return None
+        if not percent:
+            return stats.between_run_interval(b - a, run_means, relative=False)
+        if a <= 0 or b <= 0:
+            return None
+        within = self.change_interval(metric, percent=True)
+        # Centred on the within-run estimate (paired rounds: their geometric mean).
+        ratio = 1.0 + within.value / 100.0 if within is not None else b / a
+        found = stats.between_run_interval(ratio, run_means, relative=True)
+        if found is None or found.low is None or found.high is None:
+            return None
+        low, high = (found.low - 1.0) * 100.0, (found.high - 1.0) * 100.0
+        return stats.Interval((ratio - 1.0) * 100.0, low, high, found.n, found.method)
+
     def change(self, metric: str) -> float | None:
         """current - base, or ``None`` when either side lacks the value."""
         a, b = self.value(metric, "base"), self.value(metric, "current")
@@ -325,13 +353,53 @@ def parse_fail_spec(text: str) -> FailSpec:
 
 @dataclass(frozen=True)
 class Finding:
-    """What a fail spec says about one case: ``fail``, ``pass`` or ``inconclusive``."""
+    """What a fail spec says about one case: ``fail``, ``pass`` or ``inconclusive``.
+
+    ``noise`` says which noise the interval used (``within-run``, ``between-run``,
+    or ``within-run only`` when too few saved runs were found), ``saved_runs``
+    how many saved runs of the config and case were found (``None``: not looked up).
+    """
 
     case: str
     spec: FailSpec
     status: str
     line: str
     change: stats.Interval | None = None
+    noise: str = "within-run"
+    saved_runs: int | None = None
+
+
+History = Mapping[tuple[str, str], Sequence[CaseRow]]
+"""Saved runs' rows by (pairing key, config): one row per saved run that has the case."""
+
+
+def run_means(history: History, row: CaseRow, metric: str) -> list[float]:
+    """The mean of ``metric`` in each saved run of ``row``'s config and case."""
+    found = history.get((row.key, row.config)) or ()
+    return [m for r in found if (m := r.mean(metric)) is not None]
+
+
+def _noise(
+    delta: CaseDelta, spec: FailSpec, within: stats.Interval, history: History | None
+) -> tuple[stats.Interval, str, str, int | None]:
+    """The interval the gate uses, which noise that is, the note the line carries, k."""
+    if history is None or delta.base is None:
+        return within, "within-run", "", None
+    means = run_means(history, delta.base, spec.metric)
+    k = len(means)
+    between = delta.between_interval(spec.metric, means, percent=spec.percent)
+    if between is None:
+        note = (
+            f"between-run noise unknown ({k} saved runs): the gate uses the within-run "
+            "interval only"
+        )
+        return within, "within-run only", note, k
+    spread = _shown(spec, between.half_width).lstrip("+")
+    if within.half_width is not None and within.half_width >= (between.half_width or 0.0):
+        inner = _shown(spec, within.half_width).lstrip("+")
+        note = f"within-run noise +-{inner} (the {k} saved runs' between-run noise: +-{spread})"
+        return within, "within-run", note, k
+    return between, "between-run", f"between-run noise +-{spread} from {k} saved runs", k
 
 
 def _shown(spec: FailSpec, value: float | None) -> str:
@@ -340,11 +408,13 @@ def _shown(spec: FailSpec, value: float | None) -> str:
     return f"{value:+.1f}%" if spec.percent else f"{value:+.2f}"
 
 
-def judge(delta: CaseDelta, spec: FailSpec) -> Finding | None:
+def judge(delta: CaseDelta, spec: FailSpec, history: History | None = None) -> Finding | None:
     """The verdict of ``spec`` on one case; None when the baseline lacks the metric.
 
     A case present in the baseline but missing now (or lacking the metric)
-    fails: a gate must not pass because the numbers vanished.
+    fails: a gate must not pass because the numbers vanished. With ``history``
+    (the saved runs found), the interval is the wider of the within-run one and
+    the between-run one (:data:`~pytest_specdecode.throughput.stats.BETWEEN_METHOD`).
     """
     base = delta.value(spec.metric, "base")
     if base is None:
@@ -358,6 +428,20 @@ def judge(delta: CaseDelta, spec: FailSpec) -> Finding | None:
         return None
     change = delta.change_interval(spec.metric, percent=spec.percent)
     assert change is not None
+    change, noise, note, k = _noise(delta, spec, change, history)
+    found = _judged(delta, spec, base, now, change, noise)
+    line = f"{found.line}; {note}" if note else found.line
+    return Finding(found.case, spec, found.status, line, change, noise, k)
+
+
+def _judged(
+    delta: CaseDelta,
+    spec: FailSpec,
+    base: float,
+    now: float,
+    change: stats.Interval,
+    used: str = "within-run",
+) -> Finding:
     before, after = figures.metric(spec.metric, base), figures.metric(spec.metric, now)
     head = f"{delta.case}: {spec.metric} {before} -> {after} ({_shown(spec, change.value)}"
     limit = -spec.limit
@@ -377,17 +461,22 @@ def judge(delta: CaseDelta, spec: FailSpec) -> Finding | None:
         line = f"{head}, {interval}), within the allowed drop {spec}"
         return Finding(delta.case, spec, "pass", line, change)
     noise = _shown(spec, change.half_width).lstrip("+")
+    hint = "more rounds (--dflash-rounds) narrow it"
+    if used == "between-run":
+        hint = "the noise is between server starts: more rounds do not narrow it"
     line = (
         f"{head}): inconclusive: noise +-{noise} ({interval}) against the allowed drop "
-        f"{spec}; more rounds (--dflash-rounds) narrow it"
+        f"{spec}; {hint}"
     )
     return Finding(delta.case, spec, "inconclusive", line, change)
 
 
-def check(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[Finding]:
+def check(
+    deltas: Iterable[CaseDelta], specs: Iterable[FailSpec], history: History | None = None
+) -> list[Finding]:
     """Every spec's verdict on every case that has a baseline."""
     specs = list(specs)
-    return [f for d in deltas for spec in specs if (f := judge(d, spec)) is not None]
+    return [f for d in deltas for spec in specs if (f := judge(d, spec, history)) is not None]
 
 
 def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[str]:

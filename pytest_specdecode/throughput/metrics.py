@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_specdecode.config.load_options import Slo, slo_text
 from pytest_specdecode.throughput import stats
+from pytest_specdecode.throughput.quality import TextSample
 
 if TYPE_CHECKING:
     from pytest_specdecode.client import GenerateResult
@@ -110,6 +111,12 @@ class CaseMetrics:
     slo: str | None = None
     goodput: float | None = None
     slo_attainment: float | None = None
+    # Output quality (throughput/quality.py): share of repeated word 4-grams over a
+    # bounded sample of the replies, how many replies it read, and the start of the
+    # most repetitive one (unescaped: whoever shows it escapes it).
+    repetition: float | None = None
+    repetition_sample: int | None = None
+    repetition_excerpt: str | None = None
 
     def to_extra_info(self) -> dict[str, Any]:
         """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
@@ -248,6 +255,9 @@ def case_metrics(
     histogram = sum_histograms(request_histogram(r) for r in results)
     good = sum(meets_slo(r, slo) for r in results) if slo else None
     requests = len(results) + errors
+    sample = TextSample()
+    for r in results:
+        sample.add(r.text)
     return CaseMetrics(
         case=case.id,
         context=case.context,
@@ -280,4 +290,7 @@ def case_metrics(
         slo=slo_text(slo) if slo else None,
         goodput=(good / wall if wall > 0 else 0.0) if good is not None else None,
         slo_attainment=good / requests if good is not None and requests else None,
+        repetition=sample.repetition(),
+        repetition_sample=len(sample.texts),
+        repetition_excerpt=sample.excerpt(),
     )

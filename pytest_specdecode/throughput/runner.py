@@ -47,11 +47,14 @@ class ThroughputRunner:
         service: ServiceHandle,
         node: pytest.Item,
         progress: Progress | None = None,
+        baseline: LosslessBaseline | None = None,
     ) -> None:
         self.settings = settings
         self.service = service
         self.node = node
         self.progress = progress
+        # The run's NONE baseline, for its output repetition per case (beside this one's).
+        self.baseline = baseline
 
     def run(self, case: ThroughputCase, benchmark: BenchmarkLike | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
@@ -87,7 +90,12 @@ class ThroughputRunner:
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         info = metrics.to_extra_info()
+        beside = self._repetition_baseline(case.id, metrics.repetition)
+        if beside is not None:
+            info["repetition_baseline"] = beside
         if benchmark is not None:
+            if beside is not None:
+                benchmark.extra_info["repetition_baseline"] = beside
             benchmark.extra_info["case"] = case.id
             benchmark.extra_info["simulated"] = self.service.simulated
             # A saved run of algorithm NONE is a speedup baseline for later runs.
@@ -99,6 +107,18 @@ class ThroughputRunner:
         }
         self.node.user_properties.append((RECORD, record))
         return info
+
+    def _repetition_baseline(self, case: str, figure: float | None) -> float | None:
+        """Keep a NONE config's repetition figure for ``case``; for a speculative config,
+        the baseline's figure measured earlier in this process (None when there is none:
+        the report judges against the run's baseline whatever the order)."""
+        if self.baseline is None:
+            return None
+        if self.service.config.algorithm == "NONE":
+            if figure is not None:
+                self.baseline.repetition[case] = figure
+            return None
+        return self.baseline.repetition.get(case)
 
 
 def failure_text(service: ServiceHandle, exc: Exception) -> str:
@@ -137,6 +157,8 @@ class LosslessBaseline:
         # The run's throughput cases when none runs under algorithm NONE (set at
         # collection): the baseline test measures them too, the speedup's baseline.
         self.speedup_cases: list[ThroughputCase] = []
+        # The baseline's output repetition per case id, measured in this process.
+        self.repetition: dict[str, float] = {}
         self.directory = directory
         self._clock = clock
         self._sleep = sleep
@@ -257,6 +279,8 @@ class LosslessChecker:
             except (ThroughputError, SGLangError) as exc:
                 missed.append(f"speedup baseline {case.id} not measured: {exc}")
                 continue
+            if metrics.repetition is not None:
+                self.baseline.repetition[case.id] = metrics.repetition
             key = pairing_key(self.node.nodeid, {"case": case.id})
             measured.append({"case": case.id, "key": key, "metrics": metrics.to_extra_info()})
         if measured:

@@ -292,3 +292,47 @@ def paired_ratio_interval(
     return Interval(
         math.exp(found.value), math.exp(found.low), math.exp(found.high), found.n, "paired"
     )
+
+
+# --- noise across restarts ------------------------------------------------------
+
+MIN_SAVED_RUNS = 3
+"""Saved runs of a case needed before their spread is taken as the between-run noise."""
+
+BETWEEN_METHOD = (
+    "between-run: the run means of the same config and case in the k saved runs found "
+    "(log scale for relative changes) give the spread s of one run's mean across server "
+    "starts; the change between two runs then has variance 2 s^2, and its interval is "
+    "change +- t(0.975, k-1) * sqrt(2) * s. The gate uses whichever of this and the "
+    "within-run interval is wider (with k < 3: the within-run interval only)"
+)
+
+
+def between_run_interval(
+    change: float, run_means: Sequence[float], *, relative: bool
+) -> Interval | None:
+    """The interval of a change between two runs from the spread of saved runs' means.
+
+    ``change`` is the observed ratio (``relative``) or difference; ``run_means``
+    one mean per saved run of the same config and case. Each run mean carries
+    its server start's level and its own rounds' noise, so the sample variance
+    ``s**2`` of the means (of their logs for a ratio) estimates the variance of
+    one run's mean across starts, ``2 * s**2`` that of the difference of two
+    independent runs, with ``k - 1`` degrees of freedom. ``None`` with fewer
+    than :data:`MIN_SAVED_RUNS` usable means.
+    """
+    data = clean(run_means)
+    if relative:
+        if change <= 0:
+            return None
+        data = [math.log(v) for v in data if v > 0]
+    if len(data) < MIN_SAVED_RUNS:
+        return None
+    _, var = _mean_var(data)
+    assert var is not None
+    half = _critical(len(data) - 1) * math.sqrt(2.0 * var)
+    if relative:
+        return Interval(
+            change, change * math.exp(-half), change * math.exp(half), len(data), "between-run"
+        )
+    return Interval(change, change - half, change + half, len(data), "between-run")

@@ -88,3 +88,26 @@ def test_the_launch_line_and_header_carry_the_knobs(pytester: pytest.Pytester) -
             "*launch: * -m pytest_specdecode.sim * --sim-time-scale 0.5 --sim-quality 0.5 *",
         ]
     )
+
+
+def test_restart_noise_passes_a_count_file_that_outlives_the_run(
+    pytester: pytest.Pytester,
+) -> None:
+    settings = resolve(pytester.parseconfig("--dflash-sim-restart-noise", "0.06"), environ={})
+    assert settings.sim_args[-4:] == (
+        *("--sim-restart-noise", "0.06"),
+        *("--sim-start-count-file", str(pytester.path / ".dflash" / "sim-starts")),
+    )
+    pytester.makeini("[pytest]\ndflash_sim_restart_noise = 0\n")
+    assert "--sim-restart-noise" not in resolve(pytester.parseconfig(), environ={}).sim_args
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "x"])
+def test_a_bad_restart_noise_is_a_one_line_usage_error(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(f"--dflash-sim-restart-noise={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--dflash-sim-restart-noise*"])
+    assert "Traceback" not in result.stderr.str()

@@ -63,9 +63,9 @@ def test_step_summary_is_appended_and_its_tables_render(
     text = summary.read_text()
     assert text.startswith("## an earlier step\n\nits own text\n\n## pytest-specdecode run\n")
     html, tables = render(text)
-    assert html.count("<table>") == 4
+    assert html.count("<table>") == 5
 
-    configs, throughput, acceptance, verdict = tables
+    configs, throughput, acceptance, repetition, verdict = tables
     header = configs[0]
     assert header[:3] == ["config", "ready", "pass rate"]
     assert "accept length" in header
@@ -88,6 +88,8 @@ def test_step_summary_is_appended_and_its_tables_render(
         assert speedup == "-", "no baseline in this run: no speedup invented"
     assert "no speedup: this run has no non-speculative baseline" in html
     assert [row[:2] for row in acceptance[1:]] == [["budget=4", "chat"], ["budget=8", "chat"]]
+    assert repetition[0] == ["config", "domain", "repetition", "baseline", "output"]
+    assert [(row[0], row[4]) for row in repetition[1:]] == [("budget=4", "ok"), ("budget=8", "ok")]
     assert verdict[0][3] == "tok/s", "without a baseline the verdict ranks by tok/s"
     # Both configs failed the pass-rate gate: neither is chosen, none is on a Pareto front.
     assert [row[:3] for row in verdict[1:]] == [["c1", "chat", "none passed every gate"]]

@@ -72,6 +72,7 @@ def test_control_mode_follows_the_options(pytester: pytest.Pytester) -> None:
         ("dflash_request_rate = 4,0", r"'4,0' from dflash_request_rate .*finite number > 0"),
         ("dflash_slo = ttft:500", r"'ttft:500' from dflash_slo ini option: bad SLO 'ttft:500'"),
         ("dflash_slo = tpot:3ms,tpot:4ms", r"from dflash_slo ini option: SLO 'tpot' given twice"),
+        ("dflash_max_repetition = 2", r"'2' from dflash_max_repetition ini option: .*fraction"),
     ],
 )
 def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, message: str) -> None:
@@ -85,6 +86,8 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
     [
         (["--dflash-ready-timeout", "abc"], "*--dflash-ready-timeout: expected a number*"),
         (["--dflash-min-pass-rate", "2"], "*--dflash-min-pass-rate: expected a fraction*"),
+        (["--dflash-max-repetition", "1.5"], "*--dflash-max-repetition: expected a fraction*"),
+        (["--dflash-max-repetition", "x"], "*--dflash-max-repetition: expected a fraction*"),
         (["--dflash-config", "budget=x"], "*budget*"),
         (["--dflash-config", "budgte=8"], "*budgte*"),
         (["--dflash-sweep", "budget="], "*--dflash-sweep*"),
@@ -264,14 +267,17 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
         [],
     ),
     "--dflash-min-accept-length": (["--dflash-min-accept-length", "2.5"], "2.5", []),
+    "--dflash-max-repetition": (["--dflash-max-repetition", "30%"], "0.3", []),
     "--dflash-report": (["--dflash-report", "out/r.json"], "out/r.json", []),
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),
+    "--dflash-html": (["--dflash-html", "out/r.html"], "out/r.html", []),
     "--dflash-resume": (["--dflash-resume", "old/r.json"], "old/r.json", []),
     "--dflash-dry-run": (["--dflash-dry-run"], "true", []),
     "--dflash-start-retries": (["--dflash-start-retries", "3"], "3", []),
     "--dflash-start-retry-pause": (["--dflash-start-retry-pause", "2.5"], "2.5", []),
     "--dflash-sim-time-scale": (["--dflash-sim-time-scale", "0.25"], "0.25", []),
     "--dflash-sim-quality": (["--dflash-sim-quality", "50%"], "0.5", []),
+    "--dflash-sim-restart-noise": (["--dflash-sim-restart-noise", "0.06"], "0.06", []),
     "--dflash-sim-answers": (["--dflash-sim-answers", "answers.json"], "answers.json", []),
     "--dflash-sim-fault": (
         ["--dflash-sim-fault", "lossy", "--dflash-sim-fault", "die-after:3"],

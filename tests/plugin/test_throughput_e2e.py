@@ -90,7 +90,8 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
     slower.stdout.fnmatch_lines(
         [
             "*compare gate FAILED: ctx60-c1-t64-chat: tok_s * (-*%, 95% interval -*% to -*%), "
-            "beyond the allowed drop tok_s:5%"
+            "beyond the allowed drop tok_s:5%; between-run noise unknown (1 saved runs): the gate "
+            "uses the within-run interval only"
         ]
     )
     assert "Traceback" not in slower.stdout.str()
@@ -123,7 +124,7 @@ def test_compare_fail_gate_against_a_saved_file(project: pytest.Pytester) -> Non
     regressed.stdout.fnmatch_lines(
         [
             "*compare gate FAILED: ctx60-c1-t64-chat: tok_s 1,000,000,000 tok/s -> * tok/s (*), "
-            "beyond the allowed drop tok_s:5%"
+            "beyond the allowed drop tok_s:5%; between-run noise unknown (1 saved runs)*"
         ]
     )
     regressed.stdout.fnmatch_lines(

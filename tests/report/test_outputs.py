@@ -73,9 +73,12 @@ def test_a_comparison_fails_the_run_beyond_the_allowed_drop(tmp_path: Path) -> N
     assert outputs.finish(0) == 1
     assert outputs.gate_lines == [
         f"throughput regression: {CASE}: tok_s 40,000 tok/s -> 30,572 tok/s (-23.6%, "
-        "95% interval -27.3% to -19.7%), beyond the allowed drop tok_s:5%"
+        "95% interval -27.3% to -19.7%), beyond the allowed drop tok_s:5%; between-run noise "
+        "unknown (1 saved runs): the gate uses the within-run interval only"
     ]
     assert outputs.compare["findings"][0]["status"] == "fail"  # type: ignore[index]
+    assert outputs.compare["findings"][0]["noise"] == "within-run only"  # type: ignore[index]
+    assert outputs.compare["findings"][0]["saved_runs"] == 1  # type: ignore[index]
     assert outputs.compare is not None
     (row,) = outputs.compare["rows"]
     assert row["tok_s_saved"] == 40000.0

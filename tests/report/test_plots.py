@@ -232,3 +232,20 @@ def test_decision_plots_show_speedup_the_pareto_front_and_the_histogram(
     assert top.get_title() == "chat: verify steps by correct drafts"
     assert bottom.get_title() == "chat: acceptance rate per draft position"
     assert len(top.containers) == len(report["configs"]) - 1, "one bar group per speculative config"
+
+
+def test_break_even_plot_marks_each_crossing_on_the_one_line() -> None:
+    from pytest_specdecode.report import break_even
+
+    report = judged(sweep_report())
+    report["break_even"] = break_even.records(report)
+    assert report["break_even"], "the sweep report has a baseline and several loads"
+    figure = plots.build_figures(report)["break_even"]
+    [ax] = panels(figure)
+    assert ax.get_xscale() == "log"
+    assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())  # the 1.0 line
+    crossing = [r for r in report["break_even"] if r["break_even"] is not None]
+    assert crossing
+    marks = [line for line in ax.get_lines() if line.get_marker() == "X"]
+    assert len(marks) == len(crossing)
+    assert "crosses 1.0" in figure.get_suptitle()

@@ -77,7 +77,13 @@ def test_legacy_window_spelling_depends_on_sim_flag(capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("die-after:3", 3), ("slow-first-token:0.5", 0.5), ("lossy", True), ("stale-config", True)],
+    [
+        ("die-after:3", 3),
+        ("slow-first-token:0.5", 0.5),
+        ("lossy", True),
+        ("stale-config", True),
+        ("degenerate-drafter", True),
+    ],
 )
 def test_faults_parse(value: str, expected: object) -> None:
     faults = resolve("--sim-fault", value, "--sim-fault", "unhealthy").faults
@@ -87,10 +93,13 @@ def test_faults_parse(value: str, expected: object) -> None:
         faults.slow_first_token,
         faults.lossy,
         faults.stale_config,
+        faults.degenerate_drafter,
     )
 
 
-@pytest.mark.parametrize("bad", ["explode", "die-after:x", "slow-first-token:-1", "lossy:2"])
+@pytest.mark.parametrize(
+    "bad", ["explode", "die-after:x", "slow-first-token:-1", "lossy:2", "degenerate-drafter:1"]
+)
 def test_bad_fault_exits_2(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.parse(["--sim-fault", bad])
@@ -134,3 +143,13 @@ def test_eagle_family_steps_rules() -> None:
                    ).fields["speculative_algorithm"] == "EAGLE"  # fmt: skip
     with pytest.raises(cli.InvalidArgs, match=r"^Unknown speculative algorithm name: DDTREE$"):
         resolve("--speculative-algorithm", "ddtree", "--speculative-draft-model-path", "d")
+
+
+@pytest.mark.parametrize(("argv", "collapses"), [(BASE, True), ([], False)])
+def test_degenerate_drafter_collapses_only_a_speculative_server(
+    argv: list[str], collapses: bool
+) -> None:
+    from pytest_specdecode.sim.server import SimServer
+
+    args = resolve(*argv, "--sim-fault", "degenerate-drafter")
+    assert SimServer(args, args.spec, "sim").generator.degenerate is collapses

@@ -7,7 +7,12 @@ import asyncio
 import pytest
 
 from pytest_specdecode.sim.answers import AnswerBook
-from pytest_specdecode.sim.generation import Generator, GenRequest
+from pytest_specdecode.sim.generation import (
+    DEGENERATE_LEAD,
+    DEGENERATE_PHRASE,
+    Generator,
+    GenRequest,
+)
 from pytest_specdecode.sim.model import SpecModel, SpecSettings
 from pytest_specdecode.sim.scheduler import Engine, Sequence
 
@@ -30,6 +35,7 @@ def run(
     reqs: list[GenRequest],
     *,
     lossy: bool = False,
+    degenerate: bool = False,
     scale: float = 0,
     sleeps: list[float] | None = None,
 ) -> tuple[list[Sequence], list[list[tuple[int, int]]], Engine]:
@@ -45,7 +51,7 @@ def run(
         engine = Engine(
             SpecModel(settings), scale, lossy=lossy, clock=lambda: clock[0], sleep=fake_sleep
         )
-        gen = Generator(AnswerBook(0, 1.0), 0, lossy=lossy)
+        gen = Generator(AnswerBook(0, 1.0), 0, lossy=lossy, degenerate=degenerate)
         seqs = [gen.sequence(r)[0] for r in reqs]
         for s in seqs:
             engine.submit(s)
@@ -101,6 +107,23 @@ def test_lossy_fault_changes_speculative_output_only() -> None:
     (plain,), _, _ = run(SpecSettings(), reqs, lossy=True)
     assert text(lossy) != text(clean)
     assert text(plain) == text(clean)
+
+
+def test_a_degenerate_drafter_loops_on_a_phrase_it_predicts_almost_perfectly() -> None:
+    reqs = [request("story", 400, ignore_eos=True), request("def gcd(a, b)", 200)]
+    clean, clean_steps, _ = run(DFLASH8, reqs)
+    broken, steps, engine = run(DFLASH8, reqs, degenerate=True)
+    for seq, normal in zip(broken, clean, strict=True):
+        assert seq.total == normal.total  # as many tokens: only their content collapsed
+        tail = text(seq)[len("".join(seq.tokens.pieces[:DEGENERATE_LEAD])) :]
+        phrase = "".join(DEGENERATE_PHRASE)
+        assert tail.startswith(phrase)
+        assert tail.count(phrase) >= seq.total // 6
+    # Accept length near the block size (8), far above the clean drafter's.
+    assert engine.avg_accept_length > 7
+    normal_accept = sum(s.total for s in clean) / sum(len(x) for x in clean_steps)
+    assert normal_accept < 6
+    assert len(steps[0]) < len(clean_steps[0])
 
 
 def test_deterministic_for_a_seed() -> None:

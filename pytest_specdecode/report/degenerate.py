@@ -1,0 +1,205 @@
+"""Degenerate output: a speculative config whose text collapsed while its figures shone.
+
+Each throughput case carries ``repetition``, the share of repeated word
+4-grams in a sample of its replies (:mod:`pytest_specdecode.throughput.quality`).
+A speculative config's case is *degenerate* when that figure is above the
+bound (``--dflash-max-repetition``, default 0.5) and, when
+the run has a non-speculative baseline (algorithm NONE) for the same case,
+also more than :data:`MARGIN` above the baseline's figure: a domain whose
+normal output repeats (code idioms, a list format) is not flagged because
+the drafter reproduced it. Without a baseline the bound alone decides.
+A figure the server's text was too short for (fewer than 4 words per
+reply) is unknown and judges nothing.
+
+A degenerate config fails the run (one line per config and domain, naming
+both figures and an escaped excerpt of the worst reply), is marked in the
+summary's repetition table and the report's ``repetition`` records, and is
+infeasible: :func:`infeasible` gives the reasons per config that keep it out
+of the verdict (and out of a search's candidates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pytest_specdecode import figures
+from pytest_specdecode.config.options import REPETITION_MARGIN
+from pytest_specdecode.report.results import RunResults
+from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.throughput.quality import NGRAM, SAMPLE_CHARS, SAMPLE_TEXTS
+
+MARGIN = REPETITION_MARGIN
+"""How far above the baseline's figure a config's must be to count as degenerate."""
+EXCERPT = 60
+"""Characters of the worst reply shown in the failure line."""
+METHOD = (
+    f"share of repeated word {NGRAM}-grams within each reply (1 - distinct / total), pooled "
+    f"over the first {SAMPLE_TEXTS} replies of the case ({SAMPLE_CHARS} characters each); "
+    f"degenerate: above the bound and, with a NONE baseline, more than {MARGIN:g} above its "
+    "figure"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The repetition of one speculative config's case, beside the baseline's."""
+
+    config: str
+    case: str
+    domain: str
+    repetition: float | None
+    baseline: float | None
+    baseline_config: str | None
+    degenerate: bool
+    excerpt: str | None = None
+
+    def line(self, bound: float) -> str:
+        """The one failure line: config, domain, both figures, the case, an escaped excerpt."""
+        if self.baseline is not None:
+            against = (
+                f"vs {figures.number(self.baseline, 2)} for the baseline {self.baseline_config} "
+                f"(bound {figures.plain(bound)}, margin {figures.plain(MARGIN)})"
+            )
+        else:
+            against = f"> bound {figures.plain(bound)} (no NONE baseline in this run)"
+        return (
+            f"degenerate output: {self.config} on {self.domain}: repetition "
+            f"{figures.number(self.repetition, 2)} {against} in {self.case}; output starts "
+            f"{escaped(self.excerpt or '')}"
+        )
+
+
+def escaped(text: str, limit: int = EXCERPT) -> str:
+    """Model text for one line: quoted like a Python string, control characters and
+    ANSI escapes written out (``\\x1b[2J``), cut to ``limit`` characters."""
+    # Imported here: the coding package loads hypothesis, not needed otherwise.
+    from pytest_specdecode.coding.values import printable
+
+    cut = text[:limit]
+    return printable(repr(cut)) + ("..." if len(text) > limit else "")
+
+
+def judge(repetition: float | None, baseline: float | None, bound: float) -> bool:
+    """Whether a figure is degenerate: above ``bound`` and, with a baseline's figure,
+    more than :data:`MARGIN` above it; an unknown figure is not."""
+    if repetition is None or not repetition > bound:
+        return False
+    return baseline is None or repetition - baseline > MARGIN
+
+
+def _figure(metrics: Mapping[str, Any]) -> float | None:
+    value = metrics.get("repetition")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value <= 1 else None
+
+
+def configs_of(results: RunResults) -> list[dict[str, Any]]:
+    """The run's configs in the report's shape (label, config, throughput cases)."""
+    return [
+        {
+            "label": r.label,
+            "config": r.config,
+            "throughput": [{"case": t.case, "metrics": t.metrics} for t in r.throughput.values()],
+        }
+        for r in results.ordered()
+    ]
+
+
+def findings(configs: Iterable[Mapping[str, Any]], bound: float) -> list[Finding]:
+    """A finding per throughput case of every speculative config, judged against the
+    run's NONE config with the same extra server flags (else any NONE config)."""
+    configs = list(configs)
+    baselines = [c for c in configs if (c.get("config") or {}).get("algorithm") == "NONE"]
+    out = []
+    for config in configs:
+        spec = config.get("config") or {}
+        if spec.get("algorithm") == "NONE":
+            continue
+        ranked = sorted(
+            baselines, key=lambda b: (b.get("config") or {}).get("extra") != spec.get("extra")
+        )
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            name = str(case.get("case"))
+            base_label, base = _baseline(name, ranked)
+            figure = _figure(metrics)
+            excerpt = metrics.get("repetition_excerpt")
+            out.append(
+                Finding(
+                    config=str(config.get("label")),
+                    case=name,
+                    domain=case_shape(name, metrics)[2],
+                    repetition=figure,
+                    baseline=base,
+                    baseline_config=base_label,
+                    degenerate=judge(figure, base, bound),
+                    excerpt=excerpt if isinstance(excerpt, str) else None,
+                )
+            )
+    return out
+
+
+def _baseline(case: str, baselines: Sequence[Mapping[str, Any]]) -> tuple[str | None, float | None]:
+    for config in baselines:
+        for found in config.get("throughput") or []:
+            if found.get("case") == case:
+                figure = _figure(found.get("metrics") or {})
+                if figure is not None:
+                    return str(config.get("label")), figure
+    return None, None
+
+
+def worst(found: Iterable[Finding]) -> list[Finding]:
+    """The degenerate findings, one per config and domain: its most repetitive case."""
+    out: dict[tuple[str, str], Finding] = {}
+    for f in found:
+        if not f.degenerate:
+            continue
+        key = (f.config, f.domain)
+        if key not in out or (f.repetition or 0) > (out[key].repetition or 0):
+            out[key] = f
+    return list(out.values())
+
+
+def failure_lines(results: RunResults, bound: float) -> list[str]:
+    """One line per degenerate config and domain (empty when none is)."""
+    return [f.line(bound) for f in worst(findings(configs_of(results), bound))]
+
+
+def infeasible(results: RunResults, bound: float) -> dict[str, list[str]]:
+    """Per config label with degenerate output, why it is infeasible (one reason per
+    domain): what keeps it out of the verdict, and what a search treats as a failed gate."""
+    out: dict[str, list[str]] = {}
+    for f in worst(findings(configs_of(results), bound)):
+        out.setdefault(f.config, []).append(
+            f"degenerate output on {f.domain} (repetition {figures.number(f.repetition, 2)})"
+        )
+    return out
+
+
+def annotate(report: dict[str, Any], bound: float) -> None:
+    """Give every speculative throughput case of the report its ``repetition`` record
+    (figure, baseline's, degenerate) and set ``report["repetition"]``."""
+    configs = list(report.get("configs") or [])
+    found = findings(configs, bound)
+    by_case = {(f.config, f.case): f for f in found}
+    for config in configs:
+        for case in config.get("throughput") or []:
+            case.pop("repetition", None)
+            f = by_case.get((str(config.get("label")), str(case.get("case"))))
+            if f is not None:
+                case["repetition"] = {
+                    "value": f.repetition,
+                    "baseline": f.baseline,
+                    "baseline_config": f.baseline_config,
+                    "degenerate": f.degenerate,
+                }
+    report["repetition"] = {
+        "method": METHOD,
+        "bound": bound,
+        "margin": MARGIN,
+        "degenerate": [{**asdict(f), "excerpt": escaped(f.excerpt or "")} for f in worst(found)],
+    }

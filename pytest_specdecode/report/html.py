@@ -1,0 +1,246 @@
+"""One self-contained HTML page per run: verdict, configs, figures with intervals, provenance.
+
+The page is a single file with its styles, Plotly's JavaScript and the chart
+data inlined: opened from disk it asks no network for anything. Tables are
+plain HTML (:mod:`~pytest_specdecode.report.html_sections`) and read without
+JavaScript; the charts (:mod:`~pytest_specdecode.report.html_charts`) are
+drawn from the report's own figures, not from the PNG plots.
+
+Nothing from the run becomes markup: text is escaped where it is placed, and
+the JSON in ``<script>`` elements has ``<``, ``>`` and ``&`` written as
+``\\u003c`` etc., so no value can close the script or open a comment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_specdecode.report import html_charts, html_sections
+from pytest_specdecode.report.html_sections import esc
+
+TITLE = "pytest-specdecode run"
+NO_PLOTLY = (
+    "Charts left out: the Python package plotly is not installed "
+    "(pip install 'plotly>=5.20,<8'); the tables hold every figure."
+)
+
+
+def plotly_js() -> str | None:
+    """Plotly's bundled JavaScript, or None when the package is missing."""
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        return None
+    return str(get_plotlyjs())
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&``
+    (so no ``</script>`` and no ``<!--``), no line separators; NaN and infinities as null."""
+    text = json.dumps(_finite(value), default=str, ensure_ascii=False, allow_nan=False)
+    for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, code)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def render(report: Mapping[str, Any], *, js: str | None = None) -> str:
+    """The whole page for ``report`` (the dict the JSON report holds).
+
+    ``js`` is Plotly's JavaScript (default: :func:`plotly_js`); without it the
+    page has its tables and says why the charts are missing.
+    """
+    js = plotly_js() if js is None else js
+    charts = html_charts.charts(report) if js else []
+    placed: list[str] = []
+
+    def slot(prefix: str) -> str:
+        out = []
+        for index, chart in enumerate(charts):
+            if chart["id"].startswith(prefix) and chart["id"] not in placed:
+                placed.append(chart["id"])
+                out.append(
+                    f'<figure class="chart-box"><div class="chart" id="{esc(chart["id"])}" '
+                    f'data-chart="{index}"></div>'
+                    f"<figcaption>{esc(chart.get('note') or '')}</figcaption></figure>"
+                )
+        return "\n".join(out)
+
+    s = html_sections
+    body = [
+        s.banner(report),
+        f"<h1>{esc(TITLE)}</h1>",
+        html_sections.para(_subtitle(report), "muted"),
+        "" if js else html_sections.para(NO_PLOTLY, "note bad"),
+        s.status(report),
+        s.verdict(report, slot),
+        s.configs(report, slot),
+        s.throughput(report, slot),
+        s.pareto(report, slot),
+        s.acceptance(report, slot),
+        s.coding(report, slot),
+        s.compare(report),
+        s.search(report),
+        s.provenance(report),
+        s.section("about", "About this page", html_sections.para(
+            "Written by pytest-specdecode from the run's JSON report; self-contained (no "
+            "network needed). The JSON report beside it holds every figure.", "muted")),
+    ]  # fmt: skip
+    body.insert(5, _contents(body))
+    title = TITLE + (" (simulated)" if s.simulated(report) else "")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # The page may run only its own inline code and load nothing from anywhere.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+        'img-src data: blob:; font-src data:">',
+        f"<title>{esc(title)}</title>",
+        f"<style>{_CSS}</style>",
+        f"<script>{_ERRORS_JS}</script>",
+        "</head><body>",
+        '<pre id="dflash-errors" hidden></pre>',
+        "<main>",
+        *[b for b in body if b],
+        "</main>",
+    ]
+    if js:
+        specs = [{"id": c["id"], "data": c["data"], "layout": c["layout"]} for c in charts]
+        parts += [
+            f"<script>{js}</script>",
+            f'<script type="application/json" id="dflash-charts">{script_json(specs)}</script>',
+            f"<script>{_DRAW_JS}</script>",
+        ]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _subtitle(report: Mapping[str, Any]) -> str:
+    configs = html_sections.configs_of(report)
+    facts = [
+        f"{len(configs)} config{'s' if len(configs) != 1 else ''}",
+        f"started {report.get('started')}" if report.get("started") else "",
+        f"hosts {', '.join(map(str, report.get('hosts') or []))}" if report.get("hosts") else "",
+        f"pytest-specdecode {report.get('plugin')}" if report.get("plugin") else "",
+    ]
+    return " · ".join(f for f in facts if f)
+
+
+def _contents(body: list[str]) -> str:
+    present = {b.split('"', 2)[1] for b in body if b.startswith('<section id="')}
+    links = [
+        ("verdict", "Verdict"),
+        ("configs", "Configs"),
+        ("throughput", "Speedup and tok/s"),
+        ("pareto", "Pareto front"),
+        ("acceptance", "Acceptance"),
+        ("coding", "Coding"),
+        ("compare", "Comparison"),
+        ("search", "Search"),
+        ("provenance", "Provenance"),
+    ]
+    shown = [f'<a href="#{a}">{t}</a>' for a, t in links if a in present]
+    return '<nav id="contents">' + " · ".join(shown) + "</nav>"
+
+
+def write(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write the page to ``path`` atomically (readers never see half a page)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    page = render(report)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as handle:
+            handle.write(page)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+# Records every script error and console.error into #dflash-errors (hidden while empty):
+# the browser test reads it, and a reader sees what went wrong instead of a blank chart.
+_ERRORS_JS = """
+(function () {
+  var seen = [];
+  function note(text) {
+    seen.push(String(text));
+    var box = document.getElementById("dflash-errors");
+    if (box) { box.textContent = seen.join("\\n"); box.hidden = false; }
+  }
+  window.addEventListener("error", function (e) {
+    var where = e.filename ? " at " + e.filename + ":" + e.lineno : "";
+    note("error: " + (e.message || e.type) + where);
+  });
+  window.addEventListener("unhandledrejection", function (e) { note("rejection: " + e.reason); });
+  var original = console.error;
+  console.error = function () {
+    note("console.error: " + Array.prototype.join.call(arguments, " "));
+    return original.apply(console, arguments);
+  };
+})();
+"""
+
+_DRAW_JS = """
+(function () {
+  var specs = JSON.parse(document.getElementById("dflash-charts").textContent);
+  var config = {responsive: true, displaylogo: false, scrollZoom: false};
+  specs.forEach(function (spec) {
+    var box = document.getElementById(spec.id);
+    if (box) { Plotly.newPlot(box, spec.data, spec.layout, config); }
+  });
+  document.body.setAttribute("data-charts-drawn", String(specs.length));
+})();
+"""
+
+_CSS = """
+:root { --fg: #1b1f24; --muted: #59636e; --line: #d0d7de; --bad: #b42318; --good: #1a7f37;
+        --warn-bg: #fff4ce; --warn-line: #d4a72c; }
+* { box-sizing: border-box; }
+body { margin: 0; color: var(--fg); font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
+       Roboto, sans-serif; background: #fff; }
+main { max-width: 1200px; margin: 0 auto; padding: 12px 20px 40px; }
+h1 { font-size: 24px; margin: 12px 0 2px; }
+h2 { font-size: 19px; margin: 28px 0 8px; padding-bottom: 4px;
+     border-bottom: 1px solid var(--line); }
+h3 { font-size: 16px; margin: 0 0 4px; }
+h4 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); }
+.banner { background: var(--warn-bg); border-bottom: 2px solid var(--warn-line); padding: 10px 20px;
+          font-weight: 600; text-align: center; }
+.muted { color: var(--muted); margin: 2px 0; }
+.note { color: var(--muted); font-size: 13px; }
+.status { font-weight: 600; font-size: 15px; }
+.good { color: var(--good); } .bad { color: var(--bad); }
+nav { margin: 8px 0; font-size: 13px; } nav a { color: #0969da; text-decoration: none; }
+table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
+caption { text-align: left; font-weight: 600; color: var(--muted); padding: 2px 0; }
+th, td { border: 1px solid var(--line); padding: 3px 8px; vertical-align: top; text-align: left; }
+th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tbody tr:nth-child(even) { background: #fbfcfd; }
+#verdict-table { font-size: 14px; } #verdict-table td:nth-child(3) { font-weight: 600; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px; }
+.config { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; overflow-x: auto; }
+dl.pairs { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; }
+dl.pairs dt { color: var(--muted); } dl.pairs dd { margin: 0; word-break: break-word; }
+figure.chart-box { margin: 8px 0 16px; } figcaption { color: var(--muted); font-size: 12px; }
+.chart { width: 100%; min-height: 220px; }
+pre { white-space: pre-wrap; word-break: break-word; }
+#dflash-errors { background: #ffebe9; color: var(--bad); padding: 8px 20px; margin: 0; }
+"""

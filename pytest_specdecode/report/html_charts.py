@@ -1,0 +1,451 @@
+"""The HTML report's charts as Plotly figure specs (``data`` and ``layout``), from the report dict.
+
+Each builder reads the same report the tables read (speedups and intervals as
+:mod:`~pytest_specdecode.report.verdict` put them, the acceptance histogram as
+the server sent it) and returns plain JSON-able dicts; the page hands them to
+Plotly's JavaScript. No figure is computed here that the report does not hold,
+apart from shares and rates of the histogram, as the tables do.
+
+Text that Plotly draws (trace names, hover text, ticks) goes through
+:func:`label`: Plotly reads a small HTML subset in its strings, so a config
+label is escaped like any other text on the page.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_specdecode.config.load_options import DOMAINS
+from pytest_specdecode.report import tables
+from pytest_specdecode.report.verdict import case_shape, mean
+
+Chart = dict[str, Any]
+"""``{"id", "title", "note", "data", "layout"}``: one Plotly figure and its caption."""
+
+MAX_PARETO_PANELS = 12
+
+_PALETTE = (
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+
+
+def label(text: object) -> str:
+    """Text as Plotly may draw it: its HTML subset escaped, on one line."""
+    return html.escape(" ".join(str(text).split()))
+
+
+def number(value: Any) -> float | None:
+    """A finite float, else None (JSON has no NaN; Plotly leaves a gap)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    found = float(value)
+    return found if math.isfinite(found) else None
+
+
+def charts(report: Mapping[str, Any]) -> list[Chart]:
+    """Every chart the report has data for, in the page's order."""
+    colors = _colors(report)
+    simulated = bool(report.get("simulated"))
+    found = [
+        readiness(report),
+        tok_s(report, colors),
+        speedup(report, colors),
+        *pareto(report, colors),
+        acceptance(report, colors),
+        histogram(report, colors),
+        pass_rate(report, colors),
+    ]
+    out = [c for c in found if c is not None]
+    if simulated:
+        for chart in out:
+            chart["title"] += " (simulated)"
+    for chart in out:
+        chart["layout"] = {**_LAYOUT, **chart["layout"], "title": {"text": label(chart["title"])}}
+    return out
+
+
+_LAYOUT: dict[str, Any] = {
+    "height": 380,
+    "margin": {"l": 64, "r": 16, "t": 48, "b": 64},
+    "legend": {"orientation": "h", "y": -0.22},
+    "hovermode": "closest",
+    "font": {"family": "system-ui, sans-serif", "size": 12},
+}
+
+
+def _short(report: Mapping[str, Any]) -> dict[str, str]:
+    return tables.short_labels(list(report.get("configs") or []))
+
+
+def _colors(report: Mapping[str, Any]) -> dict[str, str]:
+    short = _short(report)
+    return {
+        str(c.get("label")): _PALETTE[i % len(_PALETTE)]
+        for i, c in enumerate(report.get("configs") or [])
+        if str(c.get("label")) in short
+    }
+
+
+def _name(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    full = str(config.get("label"))
+    return label(_short(report).get(full, full))
+
+
+def _domain_rank(domain: str) -> int:
+    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+
+
+def _case_order(case: Mapping[str, Any]) -> tuple[Any, ...]:
+    context, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
+    head = load.split("-")[0]
+    try:
+        load_key = (0 if head.startswith("c") else 1, float(head[1:]))
+    except ValueError:
+        load_key = (2, 0.0)
+    return (context if context is not None else 1 << 30, load_key, _domain_rank(domain), load)
+
+
+def _cases(report: Mapping[str, Any]) -> list[str]:
+    """Every case id measured, in table order (context, load, domain)."""
+    found: dict[str, tuple[Any, ...]] = {}
+    for config in report.get("configs") or []:
+        for case in config.get("throughput") or []:
+            found.setdefault(str(case.get("case")), _case_order(case))
+    return sorted(found, key=lambda c: found[c])
+
+
+def _errors(values: Sequence[float | None], lows: Sequence[Any], highs: Sequence[Any]) -> Any:
+    """Plotly's asymmetric error bars from 95% interval bounds (None where unknown)."""
+    plus, minus = [], []
+    for value, low, high in zip(values, lows, highs, strict=True):
+        lo, hi = number(low), number(high)
+        plus.append(None if value is None or hi is None else max(0.0, hi - value))
+        minus.append(None if value is None or lo is None else max(0.0, value - lo))
+    if all(p is None for p in plus):
+        return None
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
+
+
+def readiness(report: Mapping[str, Any]) -> Chart | None:
+    """Seconds in each readiness phase per config (stacked), from the gate's phase log."""
+    phases: dict[str, dict[str, float]] = {}
+    names: list[str] = []
+    order: list[str] = []
+    for config in report.get("configs") or []:
+        service = config.get("service") or {}
+        seen = [
+            (str(p[0]), number(p[1]))
+            for p in service.get("phases") or []
+            if isinstance(p, Sequence) and len(p) == 2
+        ]
+        ready = number(service.get("ready_seconds"))
+        if not seen or ready is None:
+            continue
+        name = label(config.get("label"))
+        order.append(name)
+        for (phase, start), following in zip(seen, [*seen[1:], ("", ready)], strict=True):
+            end = following[1]
+            if start is None or end is None:
+                continue
+            if phase not in names:
+                names.append(phase)
+            phases.setdefault(phase, {})[name] = max(0.0, end - start)
+    if not order:
+        return None
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": label(phase),
+            "y": order,
+            "x": [phases[phase].get(name) for name in order],
+            "hovertemplate": "%{y}: " + label(phase) + " %{x:.2f} s<extra></extra>",
+        }
+        for phase in names
+    ]
+    return {
+        "id": "chart-readiness",
+        "title": "Readiness: seconds in each phase of the gate",
+        "note": "From the restart to the verified config: loading (connection refused), "
+        "warming up (503), then /server_info checked.",
+        "data": data,
+        "layout": {"barmode": "stack", "xaxis": {"title": {"text": "seconds"}},
+                   "yaxis": {"automargin": True, "autorange": "reversed"},
+                   "legend": {**_LAYOUT["legend"], "traceorder": "normal"},
+                   "height": max(220, 90 + 36 * len(order))},
+    }  # fmt: skip
+
+
+def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+    """Output tok/s per case and config, with the 95% interval over rounds as error bars."""
+    cases = _cases(report)
+    data = []
+    for config in report.get("configs") or []:
+        by_case = {
+            str(c.get("case")): c.get("metrics") or {} for c in config.get("throughput") or []
+        }
+        if not by_case:
+            continue
+        values, lows, highs = [], [], []
+        for case in cases:
+            metrics = by_case.get(case) or {}
+            found = (metrics.get("intervals") or {}).get("tok_s") or {}
+            values.append(number(found.get("mean")) or number(mean(metrics, "tok_s")))
+            lows.append(found.get("low"))
+            highs.append(found.get("high"))
+        data.append(
+            {
+                "type": "bar",
+                "name": _name(report, config),
+                "x": [label(c) for c in cases],
+                "y": values,
+                "error_y": _errors(values, lows, highs),
+                "marker": {"color": colors.get(str(config.get("label")))},
+                "hovertemplate": "%{x}<br>%{y:,.0f} tok/s<extra>%{fullData.name}</extra>",
+            }
+        )
+    if not data:
+        return None
+    return {
+        "id": "chart-tok-s",
+        "title": "Output tok/s per case (higher is better)",
+        "note": "Mean over rounds; error bars: 95% interval (Student t over rounds).",
+        "data": data,
+        "layout": {"barmode": "group", "yaxis": {"title": {"text": "output tok/s"}}},
+    }
+
+
+def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+    """Speedup (baseline TPOT / config TPOT) per case, with its 95% interval."""
+    cases = _cases(report)
+    data = []
+    for config in report.get("configs") or []:
+        by_case = {
+            str(c.get("case")): (c.get("speedup") or {}).get("tpot") or {}
+            for c in config.get("throughput") or []
+        }
+        if not any(number(f.get("value")) is not None for f in by_case.values()):
+            continue
+        values = [number((by_case.get(c) or {}).get("value")) for c in cases]
+        data.append(
+            {
+                "type": "bar",
+                "name": _name(report, config),
+                "x": [label(c) for c in cases],
+                "y": values,
+                "error_y": _errors(
+                    values,
+                    [(by_case.get(c) or {}).get("low") for c in cases],
+                    [(by_case.get(c) or {}).get("high") for c in cases],
+                ),
+                "marker": {"color": colors.get(str(config.get("label")))},
+                "hovertemplate": "%{x}<br>%{y:.2f}x<extra>%{fullData.name}</extra>",
+            }
+        )
+    if not data:
+        return None
+    return {
+        "id": "chart-speedup",
+        "title": "Speedup over the non-speculative baseline (higher is better)",
+        "note": "Baseline TPOT / config TPOT for the same case; error bars: 95% interval; "
+        "dotted line: no speedup.",
+        "data": data,
+        "layout": {
+            "barmode": "group",
+            "yaxis": {"title": {"text": "speedup (x)"}, "rangemode": "tozero"},
+            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                        "line": {"dash": "dot", "color": "grey", "width": 1}}],
+        },
+    }  # fmt: skip
+
+
+def pareto(report: Mapping[str, Any], colors: Mapping[str, str]) -> list[Chart]:
+    """Per context and domain: per-request against aggregate tok/s, the front drawn as a line."""
+    short = _short(report)
+    out = []
+    groups = (report.get("verdict") or {}).get("pareto") or []
+    for index, group in enumerate(groups[:MAX_PARETO_PANELS]):
+        points = [p for p in group.get("points") or [] if isinstance(p, Mapping)]
+        data: list[dict[str, Any]] = []
+        for full in dict.fromkeys(str(p.get("config")) for p in points):
+            mine = [p for p in points if str(p.get("config")) == full]
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers+text",
+                    "name": label(short.get(full, full)),
+                    "x": [number(p.get("req_tok_s")) for p in mine],
+                    "y": [number(p.get("tok_s")) for p in mine],
+                    "text": [label(p.get("load")) for p in mine],
+                    "textposition": "top center",
+                    "marker": {
+                        "size": 10,
+                        "color": colors.get(full),
+                        "symbol": ["circle" if p.get("front") else "circle-open" for p in mine],
+                    },
+                    "hovertemplate": "%{text}: %{x:,.0f} per-request, %{y:,.0f} aggregate "
+                    "tok/s<extra>%{fullData.name}</extra>",
+                }
+            )
+        front = sorted(
+            (p for p in points if p.get("front")), key=lambda p: number(p.get("req_tok_s")) or 0.0
+        )
+        if front:
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "Pareto front",
+                    "x": [number(p.get("req_tok_s")) for p in front],
+                    "y": [number(p.get("tok_s")) for p in front],
+                    "line": {"color": "black", "dash": "dash", "width": 1},
+                    "hoverinfo": "skip",
+                }
+            )
+        if not data:
+            continue
+        out.append(
+            {
+                "id": f"chart-pareto-{index}",
+                "title": f"Pareto front: context {group.get('context')}, {group.get('domain')}",
+                "note": "Filled: on the front (no other point beats it on both axes); "
+                "open: dominated or not eligible. Text: the load.",
+                "data": data,
+                "layout": {
+                    "xaxis": {"title": {"text": "per-request tok/s"}},
+                    "yaxis": {"title": {"text": "aggregate tok/s"}},
+                },
+            }
+        )
+    return out
+
+
+def _histograms(report: Mapping[str, Any]) -> dict[tuple[str, str], list[int]]:
+    """Per (config, domain): the summed histogram of correct drafts per verify step."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for config in report.get("configs") or []:
+        if (config.get("config") or {}).get("algorithm") == "NONE":
+            continue
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            hist = metrics.get("accept_histogram")
+            if not isinstance(hist, list) or not hist:
+                continue
+            _, _, domain = case_shape(str(case.get("case")), metrics)
+            total = out.setdefault((str(config.get("label")), domain), [])
+            total += [0] * (len(hist) - len(total))
+            for i, n in enumerate(hist):
+                total[i] += n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return {key: hist for key, hist in out.items() if sum(hist) > 0}
+
+
+def _dash(domain: str) -> str:
+    return ("solid", "dash", "dot", "dashdot")[min(_domain_rank(domain), 3)]
+
+
+def acceptance(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+    """Acceptance rate per draft position, per config and domain (from the histogram)."""
+    short = _short(report)
+    data = []
+    for (full, domain), hist in _histograms(report).items():
+        steps = sum(hist)
+        rates = [sum(hist[i:]) / steps for i in range(1, len(hist))]
+        if not rates:
+            continue
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": label(f"{short.get(full, full)} · {domain}"),
+                "x": list(range(1, len(rates) + 1)),
+                "y": rates,
+                "line": {"color": colors.get(full), "dash": _dash(domain)},
+                "hovertemplate": "position %{x}: %{y:.2f}<extra>%{fullData.name}</extra>",
+            }
+        )
+    if not data:
+        return None
+    return {
+        "id": "chart-acceptance",
+        "title": "Acceptance rate per draft position",
+        "note": "Verify steps that accepted at least i drafts / verify steps (from the server's "
+        "spec_correct_drafts_histogram); line style: domain.",
+        "data": data,
+        "layout": {
+            "xaxis": {"title": {"text": "draft position"}, "dtick": 1},
+            "yaxis": {"title": {"text": "acceptance rate"}, "range": [0, 1.05]},
+        },
+    }
+
+
+def histogram(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+    """Share of verify steps by correct drafts, per config and domain."""
+    short = _short(report)
+    data = []
+    for (full, domain), hist in _histograms(report).items():
+        steps = sum(hist)
+        data.append(
+            {
+                "type": "bar",
+                "name": label(f"{short.get(full, full)} · {domain}"),
+                "x": list(range(len(hist))),
+                "y": [n / steps for n in hist],
+                "customdata": hist,
+                "marker": {
+                    "color": colors.get(full),
+                    "pattern": {"shape": ["", "/", ".", "x"][min(_domain_rank(domain), 3)]},
+                },
+                "hovertemplate": "%{x} correct drafts: %{y:.1%} (%{customdata} steps)"
+                "<extra>%{fullData.name}</extra>",
+            }
+        )
+    if not data:
+        return None
+    return {
+        "id": "chart-histogram",
+        "title": "Verify steps by correct drafts (acceptance histogram)",
+        "note": "Share of each config's verify steps that accepted that many drafts.",
+        "data": data,
+        "layout": {
+            "barmode": "group",
+            "xaxis": {"title": {"text": "correct drafts in the verify step"}, "dtick": 1},
+            "yaxis": {"title": {"text": "share of verify steps"}, "tickformat": ".0%"},
+        },
+    }
+
+
+def pass_rate(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+    """Coding pass rate (mean pass@1) per config."""
+    rows = []
+    for config in report.get("configs") or []:
+        found = config.get("pass_rate")
+        rate = number(found.get("rate")) if isinstance(found, Mapping) else None
+        if rate is None or not isinstance(found, Mapping):
+            continue
+        rows.append((config, rate, f"{found.get('passed')}/{found.get('total')}"))
+    if not rows:
+        return None
+    return {
+        "id": "chart-pass-rate",
+        "title": "Coding pass rate per config",
+        "note": "Mean pass@1 over the problems.",
+        "data": [
+            {
+                "type": "bar",
+                "x": [_name(report, c) for c, _, _ in rows],
+                "y": [r for _, r, _ in rows],
+                "text": [label(t) for _, _, t in rows],
+                "textposition": "auto",
+                "marker": {"color": [colors.get(str(c.get("label"))) for c, _, _ in rows]},
+                "hovertemplate": "%{x}: %{y:.0%} (%{text})<extra></extra>",
+            }
+        ],
+        "layout": {
+            "yaxis": {"title": {"text": "pass rate"}, "range": [0, 1.05], "tickformat": ".0%"},
+            "showlegend": False,
+        },
+    }

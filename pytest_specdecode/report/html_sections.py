@@ -1,0 +1,512 @@
+"""The HTML report's sections as markup, in the order a reader asks.
+
+Every value shown is escaped here (:func:`esc`), whatever its source: a
+config label, a failure's cause and a launch line are text from the run, not
+markup. Tables are plain ``<table>`` elements built from the same cells the
+terminal and Markdown summaries show (:mod:`~pytest_specdecode.report.tables`),
+so they read without JavaScript; :mod:`~pytest_specdecode.report.html_charts`
+adds the charts.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_specdecode import figures
+from pytest_specdecode.report import tables
+
+MAX_FAILURES = 500
+"""Coding failures listed on the page; the JSON report keeps every one."""
+MAX_SEARCH_ROWS = 500
+SIM_BANNER = (
+    "Simulated, not a GPU result: every figure on this page comes from the bundled "
+    "SGLang-compatible simulator."
+)
+
+ChartSlot = Callable[[str], str]
+"""Markup of the charts whose ids start with the given prefix (empty when none)."""
+
+
+def esc(value: object) -> str:
+    """Any value as text in HTML (element content or a quoted attribute)."""
+    return html.escape(str(value), quote=True)
+
+
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, ident: str = "", caption: str = ""
+) -> str:
+    """A ``<table>`` of text cells (escaped here); numeric-looking cells align right."""
+    if not rows:
+        return ""
+    attr = f' id="{esc(ident)}"' if ident else ""
+    out = [f"<table{attr}>"]
+    if caption:
+        out.append(f"<caption>{esc(caption)}</caption>")
+    out.append("<thead><tr>" + "".join(f'<th scope="col">{esc(h)}</th>' for h in header))
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        cells = "".join(
+            f'<td class="num">{esc(c)}</td>' if _numeric(str(c)) else f"<td>{esc(c)}</td>"
+            for c in row
+        )
+        out.append(f"<tr>{cells}</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+_NUMERIC = re.compile(r"[-+]?[\d,.]+(x|%| s)?( \(|\s±|$).*")
+
+
+def _numeric(text: str) -> bool:
+    return bool(_NUMERIC.match(text))
+
+
+def section(ident: str, title: str, *body: str) -> str:
+    """A titled ``<section>``; the empty parts of ``body`` are left out."""
+    inner = "\n".join(b for b in body if b)
+    return f'<section id="{esc(ident)}">\n<h2>{esc(title)}</h2>\n{inner}\n</section>'
+
+
+def para(text: str, cls: str = "") -> str:
+    attr = f' class="{esc(cls)}"' if cls else ""
+    return f"<p{attr}>{esc(text)}</p>" if text else ""
+
+
+def items(lines: Sequence[str], cls: str = "") -> str:
+    if not lines:
+        return ""
+    attr = f' class="{esc(cls)}"' if cls else ""
+    return f"<ul{attr}>" + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul>"
+
+
+def simulated(report: Mapping[str, Any]) -> bool:
+    """Whether any figure of the report came from the simulator."""
+    return bool(report.get("simulated")) or any(
+        (c.get("service") or {}).get("simulated") for c in report.get("configs") or []
+    )
+
+
+def configs_of(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in report.get("configs") or [] if isinstance(c, Mapping)]
+
+
+# --- the top of the page -----------------------------------------------------------
+
+
+def banner(report: Mapping[str, Any]) -> str:
+    if not simulated(report):
+        return ""
+    return f'<div class="banner" id="simulated" role="note">{esc(SIM_BANNER)}</div>'
+
+
+def status(report: Mapping[str, Any]) -> str:
+    """One line: the exit status and how many gates failed."""
+    failed = [str(line) for line in (report.get("gates") or {}).get("failed") or []]
+    code = report.get("exitstatus")
+    parts = []
+    if report.get("interrupted"):
+        parts.append("run interrupted: the figures are what it measured before that")
+    if failed:
+        parts.append(f"{len(failed)} gate{'s' if len(failed) != 1 else ''} failed")
+    else:
+        parts.append("no gate failed")
+    if code is not None:
+        parts.append(f"exit status {code}")
+    cls = "status bad" if failed or code not in (0, None) else "status good"
+    return f'<p class="{cls}" id="status">{esc("; ".join(parts))}</p>' + items(failed, "bad")
+
+
+def verdict(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    found = report.get("verdict") or {}
+    header, rows = tables.verdict(report)
+    missing = (report.get("speedup") or {}).get("missing")
+    if not rows:
+        measured = any(c.get("throughput") for c in configs_of(report))
+        reason = (
+            "no group to rank"
+            if found
+            else "this report has none (written by an older version)"
+            if measured
+            else "no throughput case was measured"
+        )
+        return section(
+            "verdict", "Verdict", para(f"No verdict: {reason}."), para(str(missing or ""))
+        )
+    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
+    note = (
+        f"Per load and domain, the best {by} among the configs that passed every gate "
+        "(geometric mean over contexts). Margin: 'clear' when the best config's 95% "
+        "interval lies above the runner-up's in every context, else 'within noise'."
+    )
+    excluded = [f"not eligible: {line}" for line in tables.excluded_lines(report)]
+    return section(
+        "verdict",
+        "Verdict",
+        para(note),
+        table(header, rows, ident="verdict-table"),
+        items(excluded, "bad"),
+        para(str(missing or ""), "note"),
+    )
+
+
+# --- configs -------------------------------------------------------------------------
+
+
+def _mentions(line: str, config_label: str) -> bool:
+    # Gate lines name a config as "<label>: ..." ("pass rate: DFLASH budget=8: 3/5 ...").
+    return bool(re.search(rf"(^|\s){re.escape(config_label)}:", line))
+
+
+def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
+    """Every gate's word on one config: readiness, verified config, lossless, the run's
+    gates that name it, and whether the verdict could choose it."""
+    label = str(config.get("label"))
+    service = config.get("service") or {}
+    rows: list[list[str]] = []
+    if config.get("errors"):
+        rows.append(["readiness", "FAILED", f"{len(config['errors'])} test(s) errored at setup"])
+    elif service:
+        phases = [str(p[0]) for p in service.get("phases") or [] if isinstance(p, Sequence) and p]
+        restarted = "restarted" if service.get("restarted") else "live server, no restart"
+        shown = " -> ".join(phases) or restarted
+        rows.append(["readiness", "passed", f"{shown}; {_secs(service.get('ready_seconds'))}"])
+    unverified = [str(u) for u in service.get("unverified") or []]
+    checked = service.get("speculative_algorithm") is not None or "verified" in str(
+        service.get("phases")
+    )
+    if service:
+        rows.append(
+            [
+                "config verified",
+                "partly" if unverified else "passed" if checked else "unknown",
+                f"not verifiable: {', '.join(unverified)}"
+                if unverified
+                else "every requested value seen in /server_info"
+                if checked
+                else "the report does not say (written by an older version)",
+            ]
+        )
+    died = config.get("server_died")
+    if isinstance(died, Mapping):
+        rows.append(["server alive", "FAILED", f"died after {died.get('after_tests')} tests: "
+                     f"{died.get('reason')}"])  # fmt: skip
+    lossless = config.get("lossless") or {}
+    if lossless:
+        bad = [k for k, v in lossless.items() if not (v or {}).get("passed")]
+        detail = "; ".join(str((v or {}).get("detail")) for v in lossless.values())
+        rows.append(["lossless", "FAILED" if bad else "passed", detail])
+    gates = report.get("gates") or {}
+    for line in gates.get("summary") or []:
+        if _mentions(str(line), label):
+            word = "FAILED" if " gate FAILED" in str(line) else "passed"
+            rows.append([str(line).split(" gate ")[0], word, str(line).split(": ", 1)[-1]])
+    details = {r[2] for r in rows}
+    for line in gates.get("failed") or []:
+        if _mentions(str(line), label) and str(line).split(": ", 1)[-1] not in details:
+            rows.append([str(line).split(":")[0], "FAILED", str(line)])
+    if report.get("verdict"):
+        reasons = ((report.get("verdict") or {}).get("excluded") or {}).get(label) or []
+        rows.append(
+            ["verdict eligible", "no" if reasons else "yes", ", ".join(map(str, reasons)) or "-"]
+        )
+    return rows
+
+
+def _secs(value: Any) -> str:
+    shown = figures.number(value, 2)
+    return shown if shown == figures.MISSING else f"ready in {shown} s"
+
+
+_FACTS = (
+    "version",
+    "speculative_algorithm",
+    "speculative_num_draft_tokens",
+    "speculative_eagle_topk",
+    "speculative_draft_window_size",
+)
+
+
+def config_card(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    label = str(config.get("label"))
+    service = config.get("service") or {}
+    values = config.get("config") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], {}))
+    phases = [
+        [str(p[0]), figures.number(p[1], 3)]
+        for p in service.get("phases") or []
+        if isinstance(p, Sequence) and len(p) == 2
+    ]
+    proof = [
+        ("restarted", service.get("restarted")),
+        ("restart proof", service.get("restart_proof")),
+        ("identity", service.get("identity")),
+        ("host", service.get("host")),
+        ("server", service.get("base_url")),
+    ]
+    facts = [(k, service.get(k)) for k in _FACTS if service.get(k) is not None]
+    rate = config.get("pass_rate")
+    summary = [
+        ("ready", _secs(service.get("ready_seconds"))),
+        ("pass rate", _rate(rate)),
+        ("accept length", figures.number(config.get("accept_length"), 2)),
+        ("throughput cases", str(len(config.get("throughput") or []))),
+    ]
+    return "\n".join(
+        [
+            '<article class="config">',
+            f'<h3 class="config-label">{esc(label)}</h3>',
+            para(shown, "muted"),
+            _pairs(summary),
+            table(["gate", "outcome", "detail"], gate_rows(report, config), caption="gates"),
+            table(["phase", "seen at (s)"], phases, caption="readiness phases"),
+            _pairs([(k, v) for k, v in proof if v is not None], "what proves the restart"),
+            _pairs(facts, "server facts checked (/server_info)"),
+            "</article>",
+        ]
+    )
+
+
+def _rate(rate: Any) -> str:
+    if not isinstance(rate, Mapping):
+        return figures.MISSING
+    value = rate.get("rate")
+    percent = f" ({value:.0%})" if isinstance(value, (int, float)) else ""
+    return f"{rate.get('passed')}/{rate.get('total')}{percent}"
+
+
+def _pairs(pairs: Sequence[tuple[str, Any]], caption: str = "") -> str:
+    if not pairs:
+        return ""
+    head = f"<h4>{esc(caption)}</h4>" if caption else ""
+    body = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+    return f'{head}<dl class="pairs">{body}</dl>'
+
+
+def configs(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    found = configs_of(report)
+    if not found:
+        return section("configs", "Configs", para("No config was measured."))
+    return section(
+        "configs",
+        "Configs: readiness, verification, gates",
+        charts("chart-readiness"),
+        '<div class="cards">' + "\n".join(config_card(report, c) for c in found) + "</div>",
+    )
+
+
+# --- figures ---------------------------------------------------------------------------
+
+
+def throughput(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.throughput(report)
+    if not rows:
+        return ""
+    sim = " (simulated)" if simulated(report) else ""
+    return section(
+        "throughput",
+        f"Speedup and throughput{sim}",
+        para(tables.rounds_note(report), "note"),
+        charts("chart-speedup"),
+        charts("chart-tok-s"),
+        table(header, rows, ident="throughput-table"),
+    )
+
+
+def pareto(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.pareto(report)
+    if not rows:
+        return ""
+    return section(
+        "pareto",
+        "Pareto front",
+        para(
+            "Per context and domain, the (config, load) points that no other beats on both "
+            "per-request and aggregate tok/s."
+        ),
+        charts("chart-pareto-"),
+        table(header, rows, ident="pareto-table"),
+    )
+
+
+def acceptance(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.acceptance(report)
+    if not rows:
+        return ""
+    return section(
+        "acceptance",
+        "Acceptance per draft position",
+        charts("chart-acceptance"),
+        charts("chart-histogram"),
+        table(header, rows, ident="acceptance-table"),
+    )
+
+
+def coding(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    found = configs_of(report)
+    rated = [c for c in found if c.get("coding")]
+    if not rated:
+        return ""
+    header = ["config", "pass rate", "pass@k", "failed"]
+    rows = [
+        [
+            str(c.get("label")),
+            _rate(c.get("pass_rate")),
+            ", ".join(f"pass@{k} {figures.number(v, 2)}"
+                      for k, v in (c.get("pass_at_k") or {}).items()) or "-",
+            str(sum(1 for r in c.get("coding") or [] if not r.get("passed"))),
+        ]
+        for c in rated
+    ]  # fmt: skip
+    failures = [
+        [str(c.get("label")), str(r.get("problem")), str(r.get("status")),
+         _one_line(r.get("reason"))]
+        for c in rated
+        for r in c.get("coding") or []
+        if isinstance(r, Mapping) and not r.get("passed")
+    ]  # fmt: skip
+    more = len(failures) - MAX_FAILURES
+    return section(
+        "coding",
+        "Coding pass rate and failed problems",
+        charts("chart-pass-rate"),
+        table(header, rows, ident="pass-rate-table"),
+        table(["config", "problem", "status", "cause"], failures[:MAX_FAILURES],
+              ident="failures-table", caption="failed problems")
+        if failures else para("Every problem passed under every config."),
+        para(f"... and {more} more failures (see the JSON report)." if more > 0 else ""),
+    )  # fmt: skip
+
+
+def _one_line(text: Any, limit: int = 300) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# --- comparison, search, provenance ----------------------------------------------------
+
+
+def _text_table(text: str) -> tuple[list[str], list[list[str]]] | None:
+    """A fixed-width text table (header, dash row, rows) split into cells by its dash row."""
+    lines = text.splitlines()
+    if len(lines) < 2 or not re.fullmatch(r"-+( +-+)*", lines[1].strip()):
+        return None
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
+
+    def split(line: str) -> list[str]:
+        return [line[start:end].strip() for start, end in spans]
+
+    return split(lines[0]), [split(line) for line in lines[2:]]
+
+
+def compare(report: Mapping[str, Any]) -> str:
+    found = report.get("compare")
+    if not isinstance(found, Mapping):
+        return ""
+    findings: dict[str, list[str]] = {}
+    for f in found.get("findings") or []:
+        if isinstance(f, Mapping):
+            findings.setdefault(str(f.get("case")), []).append(
+                f"{f.get('status')}: {f.get('line')}"
+            )
+    parsed = _text_table(str(found.get("table") or ""))
+    if parsed is not None:
+        header, rows = parsed
+        words = [" | ".join(findings.get(r[0], [])) or "-" for r in rows]
+        body = table([*header, "gate"], [[*r, w] for r, w in zip(rows, words, strict=True)],
+                     ident="compare-table")  # fmt: skip
+    else:
+        body = f"<pre>{esc(found.get('table') or '')}</pre>"
+    saved = ", ".join(str(c) for c in found.get("baseline_configs") or [])
+    return section(
+        "compare",
+        f"Compared with the saved run {found.get('baseline')}",
+        para(f"The saved run measured: {saved}." if saved else ""),
+        body,
+    )
+
+
+def search(report: Mapping[str, Any]) -> str:
+    """The search's path (``report["search"]``), shown whatever its shape."""
+    found = report.get("search")
+    if found is None:
+        return ""
+    return section("search", "Search path", _generic(found, 0))
+
+
+def _generic(value: Any, depth: int) -> str:
+    if isinstance(value, Mapping):
+        if depth > 3:
+            return f"<code>{esc(value)}</code>"
+        scalars = [(str(k), v) for k, v in value.items() if not isinstance(v, (Mapping, list))]
+        nested = [(str(k), v) for k, v in value.items() if isinstance(v, (Mapping, list))]
+        out = _pairs([(k, _scalar(v)) for k, v in scalars])
+        for key, inner in nested:
+            out += f"<h4>{esc(key)}</h4>{_generic(inner, depth + 1)}"
+        return out
+    if isinstance(value, list):
+        if value and all(isinstance(v, Mapping) for v in value):
+            keys = list(dict.fromkeys(str(k) for v in value for k in v))
+            rows = [[_scalar(v.get(k)) for k in keys] for v in value[:MAX_SEARCH_ROWS]]
+            more = len(value) - MAX_SEARCH_ROWS
+            return table(keys, rows) + para(f"... and {more} more" if more > 0 else "")
+        return items([_scalar(v) for v in value[:MAX_SEARCH_ROWS]])
+    return para(_scalar(value))
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return figures.plain(value)
+    if isinstance(value, (Mapping, list)):
+        import json
+
+        return json.dumps(value, default=str)[:300]
+    return str(value)
+
+
+def provenance(report: Mapping[str, Any]) -> str:
+    settings = report.get("settings") or {}
+    found = configs_of(report)
+    versions = sorted({str(v) for c in found if (v := (c.get("service") or {}).get("version"))})
+    run = [
+        ("simulated", "yes" if simulated(report) else "no"),
+        ("pytest-specdecode", report.get("plugin")),
+        ("SGLang (server version)", ", ".join(versions) or None),
+        ("SGLang dialect / version asked", f"{report.get('dialect')} / "
+         f"{settings.get('sglang version') or 'auto'}"),
+        ("pytest / Python", f"{report.get('pytest')} / {report.get('python')}"),
+        ("git commit", report.get("git_commit") or "not a git checkout"),
+        ("hosts", ", ".join(str(h) for h in report.get("hosts") or []) or None),
+        ("control", report.get("control")),
+        ("started", report.get("started")),
+        ("finished", report.get("finished")),
+        ("simulator defaults", "; ".join(map(str, report.get("simulator_defaults") or [])) or None),
+        ("intervals", report.get("intervals")),
+        ("speedup method", (report.get("speedup") or {}).get("method")),
+    ]  # fmt: skip
+    launch = [
+        [
+            str(c.get("label")),
+            str((c.get("service") or {}).get("host") or "-"),
+            str((c.get("service") or {}).get("launch_command") or report.get("launch") or "-"),
+        ]
+        for c in found
+    ]
+    facts = [
+        [str(c.get("label")), *(_scalar((c.get("service") or {}).get(k)) for k in _FACTS)]
+        for c in found
+        if c.get("service")
+    ]
+    return section(
+        "provenance",
+        "Provenance",
+        _pairs([(k, v) for k, v in run if v not in (None, "")]),
+        table(["config", "host", "launch line"], launch, ident="launch-table",
+              caption="launch line per config (the base launch line where the server did not "
+              "report its own)"),
+        table(["config", *_FACTS], facts, caption="server facts the gate checked"),
+    )  # fmt: skip

@@ -1,0 +1,93 @@
+"""``break_even.png``: speedup against load per config, the break-even load marked.
+
+A panel per domain and load kind (concurrency, request rate); a line per
+config through its speedups (geometric mean over contexts, the 95% interval
+as a band), log scale on both axes like the interpolation, the 1.0 line, and
+at each crossing a marker on that line with its interval as a horizontal
+bar. Built from the report's ``break_even`` records (see
+:mod:`~pytest_specdecode.report.break_even`); without records, no plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pytest_specdecode.config.load_options import DOMAINS
+from pytest_specdecode.report import plots
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+YTICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0)
+XLABEL = {"concurrency": "concurrent requests", "rate": "request rate (req/s)"}
+
+
+def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) -> dict[str, Figure]:
+    """``{"break_even": figure}`` when the report has break-even records, else empty."""
+    found = [r for r in report.get("break_even") or [] if isinstance(r, Mapping) and r.get("loads")]
+    if not found:
+        return {}
+    return {"break_even": _figure(found, colors, simulated)}
+
+
+def _panels(found: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    keys = {(str(r.get("domain")), str(r.get("load_kind"))) for r in found}
+    return sorted(keys, key=lambda k: (DOMAINS.index(k[0]) if k[0] in DOMAINS else 9, k))
+
+
+def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulated: bool) -> Figure:
+    keys = _panels(found)
+    figure = plots._new_figure(max(8.0, 4.8 * len(keys)), 5.2)
+    axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
+    handles: dict[str, Any] = {}
+    for ax, (domain, kind) in zip(axes, keys, strict=True):
+        loads: set[float] = set()
+        for r in found:
+            if (str(r.get("domain")), str(r.get("load_kind"))) != (domain, kind):
+                continue
+            label = str(r.get("config"))
+            color = colors.get(label, "C0")
+            xs = [float(x) for x in r["loads"]]
+            loads.update(xs)
+            (line,) = ax.plot(xs, r["speedups"], marker="o", color=color, label=label)
+            handles.setdefault(label, line)
+            lows, highs = r.get("lows") or [], r.get("highs") or []
+            if len(lows) == len(xs) == len(highs) and None not in (*lows, *highs):
+                ax.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
+            at = r.get("break_even")
+            if isinstance(at, (int, float)):
+                low, high = r.get("low"), r.get("high")
+                left = at - (low if isinstance(low, (int, float)) else min(xs))
+                right = (high if isinstance(high, (int, float)) else max(xs)) - at
+                ax.errorbar(
+                    [at], [1.0], xerr=[[left], [right]], fmt="X", color=color, markersize=11,
+                    capsize=4, zorder=5,
+                )  # fmt: skip
+                ax.annotate(
+                    f"{at:.3g}", (at, 1.0), textcoords="offset points", xytext=(4, 8),
+                    color=color, fontsize=8,
+                )  # fmt: skip
+        ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
+        levels = sorted(loads)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(levels, [f"{x:g}" for x in levels])
+        ys = [float(y) for r in found for y in (*r["speedups"], *(r.get("lows") or []),
+              *(r.get("highs") or [])) if isinstance(y, (int, float)) and y > 0]  # fmt: skip
+        ticks = [t for t in YTICKS if min(ys, default=1.0) / 1.2 <= t <= max(ys, default=1.0) * 1.2]
+        ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
+        ax.minorticks_off()
+        ax.set_title(f"{domain}" if len(keys) > 1 else f"{domain} ({kind})")
+        ax.set_xlabel(XLABEL.get(kind, kind))
+        ax.set_ylabel("speedup (baseline TPOT / config TPOT)")
+        ax.grid(True, alpha=0.3)
+    plots.handles_legend(figure, handles, "config")
+    plots._title(
+        figure,
+        "Speedup vs load: X where it crosses 1.0 (bar: 95% interval)\n"
+        "geometric mean over contexts; band: 95% interval",
+        simulated,
+    )
+    return figure

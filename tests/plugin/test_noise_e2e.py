@@ -1,0 +1,72 @@
+"""End to end on the simulator: between-run noise in the compare gate, the break-even load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from .test_throughput_e2e import THROUGHPUT
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> pytest.Pytester:
+    sim_project(pytester, "--sim-time-scale 0.02")
+    pytester.makepyfile(test_tp=THROUGHPUT)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    small = ("--dflash-contexts=60", "--dflash-output-tokens=64", "--dflash-rounds=3")
+    return pytester.runpytest("-p", "no:cacheprovider", *small, *args)
+
+
+def test_three_saved_starts_give_the_gate_its_between_run_noise(project: pytest.Pytester) -> None:
+    once = ("--dflash-concurrency=1", "--dflash-config=budget=8", "--dflash-sim-restart-noise=0.06")
+    for _ in range(2):
+        run(project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
+    gate = ("--benchmark-compare", "--dflash-compare-fail=tok_s:50%")
+    early = run(project, *once, *gate)
+    assert early.ret == 0
+    early.stdout.fnmatch_lines(
+        ["*between-run noise unknown (2 saved runs): the gate uses the within-run interval only*"]
+    )
+    run(project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
+    result = run(project, *once, *gate)
+    assert result.ret == 0
+    assert (project.path / ".dflash" / "sim-starts").read_text().strip() == "5"
+    report = json.loads((project.path / "report.json").read_text())
+    [finding] = report["compare"]["findings"]
+    assert finding["saved_runs"] == 3
+    assert finding["noise"] in ("between-run", "within-run")
+    result.stdout.fnmatch_lines(
+        [f"  noise used for 1 case(s): {finding['noise']} noise * 3 saved runs*"]
+    )
+
+
+def test_a_baseline_and_two_loads_give_a_break_even_line_and_record(
+    project: pytest.Pytester,
+) -> None:
+    result = run(
+        project, "--dflash-sweep=algorithm=NONE,DFLASH;budget=8", "--dflash-concurrency=1,4"
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "break-even load (simulated): per config and domain, where the speedup *",
+            "  DFLASH budget=8 chat: speedup *c=*",
+        ]
+    )
+    report = json.loads((project.path / "report.json").read_text())
+    [record] = report["break_even"]
+    assert (record["config"], record["domain"], record["load_kind"]) == (
+        "DFLASH budget=8",
+        "chat",
+        "concurrency",
+    )
+    assert record["loads"] == [1, 4]
+    assert record["status"] in ("crosses", "above", "below")
+    assert all(key == key.lower() and " " not in key for key in record)
