@@ -59,9 +59,24 @@ _TRIGGERS = ("api", "authorization", "bearer", "basic", "token")
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|digest)[ \t]+", re.IGNORECASE)
 
 
+_FLAG_NAME = re.compile(rf"--{_NAME}", re.IGNORECASE)
+
+
+def is_secret_flag(word: str) -> bool:
+    """Whether ``word`` is an API-key flag (``--api-key``, ``--admin-api-key``, any
+    ``--*-api-key``) whose value is a secret."""
+    return _FLAG_NAME.fullmatch(word) is not None
+
+
+# A reference to a variable (``${SPECDECODE_API_KEY}`` in a systemd drop-in), not its value.
+_ENV_REF = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
 def _is_value(value: str) -> bool:
     """Whether an unquoted match is a credential rather than a word of prose."""
-    return value not in _NOT_SECRET and not _PROSE.fullmatch(value)
+    return (
+        value not in _NOT_SECRET and not _PROSE.fullmatch(value) and not _ENV_REF.fullmatch(value)
+    )
 
 
 def _mask_value(value: str) -> str:

@@ -22,6 +22,7 @@ table plus their known differences. Templates are not checked.
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from abc import ABC, abstractmethod
@@ -30,13 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specdecode import facts
-from pytest_specdecode.config import script_template
+from pytest_specdecode.config import render, script_template
 from pytest_specdecode.config.flagcheck import field_value, flag_problems
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
 PLACEHOLDERS = ("budget", "topk", "window", "algorithm", "draft_model", "steps")
 SCRIPT_PLACEHOLDERS = (*PLACEHOLDERS, "extra")
 DDTREE_TOPK_ENV = "SGLANG_DDTREE_MAX_TOPK"
+# What systemd's Environment= and a POSIX shell accept as a variable name.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -432,13 +435,17 @@ class TemplateDialect(Dialect):
         self.env_pairs: list[tuple[str, str]] = []
         for pair in pairs:
             var, sep, value = pair.partition("=")
-            if not sep or not var.isidentifier():
+            if not sep or not _ENV_NAME.fullmatch(var):
                 raise ConfigError(
                     f"dflash_env item {pair!r} is not NAME=VALUE; "
                     "separate pairs by spaces or newlines, e.g. 'MY_TOPK={topk}'"
                 )
             self.used.update(n for _, n in _fields_of(value, PLACEHOLDERS, "dflash_env"))
             self.env_pairs.append((var, value))
+        for word in [*self.tokens, *pairs]:
+            refused = render.refuse_control("dflash_args/dflash_env word", word)
+            if refused is not None:
+                raise ConfigError(refused)
         self.args_template = args_template
         self.env_template = env_template
 
@@ -613,8 +620,8 @@ def shell_command(
     ``Environment=`` lines instead (use :func:`render_command`'s env).
     """
     argv, env = render_command(base, config, dialect)
-    prefix = [f"{k}={shlex.quote(v)}" for k, v in env.items()] if with_env else []
-    return " ".join([*prefix, shlex.join(argv)])
+    prefix = [f"{k}={render.shell_word(v)}" for k, v in env.items()] if with_env else []
+    return " ".join([*prefix, render.shell_join(argv)])
 
 
 def check_script_template(template: str) -> list[script_template.Slot]:
@@ -648,7 +655,7 @@ def script_args(template: str, config: SpecConfig) -> str:
             continue
         slot = next(slots)
         if field_name == "extra":
-            out.append(" ".join(shlex.quote(w) for w in _extra_words(config)))
+            out.append(render.shell_join(_extra_words(config)))
         else:
             out.append(script_template.quote(values[field_name] or "", glued=slot.glued))
     return "".join(out)

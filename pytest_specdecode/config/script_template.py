@@ -2,7 +2,7 @@
 
 The template (``--dflash-restart-cmd``) runs under ``sh -c`` on the remote
 host with the config's values filled in. A value must reach the script as
-data, never as shell code, in any position. ``shlex.quote`` guarantees that
+data, never as shell code, in any position. Quoting (``render.shell_word``) guarantees that
 only where the value is part of a plain, unquoted word: inside ``"..."`` the
 shell still runs ``$(...)`` and backticks, a ``'...'`` string would be closed
 by the quoting itself, and after a backslash, in a comment or a here-document
@@ -26,10 +26,10 @@ the rest of the word (``~``, braces, globs) can combine with it.
 from __future__ import annotations
 
 import re
-import shlex
 import string
 from dataclasses import dataclass
 
+from pytest_specdecode.config import render
 from pytest_specdecode.config.spec import ConfigError
 
 WHERE = "--dflash-restart-cmd"
@@ -229,6 +229,4 @@ def slots(template: str) -> list[Slot]:
 
 def quote(value: str, *, glued: bool) -> str:
     """``value`` as shell text for a plain word (always quoted when glued to other text)."""
-    if glued and value:
-        return "'" + value.replace("'", "'\"'\"'") + "'"
-    return shlex.quote(value)
+    return render.shell_word(value, always_quote=glued and bool(value))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from pytest_specdecode.config import load_options, simulator
+from pytest_specdecode.config import load_options, render, simulator
 from pytest_specdecode.config.hosts import Host, parse_host
 from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, Slo
 from pytest_specdecode.config.options import (
@@ -289,18 +290,45 @@ def _flag(resolver: _Resolver, name: str) -> bool:
     raise SettingsError(f"Invalid value {value!r} from {source}: expected true or false")
 
 
-def _command(name: str) -> Callable[[Any], str]:
-    """A command line: split like a shell would, so an open quote fails here, not later."""
+def _command(name: str, *, argv: bool = False) -> Callable[[Any], str]:
+    """A command line: split like a shell would, so an open quote fails here, not later.
+
+    With ``argv`` (a command the plugin runs or writes into a unit, word by word),
+    a word holding a control character is refused (see config/render.py).
+    """
 
     def parse(value: Any) -> str:
         text = str(value).strip()
         try:
-            shlex.split(text)
+            words = shlex.split(text)
         except ValueError as exc:
             raise ValueError(f"{exc} in the {name}; close the quote or escape it") from None
+        for word in words if argv else ():
+            what = render.control_character(word)
+            if what is not None:
+                raise ValueError(f"the word {word!r} of the {name} contains {what}; remove it")
         return text
 
     return parse
+
+
+def _data_text(value: Any) -> str:
+    """Text that becomes part of a command line or unit: no control character."""
+    text = str(value).strip()
+    what = render.control_character(text)
+    if what is not None:
+        raise ValueError(f"contains {what}; remove it")
+    return text
+
+
+_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@\\-]+")
+
+
+def _unit_name(value: Any) -> str:
+    text = str(value).strip()
+    if text and not _UNIT_NAME.fullmatch(text):
+        raise ValueError("expected a systemd unit name like sglang.service")
+    return text
 
 
 def _paths(resolver: _Resolver, config: _ConfigLike, name: str) -> tuple[str, ...]:
@@ -331,7 +359,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
     r = _Resolver(config, os.environ if environ is None else environ)
     no_hosts: tuple[Host, ...] = ()
     hosts = r.get("hosts", _hosts, no_hosts, option="host")
-    unit = r.get("unit", _text, "") or None
+    unit = r.get("unit", _unit_name, "") or None
     restart_cmd = r.get("restart_cmd", _command("restart command"), "") or None
     if restart_cmd:
         _check_restart_cmd(restart_cmd)
@@ -340,7 +368,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
     _check_restart_means(r, unit, restart_cmd, restart)
     control = _auto_control(hosts, unit, restart_cmd, restart) if chosen == "auto" else chosen
     _check_control(control, hosts, unit, restart_cmd)
-    launch = r.get("launch", _command("launch command"), "")
+    launch = r.get("launch", _command("launch command", argv=True), "")
     # Remote modes run whatever the host has: never assume the bundled simulator there.
     uses_simulator = control == "local" and (not launch or "pytest_specdecode.sim" in launch)
     port_found = r.raw("port")
@@ -352,7 +380,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
             "--dflash-dialect template needs the flag template in the dflash_args ini "
             "option, e.g. 'dflash_args = --my-budget {budget} --my-window {window}'"
         )
-    draft_model = r.get("draft_model", _text, "") or None
+    draft_model = r.get("draft_model", _data_text, "") or None
     if draft_model is None and uses_simulator:
         draft_model = SIMULATOR_DRAFT_MODEL
     samples = r.get("samples", _number(int, minimum=1), 1)
@@ -391,7 +419,7 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         restart="never" if control == "external" else restart,
         restore=_flag(r, "restore"),
         ready_timeout=r.get("ready_timeout", _number(float, minimum=0.001), 1800.0),
-        api_key=r.get("api_key", _text, "") or None,
+        api_key=r.get("api_key", _data_text, "") or None,
         ssh_user=r.get("ssh_user", _text, "") or None,
         ssh_port=r.get("ssh_port", _number(int, minimum=1), 0) or None,
         ssh_key=r.get("ssh_key", _text, "") or None,
@@ -493,7 +521,7 @@ def _sim_args(
         quality=r.get("sim_quality", _fraction, None),
         answers=str(where / str(answers.value).strip()) if answers else None,
         faults=_lines(r, "sim_fault"),
-        extra=r.get("sim_args", _command("simulator arguments"), ""),
+        extra=r.get("sim_args", _command("simulator arguments", argv=True), ""),
         restart_noise=r.get("sim_restart_noise", _restart_noise, None),
     )
 

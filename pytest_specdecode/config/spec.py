@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pytest_specdecode.config import render
 from pytest_specdecode.errors import SpecDecodeError
 
 if TYPE_CHECKING:
@@ -209,14 +210,22 @@ def coerce(key: str, value: object) -> object:
             return None
         if not isinstance(value, str):
             raise ConfigError(f"draft_model={value!r}: expected a path or model id (a string)")
-        return value.strip() or None
+        return _data(key, value.strip()) or None
     if value is None or value is False:
         return None
     if value is True:
         return ""
     if isinstance(value, (str, int, float)):
-        return str(value).strip()
+        return _data(key, str(value).strip())
     raise ConfigError(f"{key}={value!r}: extra flag values must be str, int, float or bool")
+
+
+def _data(key: str, text: str) -> str:
+    """``text`` if it holds no control character (see :mod:`~pytest_specdecode.config.render`)."""
+    refused = render.refuse_control(key, text)
+    if refused is not None:
+        raise ConfigError(refused)
+    return text
 
 
 def _coerce_int(key: str, value: object) -> int | None:
@@ -457,6 +466,8 @@ def problems(config: SpecConfig) -> list[str]:
             normalize_key(name)
         except ConfigError as exc:
             found.append(str(exc))
+    texts = [("draft_model", config.draft_model or ""), *config.extra]
+    found.extend(filter(None, (render.refuse_control(k, v) for k, v in texts)))
     if found:
         return found
     algo = config.algorithm

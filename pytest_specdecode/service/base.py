@@ -8,11 +8,11 @@ the same controller serves every dialect and user template.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from pytest_specdecode.config import render
 from pytest_specdecode.errors import SpecDecodeError
 
 
@@ -65,7 +65,7 @@ class LaunchSpec:
     @property
     def shell(self) -> str:
         """``argv`` as one shell-quoted line (what ``launch_command`` shows)."""
-        return shlex.join(self.argv)
+        return render.shell_join(self.argv)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,12 @@ def build_controller(
 
         assert settings.unit is not None
         return SystemdController(
-            factory, settings.unit, where=where, sudo=settings.sudo, command_timeout=step
+            factory,
+            settings.unit,
+            where=where,
+            sudo=settings.sudo,
+            command_timeout=step,
+            secrets=[settings.api_key],
         )
     from pytest_specdecode.service.script import ScriptController
 

@@ -13,12 +13,11 @@ as long (round robin over the hosts that have workers).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_specdecode import redact
-from pytest_specdecode.config import dialects
+from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.launch_command import Endpoint, LaunchRenderer
@@ -118,17 +117,23 @@ def _what(
         return [f"verify only: the server at {url} must already run it (--dflash-restart=never)"]
     if settings.control == "script":
         return [f"run over SSH: {launch.script}", f"then wait for {url} to serve this config"]
-    env = [f"{k}={shlex.quote(v)}" for k, v in sorted(launch.env.items())]
+    env = [f"{k}={render.shell_word(v)}" for k, v in sorted(launch.env.items())]
     if local:
-        return [f"launch: {shlex.join([*env, *launch.argv]) if env else launch.shell}"]
-    from pytest_specdecode.service.systemd import DEFAULT_UNIT_DIR, DROPIN_NAME, render_dropin
+        return [f"launch: {' '.join([*env, launch.shell])}"]
+    from pytest_specdecode.service.systemd import SystemdController, render_dropin, split_secrets
 
     assert settings.unit is not None
-    path = f"{DEFAULT_UNIT_DIR}/{settings.unit}.d/{DROPIN_NAME}"
+    unit = SystemdController(lambda: None, settings.unit)  # for its paths; never connects
     sudo = "sudo -n " if settings.sudo else ""
-    text = render_dropin(launch.argv, launch.env, label=launch.label)
+    split = split_secrets(launch.argv, [settings.api_key])
+    secrets = unit.secrets_path if split.secrets else None
+    text = render_dropin(split.argv, launch.env, label=launch.label, environment_file=secrets)
     return [
-        f"write {path}:",
+        *(
+            [f"write {secrets} (mode 0600, over SSH stdin): {', '.join(split.secrets)}"]
+            * bool(secrets)
+        ),
+        f"write {unit.dropin_path}:",
         *("  " + line for line in text.splitlines()),
         f"then: {sudo}systemctl daemon-reload; {sudo}systemctl restart {settings.unit}; wait for "
         f"{url} to serve this config",

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from pytest_specdecode import redact
-from pytest_specdecode.config import dialects
+from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import LaunchSpec
@@ -90,9 +90,9 @@ class LaunchRenderer:
         argv += list(rendered.argv)
         if self.redactor is not None:
             # A key among the config's extra flags is masked from now on, everywhere.
-            self.redactor.learn(shlex.join(argv))
+            self.redactor.learn(render.shell_join(argv))
         return LaunchSpec(
-            argv=tuple(argv),
+            argv=render.argv(argv),
             env=dict(rendered.env),
             script=script,
             label=config.label(),

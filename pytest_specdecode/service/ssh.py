@@ -10,8 +10,8 @@ loads the known_hosts files and installs a refusing policy instead.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-import shlex
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -21,6 +21,7 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
+from pytest_specdecode.config import render
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.service.base import SSHError
 
@@ -145,8 +146,13 @@ def run(
     timeout: float | None,
     where: str,
     answer_margin: float = ANSWER_MARGIN,
+    stdin: str | None = None,
 ) -> Any:
     """Run ``command`` remotely without raising on non-zero exit; return the invoke Result.
+
+    ``stdin`` is sent as the command's standard input, then end of file: how
+    a secret or a file's content reaches the host without being part of the
+    command line (which the remote host's process list and logs may show).
 
     Raises :class:`SSHError` when the command times out or the transport fails.
     The deadline holds on both sides: remotely with coreutils' timeout(1)
@@ -157,13 +163,13 @@ def run(
     the error says so.
     """
     if timeout is None:
-        return _run(conn, command, command, where)
-    wrapped = f"timeout -k {KILL_GRACE:g} {timeout:g} sh -c {shlex.quote(command)}"
+        return _run(conn, command, command, where, stdin)
+    wrapped = f"timeout -k {KILL_GRACE:g} {timeout:g} sh -c {render.shell_word(command)}"
     outcome: list[Any] = []
 
     def target() -> None:
         try:
-            outcome.append(_run(conn, wrapped, command, where))
+            outcome.append(_run(conn, wrapped, command, where, stdin))
         except BaseException as exc:  # handed to the caller's thread
             outcome.append(exc)
 
@@ -199,9 +205,22 @@ def run(
     return result
 
 
-def _run(conn: Any, command: str, shown: str, where: str) -> Any:
+class _WholeStream(io.StringIO):
+    """A stdin text handed over in one piece.
+
+    invoke reads a stream that is not a terminal one character per 10 ms
+    (600 bytes take 6 s); a read here returns all that is left, then "" (end
+    of file, after which invoke closes the remote stdin: no pty).
+    """
+
+    def read(self, size: int | None = -1) -> str:
+        return super().read()
+
+
+def _run(conn: Any, command: str, shown: str, where: str, stdin: str | None = None) -> Any:
+    in_stream: Any = False if stdin is None else _WholeStream(stdin)
     try:
-        return conn.run(command, hide=True, warn=True, in_stream=False, pty=False)
+        return conn.run(command, hide=True, warn=True, in_stream=in_stream, pty=False)
     except (paramiko.SSHException, OSError, EOFError) as exc:
         raise SSHError(
             f"SSH command {shown!r} on {where} failed: {exc}", reason="ssh-lost"

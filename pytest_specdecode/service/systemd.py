@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shlex
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from pytest_specdecode import redact
+from pytest_specdecode.config import render
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import (
     UNKNOWN_LISTENER,
@@ -31,55 +33,100 @@ from pytest_specdecode.service.base import (
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "50-specdecode.conf"
-
-_SAFE_WORD = re.compile(r"[A-Za-z0-9_./:=,+@%$-]+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Beside the drop-in; systemd reads only *.conf there as unit settings.
+SECRETS_SUFFIX = ".secrets"
 
 # Reading a log tail is quick, or the connection is in trouble.
 LOGS_TIMEOUT = 10.0
 
 
 def quote_exec_word(word: str) -> str:
-    """Quote one argv element for ``ExecStart=`` (systemd.service(5) command lines).
-
-    systemd expands ``%`` specifiers and ``$VAR`` in command lines, so both are
-    doubled; anything beyond a safe character set is double-quoted with C-style
-    escapes.
-    """
-    word = word.replace("%", "%%").replace("$", "$$")
-    if word == ";":
-        return "\\;"
-    if _SAFE_WORD.fullmatch(word):
-        return word
-    escaped = (
-        word.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    )
-    return f'"{escaped}"'
+    """One argv element for ``ExecStart=`` (see :func:`render.systemd_word`)."""
+    return render.systemd_word(word)
 
 
 def quote_environment(name: str, value: str) -> str:
-    """One ``Environment="NAME=VALUE"`` line, quoted for systemd."""
-    if not _ENV_NAME.fullmatch(name):
-        raise ValueError(f"invalid environment variable name {name!r} for a systemd unit")
-    assignment = f"{name}={value}".replace("%", "%%")
-    escaped = assignment.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'Environment="{escaped}"'
+    """One ``Environment="NAME=VALUE"`` line (see :func:`render.systemd_environment`)."""
+    return render.systemd_environment(name, value)
 
 
-def render_dropin(argv: Iterable[str], env: Mapping[str, str], *, label: str = "") -> str:
-    """The drop-in text replacing the unit's ``ExecStart`` and adding ``env``."""
+@dataclass(frozen=True)
+class Split:
+    """A command line with its secrets taken out.
+
+    ``argv`` holds :class:`render.EnvRef` words where a secret was (systemd
+    fills them in from ``secrets`` at exec time), ``secrets`` maps the
+    variable names to the values, for a mode-0600 ``EnvironmentFile=``.
+    """
+
+    argv: tuple[render.Word, ...]
+    secrets: dict[str, str]
+
+    def environment_file(self) -> str:
+        """The ``EnvironmentFile=`` text holding the secrets."""
+        return "".join(render.environment_file_line(k, v) for k, v in self.secrets.items())
+
+
+def split_secrets(argv: Iterable[str], known: Iterable[str | None] = ()) -> Split:
+    """Take API keys out of ``argv``: the value of every ``--*-api-key`` flag (as
+    ``--api-key KEY`` or ``--api-key=KEY``) and any word equal to a ``known`` secret."""
+    secrets: dict[str, str] = {}
+    literal = {k for k in known if k}
+
+    def ref(flag: str, value: str) -> render.EnvRef:
+        base = "SPECDECODE_" + (re.sub(r"[^A-Za-z0-9]+", "_", flag.strip("-")).upper() or "SECRET")
+        name, n = base, 1
+        while name in secrets and secrets[name] != value:
+            n += 1
+            name = f"{base}_{n}"
+        secrets[name] = value
+        return render.EnvRef(name)
+
+    out: list[render.Word] = []
+    after: str | None = None
+    for word in argv:
+        flag, eq, value = word.partition("=")
+        if after is not None:
+            out.append(ref(after, word))
+            after = None
+        elif redact.is_secret_flag(word):
+            out.append(word)
+            after = word
+        elif eq and redact.is_secret_flag(flag) and value:
+            out.append(render.EnvRef(ref(flag, value).name, prefix=flag + "="))
+        elif word in literal and out:
+            out.append(ref("secret", word))
+        else:
+            out.append(word)
+    return Split(tuple(out), secrets)
+
+
+def render_dropin(
+    argv: Iterable[render.Word],
+    env: Mapping[str, str],
+    *,
+    label: str = "",
+    environment_file: str | None = None,
+) -> str:
+    """The drop-in text replacing the unit's ``ExecStart`` and adding ``env``.
+
+    ``environment_file`` (an absolute path) is read by systemd before it runs
+    the command: :class:`render.EnvRef` words of ``argv`` are filled from it.
+    """
     words = list(argv)
     if not words:
         raise ValueError("cannot render a systemd drop-in without a command line")
+    # The label is the config's own text: as data in a comment, never a line of its own.
+    shown = f" for config {label!r}" if label and render.control_character(label) is None else ""
     lines = [
-        "# Written by pytest-specdecode"
-        + (f" for config {label!r}" if label else "")
-        + "; removed by --dflash-restore.",
+        f"# Written by pytest-specdecode{shown}; removed by --dflash-restore.",
         "[Service]",
         "ExecStart=",
-        "ExecStart=" + " ".join(quote_exec_word(w) for w in words),
+        "ExecStart=" + render.systemd_command(words),
     ]
-    lines.extend(quote_environment(k, v) for k, v in sorted(env.items()))
+    lines.extend(render.systemd_environment(k, v) for k, v in sorted(env.items()))
+    if environment_file is not None:
+        lines.append("EnvironmentFile=" + render.systemd_path(environment_file))
     return "\n".join(lines) + "\n"
 
 
@@ -99,8 +146,11 @@ class SystemdController:
     ``connect`` opens a fabric connection (see :func:`ssh.connection_factory`);
     ``where`` names the host in messages. ``sudo`` prefixes privileged commands
     with ``sudo -n`` (never prompts). ``unit_dir`` is where the drop-in
-    directory goes. ``command_prefix`` is raw shell text put before every
-    remote command (e.g. ``PATH=/opt/bin:$PATH; export PATH; ``).
+    directory goes. API keys on the command line (``--*-api-key`` values and
+    the ``secrets`` given) never go into the drop-in (mode 0644) or an SSH
+    command: they go over the session's stdin into a mode-0600 file beside it,
+    which the drop-in names as its ``EnvironmentFile=``. ``command_prefix`` is
+    raw shell text put before every remote command (e.g. ``PATH=/opt/bin:$PATH; export PATH; ``).
     """
 
     kind = "systemd"
@@ -117,6 +167,7 @@ class SystemdController:
         dropin_name: str = DROPIN_NAME,
         command_prefix: str = "",
         command_timeout: float = 180.0,
+        secrets: Iterable[str | None] = (),
     ) -> None:
         self._connect = connect
         self.unit = unit
@@ -124,6 +175,8 @@ class SystemdController:
         self._sudo = "sudo -n " if sudo else ""
         self.dropin_dir = f"{unit_dir.rstrip('/')}/{unit}.d"
         self.dropin_path = f"{self.dropin_dir}/{dropin_name}"
+        self.secrets_path = f"{self.dropin_dir}/{dropin_name.removesuffix('.conf')}{SECRETS_SUFFIX}"
+        self._secrets = tuple(secrets)
         self._prefix = command_prefix
         self._timeout = command_timeout
         self._conn: Any = None
@@ -133,7 +186,7 @@ class SystemdController:
 
     # -- remote plumbing -------------------------------------------------
 
-    def _run(self, command: str, *, timeout: float | None = None) -> Any:
+    def _run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> Any:
         if self._conn is None:
             self._conn = self._connect()
         try:
@@ -142,6 +195,7 @@ class SystemdController:
                 self._prefix + command,
                 timeout=self._timeout if timeout is None else timeout,
                 where=self._where,
+                stdin=stdin,
             )
         except SSHError:
             # A stalled or broken connection is not reused: the next step reconnects.
@@ -160,7 +214,7 @@ class SystemdController:
         return result
 
     def _systemctl(self, args: str) -> str:
-        return f"{self._sudo}systemctl {args} {shlex.quote(self.unit)}"
+        return f"{self._sudo}systemctl {args} {render.shell_word(self.unit)}"
 
     def _show(self) -> dict[str, str]:
         result = self._check(self._systemctl("show -p MainPID -p ExecMainStartTimestamp"))
@@ -171,15 +225,31 @@ class SystemdController:
     def apply(self, launch: LaunchSpec) -> ProcessIdentity:
         """Write the drop-in, daemon-reload, restart; return the new MainPID identity.
 
-        Three SSH round trips: read the old identity; write + reload + read the
-        remote clock (for ``journalctl --since``); restart + read the new identity.
+        Three SSH round trips (four with secrets): read the old identity; write
+        the secrets file; write + reload + read the remote clock (for
+        ``journalctl --since``); restart + read the new identity.
         """
-        text = render_dropin(launch.argv, launch.env, label=launch.label)
+        split = split_secrets(launch.argv, self._secrets)
+        try:
+            text = render_dropin(
+                split.argv,
+                launch.env,
+                label=launch.label,
+                environment_file=self.secrets_path if split.secrets else None,
+            )
+        except ValueError as exc:
+            # The collection refuses such values first; this holds for any caller.
+            raise ServiceStartError(
+                f"cannot write the command line of config {launch.label!r} into a systemd "
+                f"unit: {redact.Redactor(split.secrets.values()).text(str(exc))}"
+            ) from None
         show = "show -p MainPID -p ExecMainStartTimestamp"
         before = parse_properties(self._check(self._systemctl(show)).stdout)
         self._touched = True
         self._identity = None
-        self._since = self._write_dropin_and_reload(text)
+        if split.secrets:
+            self._write_secrets(split)
+        self._since = self._write_dropin_and_reload(text, keep_secrets=bool(split.secrets))
         restart = self._run(self._systemctl("restart") + " && " + self._systemctl(show))
         if restart.exited != 0:
             output = (restart.stderr or restart.stdout or "").strip()
@@ -212,18 +282,39 @@ class SystemdController:
         )
         return self._identity
 
-    def _write_dropin_and_reload(self, text: str) -> str:
-        tmp = self.dropin_path + ".tmp"
+    def _as_root(self, script: str) -> str:
+        return f"{self._sudo}sh -c {render.shell_word(script)}" if self._sudo else script
+
+    def _write_secrets(self, split: Split) -> None:
+        """The secrets file, over stdin: created 0600 (umask 077, noclobber) before a
+        byte is written (the drop-in write removes it for a config without secrets)."""
+        q = render.shell_word
+        tmp = self.secrets_path + ".tmp"
         write = (
-            f"umask 022 && mkdir -p {shlex.quote(self.dropin_dir)} && "
-            f"printf %s {shlex.quote(text)} > {shlex.quote(tmp)} && "
-            f"mv -f {shlex.quote(tmp)} {shlex.quote(self.dropin_path)}"
+            f"umask 022 && mkdir -p {q(self.dropin_dir)} && umask 077 && rm -f {q(tmp)} && "
+            f"set -C && cat > {q(tmp)} && mv -f {q(tmp)} {q(self.secrets_path)}"
         )
-        if self._sudo:
-            write = f"{self._sudo}sh -c {shlex.quote(write)}"
+        result = self._run(self._as_root(write), stdin=split.environment_file())
+        if result.exited != 0:
+            stderr = last_lines((result.stderr or "").strip(), 1) or "no output"
+            raise ServiceStartError(
+                f"cannot write {self.secrets_path!r} on {self._where} ({stderr}); "
+                "connect as root or pass the sudo option (passwordless sudo needed)"
+            )
+
+    def _write_dropin_and_reload(self, text: str, *, keep_secrets: bool) -> str:
+        q = render.shell_word
+        tmp = self.dropin_path + ".tmp"
+        stale = "" if keep_secrets else f"rm -f {q(self.secrets_path)} && "
+        write = self._as_root(
+            f"umask 022 && mkdir -p {q(self.dropin_dir)} && {stale}rm -f {q(tmp)} && "
+            f"cat > {q(tmp)} && mv -f {q(tmp)} {q(self.dropin_path)}"
+        )
+        # The text goes over stdin: no value is ever part of a remote command line.
         # Distinct exit statuses tell the steps apart in one round trip.
         result = self._run(
-            f"{{ {write}; }} || exit 90; {self._sudo}systemctl daemon-reload || exit 91; date +%s"
+            f"{{ {write}; }} || exit 90; {self._sudo}systemctl daemon-reload || exit 91; date +%s",
+            stdin=text,
         )
         stderr = last_lines((result.stderr or "").strip(), 1) or "no output"
         if result.exited == 90:
@@ -280,7 +371,7 @@ class SystemdController:
         if self._since is None or tail <= 0:
             return ""
         command = (
-            f"{self._sudo}journalctl -u {shlex.quote(self.unit)} --since @{self._since} "
+            f"{self._sudo}journalctl -u {render.shell_word(self.unit)} --since @{self._since} "
             f"--no-pager -o cat -n {int(tail)}"
         )
         try:
@@ -300,7 +391,7 @@ class SystemdController:
             return None
         since = f" --since @{self._since}" if self._since else ""
         command = (
-            f"{self._sudo}journalctl _SYSTEMD_UNIT={shlex.quote(self.unit)} _PID={int(pid)}"
+            f"{self._sudo}journalctl _SYSTEMD_UNIT={render.shell_word(self.unit)} _PID={int(pid)}"
             f"{since} --no-pager -o cat | grep -a -E "
             "'Initialized (DFLASH draft runner|DDTree worker)' | tail -n 20"
         )
@@ -324,8 +415,9 @@ class SystemdController:
         """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""
         if not self._touched:
             return
+        q = render.shell_word
         self._check(
-            f"{self._sudo}rm -f {shlex.quote(self.dropin_path)} && "
+            f"{self._sudo}rm -f {q(self.dropin_path)} {q(self.secrets_path)} && "
             f"{self._sudo}systemctl daemon-reload && {self._systemctl('restart')}"
         )
         self._touched = False

@@ -155,3 +155,23 @@ def test_a_dry_run_masks_an_api_key_on_the_launch_line(pytester: pytest.Pytester
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["    launch: *--api-key ****"])
     assert "s3cret" not in result.stdout.str()
+
+
+def test_a_systemd_dry_run_shows_the_key_going_to_its_own_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_s="def test_s(dflash_service): pass")
+    launch = "python -m sglang.launch_server --api-key s3cret-key-value"
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--dflash-dry-run", f"--dflash-launch={launch}",
+        "--dflash-host=127.0.0.1", "--dflash-unit=sglang.service", "--dflash-draft-model=/m",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "    write /etc/systemd/system/sglang.service.d/50-specdecode.secrets (mode 0600, "
+            "over SSH stdin): SPECDECODE_API_KEY",
+            "    write /etc/systemd/system/sglang.service.d/50-specdecode.conf:",
+            "      ExecStart=python -m sglang.launch_server --api-key ${SPECDECODE_API_KEY} *",
+            "      EnvironmentFile=/etc/systemd/system/sglang.service.d/50-specdecode.secrets",
+        ]
+    )
+    assert "s3cret" not in result.stdout.str()

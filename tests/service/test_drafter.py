@@ -124,7 +124,7 @@ def test_local_controller_reads_its_current_process_log(tmp_path: Path) -> None:
 def test_systemd_reads_only_the_current_main_pid(monkeypatch: pytest.MonkeyPatch) -> None:
     commands: list[str] = []
 
-    def run(conn: object, command: str, *, timeout: float, where: str) -> Any:
+    def run(conn: object, command: str, *, timeout: float, where: str, **_: object) -> Any:
         commands.append(command)
         return SimpleNamespace(exited=0, stdout=GOOD + "\n", stderr="")
 

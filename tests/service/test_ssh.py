@@ -104,3 +104,15 @@ def test_command_timeout_is_one_line(sshd: SSHD) -> None:
             ssh.run(conn, "sleep 5", timeout=0.5, where="test")
     finally:
         conn.close()
+
+
+def test_stdin_reaches_the_command_whole_and_then_ends(sshd: SSHD) -> None:
+    # What carries secrets and file contents: not part of the command, read to EOF.
+    payload = "".join(f"line {i}: 'quoted' \"double\" $HOME `x` \\ é\r\n" for i in range(3000))
+    conn = ssh.open_connection(sshd.target())
+    try:
+        result = ssh.run(conn, "cat; echo end", timeout=10.0, where="test", stdin=payload)
+    finally:
+        conn.close()
+    assert result.exited == 0
+    assert result.stdout == payload + "end\n"

@@ -6,14 +6,19 @@ of ``systemctl`` / ``journalctl`` (nothing touches this machine's systemd).
 from __future__ import annotations
 
 import shutil
+import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from pytest_specdecode.config.render import control_character
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import LaunchSpec, ServiceStartError
 from pytest_specdecode.service.systemd import (
@@ -21,6 +26,7 @@ from pytest_specdecode.service.systemd import (
     quote_environment,
     quote_exec_word,
     render_dropin,
+    split_secrets,
 )
 
 from .conftest import SSHD
@@ -345,3 +351,172 @@ def test_restore_without_apply_does_not_connect(sshd: SSHD) -> None:
     controller = SystemdController(refuse, UNIT)
     controller.restore()
     controller.stop()
+
+
+# -- values are data: nothing a value holds becomes a line of the unit ---------
+
+ANY_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"))
+DATA = st.text(st.characters(exclude_categories=["Cc", "Cs", "Zl", "Zp"]))
+ENV_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
+INJECTED = "/models/d\rExecStartPre=/bin/touch /tmp/specdecode-pwned"
+
+
+def systemd_lines(text: str) -> list[str]:
+    """The lines of a unit file as systemd reads them: it ends a line at \\n, \\r and \\r\\n."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(ANY_TEXT, max_size=6),
+    st.dictionaries(ENV_NAMES, ANY_TEXT, max_size=3),
+    ANY_TEXT,
+)
+def test_a_rendered_dropin_has_exactly_the_intended_lines(
+    args: list[str], env: dict[str, str], label: str
+) -> None:
+    try:
+        text = render_dropin([sys.executable, *args], env, label=label)
+    except ValueError:
+        # Refused only for a control character in a value (the collection refuses it first).
+        assert any(control_character(v) for v in [*args, *env.values()])
+        return
+    lines = systemd_lines(text)
+    assert lines[-1] == ""  # ends with a newline
+    assert len(lines) == 4 + len(env) + 1, lines
+    assert lines[0].startswith("# Written by pytest-specdecode")
+    assert lines[1:3] == ["[Service]", "ExecStart="]
+    assert lines[3].startswith("ExecStart=")
+    assert all(line.startswith('Environment="') for line in lines[4:-1])
+
+
+def test_a_carriage_return_in_the_drafter_path_adds_no_line() -> None:
+    argv = [sys.executable, "--speculative-draft-model-path", INJECTED]
+    with pytest.raises(ValueError, match="control character"):
+        render_dropin(argv, {})
+    with pytest.raises(ValueError, match="control character"):
+        render_dropin([sys.executable], {"SGLANG_X": INJECTED})
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(DATA, max_size=4),
+    st.dictionaries(ENV_NAMES, DATA, max_size=2),
+    st.booleans(),
+)
+def test_systemd_analyze_accepts_any_rendered_dropin(
+    unit_dir: Path, args: list[str], env: dict[str, str], with_key: bool
+) -> None:
+    argv = [*ARGV, *args, *(["--api-key", "sk-abc$1%n"] if with_key else [])]
+    split = split_secrets(argv)
+    secrets = unit_dir / "50-specdecode.secrets"
+    secrets.write_text(split.environment_file())
+    dropin = unit_dir / f"{UNIT}.d" / "50-specdecode.conf"
+    dropin.parent.mkdir(exist_ok=True)
+    dropin.write_text(
+        render_dropin(split.argv, env, environment_file=str(secrets) if with_key else None)
+    )
+    result = _verify(unit_dir)
+    assert (result.returncode, result.stderr) == (0, ""), dropin.read_text()
+
+
+def test_a_value_that_would_inject_is_refused_before_anything_reaches_the_host(
+    make_controller: Callable[..., SystemdController], recorder: Recorder, tmp_path: Path
+) -> None:
+    argv = (*ARGV, "--note", INJECTED)
+    with pytest.raises(ServiceStartError, match="control character"):
+        make_controller().apply(LaunchSpec(argv=argv, label="DFLASH budget=8"))
+    assert recorder.calls() == []
+    assert not (tmp_path / "etc" / f"{UNIT}.d").exists()
+
+
+# -- secrets: a 0600 file written over stdin; never in the drop-in or a command --
+
+KEY = "sk-PLANTED-7c1e09d4b2"
+ADMIN_KEY = "adm-PLANTED-5f08e3a61d"
+SECRET_ARGV = (*ARGV, "--api-key", KEY, f"--admin-api-key={ADMIN_KEY}")
+
+
+def pieces(secret: str, size: int = 8) -> set[str]:
+    return {secret[i : i + size] for i in range(len(secret) - size + 1)}
+
+
+def leaked(texts: Iterable[str]) -> list[str]:
+    found = pieces(KEY) | pieces(ADMIN_KEY)
+    return [t for t in texts if any(p in t for p in found)]
+
+
+@pytest.fixture
+def sent(sshd: SSHD) -> tuple[list[str], Callable[[], Any]]:
+    """Every command string sent over SSH (the exec requests), and a factory recording them."""
+    commands: list[str] = []
+    factory = ssh.connection_factory(sshd.target())
+
+    def connect() -> Any:
+        conn = factory()
+        run = conn.run
+
+        def recording(command: str, **kwargs: Any) -> Any:
+            commands.append(command)
+            return run(command, **kwargs)
+
+        conn.run = recording
+        return conn
+
+    return commands, connect
+
+
+@pytest.mark.parametrize("sudo", [False, True], ids=["direct", "sudo"])
+def test_api_keys_go_to_a_0600_file_over_stdin_and_nowhere_else(
+    make_controller: Callable[..., SystemdController],
+    recorder: Recorder,
+    tmp_path: Path,
+    sent: tuple[list[str], Callable[[], Any]],
+    sudo: bool,
+) -> None:
+    commands, connect = sent
+    controller = make_controller(sudo=sudo)
+    controller._connect = connect  # the same sshd, with every exec string recorded
+    identity = controller.apply(LaunchSpec(argv=SECRET_ARGV, env=ENV, label="DFLASH budget=8"))
+    assert identity.pid == 1001
+
+    unit_d = tmp_path / "etc" / f"{UNIT}.d"
+    dropin = unit_d / "50-specdecode.conf"
+    secrets = unit_d / "50-specdecode.secrets"
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+    assert stat.S_IMODE(dropin.stat().st_mode) == 0o644
+    assert secrets.read_text() == (
+        f'SPECDECODE_API_KEY="{KEY}"\nSPECDECODE_ADMIN_API_KEY="{ADMIN_KEY}"\n'
+    )
+    text = dropin.read_text()
+    assert not leaked([text]), text
+    assert f"EnvironmentFile={secrets}" in text.splitlines()
+    assert "--api-key ${SPECDECODE_API_KEY} --admin-api-key=${SPECDECODE_ADMIN_API_KEY}" in text
+    # Neither the exec requests nor what the remote stand-ins were run with hold a key.
+    assert commands
+    assert not leaked(commands), leaked(commands)
+    assert not leaked(recorder.calls())
+    assert not list(unit_d.glob("*.tmp"))
+
+    # A config without keys leaves no stale key file; restore removes both files.
+    controller.apply(LaunchSpec(argv=ARGV, env=ENV, label="DFLASH budget=8"))
+    assert not secrets.exists()
+    assert "EnvironmentFile" not in dropin.read_text()
+    controller.apply(LaunchSpec(argv=SECRET_ARGV, env=ENV, label="DFLASH budget=8"))
+    controller.restore()
+    assert not secrets.exists()
+    assert not dropin.exists()
+    assert not leaked(commands)
+
+
+def test_the_client_key_is_taken_out_wherever_it_stands(
+    make_controller: Callable[..., SystemdController], tmp_path: Path
+) -> None:
+    # --dflash-api-key's value, given to a flag the plugin does not know as a key flag.
+    controller = make_controller(secrets=[KEY])
+    controller.apply(LaunchSpec(argv=(*ARGV, "--auth-token", KEY), label="x"))
+    unit_d = tmp_path / "etc" / f"{UNIT}.d"
+    assert not leaked([(unit_d / "50-specdecode.conf").read_text()])
+    assert (unit_d / "50-specdecode.secrets").read_text() == f'SPECDECODE_SECRET="{KEY}"\n'
