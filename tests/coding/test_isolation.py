@@ -189,7 +189,7 @@ if out["mode"] == "bwrap":
     with Checker(workers=4) as checker:
         futures = {
             name: checker.submit(
-                gcd, code, judge=check_answer, timeout=1.5, examples=20, mode="bwrap"
+                gcd, code, judge=check_answer, timeout=4.0, examples=20, mode="bwrap"
             )
             for name, code in args["answers"].items()
         }
