@@ -24,6 +24,25 @@ from pytest_specdecode.service.ssh import SSHTarget
 # package at the end of every run (1.5 s each; 0.1 s once it is loaded).
 
 
+def process_gone(pid: int, timeout: float = 30) -> bool:
+    """Wait up to ``timeout`` s for process ``pid`` to be gone (a zombie counts: nothing
+    runs); polled every 50 ms, the finest event a process's end offers to a non-parent."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @pytest.fixture(autouse=True)
 def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest runs nested in an xdist worker must not inherit its identity

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import free_port
+from ..conftest import free_port, process_gone
 
 FAST_SIM = (
     f"{sys.executable} -m pytest_specdecode.sim --sim-load-seconds 0.3 "
@@ -78,17 +78,6 @@ def report(pytester: pytest.Pytester) -> dict[str, Any]:
     return data
 
 
-def gone(pid: int, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupt_during_the_readiness_wait_writes_the_report(
     pytester: pytest.Pytester, sig: signal.Signals
@@ -111,7 +100,7 @@ def test_an_interrupt_during_the_readiness_wait_writes_the_report(
     assert data["exitstatus"] == pytest.ExitCode.INTERRUPTED
     assert "test_run.py::test_a" in data["interrupted_during"]
     assert "dflash report: " in text  # the summary still says where it is
-    assert gone(int(marker.read_text())), "the interrupted run left its server running"
+    assert process_gone(int(marker.read_text())), "the interrupted run left its server running"
 
 
 def test_an_interrupt_during_collection_writes_the_report(pytester: pytest.Pytester) -> None:

@@ -6,13 +6,11 @@ errored "port ... already served by another process") and outlived pytest.
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 
 import pytest
 
-from ..conftest import free_port
+from ..conftest import free_port, process_gone
 
 # The server's launch notes its pid; the first one also kills the worker starting it
 # (its parent), so the worker dies in the middle of bringing its server up.
@@ -44,23 +42,6 @@ def test_t(dflash_service, n):
 """
 
 
-def gone(pid: int, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # a zombie is gone too (nothing runs)
-            with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return True
-        except OSError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_killed_workers_server_is_stopped_and_nothing_outlives_pytest(
     sim_ini: pytest.Pytester,
 ) -> None:
@@ -87,5 +68,5 @@ def test_a_killed_workers_server_is_stopped_and_nothing_outlives_pytest(
     assert outcomes.get("passed", 0) >= 3, text
     pids = {int(line) for line in (sim_ini.path / "servers.txt").read_text().split()}
     assert int(killed.read_text()) in pids
-    left = [pid for pid in pids if not gone(pid)]
+    left = [pid for pid in pids if not process_gone(pid)]
     assert not left, f"servers outlived pytest: {left}"
