@@ -203,6 +203,17 @@ def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     user writes), not a temporary file's 0600.
     """
     target = Path(path)
+    tmp = _dump_beside(target, data)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _dump_beside(target: Path, data: dict[str, Any]) -> Path:
+    """``data`` as JSON in a new temporary file in ``target``'s directory (made if
+    missing), for a rename or link onto ``target``; removed again if writing fails."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
@@ -210,10 +221,10 @@ def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
         with open(tmp, "x", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, sort_keys=False, default=str)
             handle.write("\n")
-        os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    return tmp
 
 
 def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
@@ -221,12 +232,8 @@ def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
     that name yet (False then): the whole file appears at once, and of two runs
     choosing one name only one gets it (a hard link never replaces a file)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = _dump_beside(target, data)
     try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
         try:
             os.link(tmp, target)
         except FileExistsError:
@@ -240,7 +247,7 @@ def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
             os.replace(tmp, target)
         return True
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
