@@ -18,7 +18,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.report import tables
 from pytest_specdecode.report.verdict import case_shape, mean
 
@@ -95,10 +94,6 @@ def _name(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     return label(_short(report).get(full, full))
 
 
-def _domain_rank(domain: str) -> int:
-    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
-
-
 def _case_order(case: Mapping[str, Any]) -> tuple[Any, ...]:
     context, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
     head = load.split("-")[0]
@@ -106,7 +101,7 @@ def _case_order(case: Mapping[str, Any]) -> tuple[Any, ...]:
         load_key = (0 if head.startswith("c") else 1, float(head[1:]))
     except ValueError:
         load_key = (2, 0.0)
-    return (context if context is not None else 1 << 30, load_key, _domain_rank(domain), load)
+    return (context if context is not None else 1 << 30, load_key, tables.domain_rank(domain), load)
 
 
 def _cases(report: Mapping[str, Any]) -> list[str]:
@@ -325,26 +320,19 @@ def pareto(report: Mapping[str, Any], colors: Mapping[str, str]) -> list[Chart]:
 
 
 def _histograms(report: Mapping[str, Any]) -> dict[tuple[str, str], list[int]]:
-    """Per (config, domain): the summed histogram of correct drafts per verify step."""
-    out: dict[tuple[str, str], list[int]] = {}
-    for config in report.get("configs") or []:
-        if (config.get("config") or {}).get("algorithm") == "NONE":
-            continue
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            hist = metrics.get("accept_histogram")
-            if not isinstance(hist, list) or not hist:
-                continue
-            _, _, domain = case_shape(str(case.get("case")), metrics)
-            total = out.setdefault((str(config.get("label")), domain), [])
-            total += [0] * (len(hist) - len(total))
-            for i, n in enumerate(hist):
-                total[i] += n if isinstance(n, int) and not isinstance(n, bool) else 0
-    return {key: hist for key, hist in out.items() if sum(hist) > 0}
+    """Per (config, domain), config by config: the summed histogram of correct drafts."""
+    by_domain = tables.accept_histograms(report)
+    labels = [str(c.get("label")) for c in report.get("configs") or []]
+    return {
+        (label, domain): hists[label]
+        for label in dict.fromkeys(labels)
+        for domain, hists in by_domain.items()
+        if sum(hists.get(label) or []) > 0
+    }
 
 
 def _dash(domain: str) -> str:
-    return ("solid", "dash", "dot", "dashdot")[min(_domain_rank(domain), 3)]
+    return ("solid", "dash", "dot", "dashdot")[min(tables.domain_rank(domain), 3)]
 
 
 def acceptance(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
@@ -397,7 +385,7 @@ def histogram(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | N
                 "customdata": hist,
                 "marker": {
                     "color": colors.get(full),
-                    "pattern": {"shape": ["", "/", ".", "x"][min(_domain_rank(domain), 3)]},
+                    "pattern": {"shape": ["", "/", ".", "x"][min(tables.domain_rank(domain), 3)]},
                 },
                 "hovertemplate": "%{x} correct drafts: %{y:.1%} (%{customdata} steps)"
                 "<extra>%{fullData.name}</extra>",

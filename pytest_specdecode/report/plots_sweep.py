@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_specdecode.config.load_options import DOMAINS
-from pytest_specdecode.report import plots, verdict
+from pytest_specdecode.report import plots, tables, verdict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -35,14 +34,10 @@ def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) ->
     fronts = [g for g in (report.get("verdict") or {}).get("pareto") or [] if g.get("points")]
     if fronts:
         out["pareto"] = _pareto_figure(fronts, colors, simulated)
-    histograms = _histograms(report)
+    histograms = tables.accept_histograms(report)
     if histograms:
         out["accept_histogram"] = _histogram_figure(histograms, colors, simulated)
     return out
-
-
-def _domain_rank(domain: str) -> int:
-    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
 
 
 # --- speedup --------------------------------------------------------------------
@@ -74,7 +69,7 @@ def _speedup_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _speedup_figure(
     points: list[dict[str, Any]], colors: dict[str, str], simulated: bool
 ) -> Figure:
-    keys = sorted({p["panel"] for p in points}, key=lambda k: (k[0], _domain_rank(k[1])))
+    keys = sorted({p["panel"] for p in points}, key=lambda k: (k[0], tables.domain_rank(k[1])))
     figure = plots._new_figure(max(5.5, 4.6 * len(keys)), 4.8)
     axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
     handles: dict[str, Any] = {}
@@ -179,27 +174,6 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
 
 
 # --- acceptance histogram ---------------------------------------------------------
-
-
-def _histograms(report: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
-    """Per domain and config: the summed histogram of correct drafts per verify step."""
-    out: dict[str, dict[str, list[int]]] = {}
-    for config in report.get("configs") or []:
-        if (config.get("config") or {}).get("algorithm") == "NONE":
-            continue
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            hist = metrics.get("accept_histogram")
-            if not isinstance(hist, list) or not hist:
-                continue
-            _, _, domain = verdict.case_shape(str(case.get("case")), metrics)
-            total = out.setdefault(domain, {}).setdefault(str(config.get("label")), [])
-            total += [0] * (len(hist) - len(total))
-            for i, n in enumerate(hist):
-                total[i] += int(n) if isinstance(n, int) else 0
-    return {
-        d: h for d, h in sorted(out.items(), key=lambda kv: _domain_rank(kv[0])) if any(h.values())
-    }
 
 
 def _histogram_figure(

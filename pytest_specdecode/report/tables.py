@@ -332,3 +332,34 @@ def repetition(report: Mapping[str, Any]) -> Table:
         shown = "baseline" if key in baseline_rows else "DEGENERATE" if flagged else "ok"
         rows.append([key[0], key[1], f"{value:.2f}", figures.number(base, 2), shown])
     return header, rows
+
+
+def domain_rank(domain: str) -> int:
+    """Where a prompt domain sorts: the shipped domains in their order, then the rest."""
+    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+
+
+def accept_histograms(report: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """Per domain (in :func:`domain_rank` order), then per config label: the summed
+    histogram of correct drafts per verify step over the config's throughput cases.
+
+    The baseline (NONE) drafts nothing and is left out; a count that is not an int
+    (a bool included) counts 0; a domain with no verify step at all is left out.
+    """
+    out: dict[str, dict[str, list[int]]] = {}
+    for config in report.get("configs") or []:
+        if (config.get("config") or {}).get("algorithm") == "NONE":
+            continue
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            hist = metrics.get("accept_histogram")
+            if not isinstance(hist, list) or not hist:
+                continue
+            _, _, domain = case_shape(str(case.get("case")), metrics)
+            total = out.setdefault(domain, {}).setdefault(str(config.get("label")), [])
+            total += [0] * (len(hist) - len(total))
+            for i, n in enumerate(hist):
+                total[i] += n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return {
+        d: h for d, h in sorted(out.items(), key=lambda kv: domain_rank(kv[0])) if any(h.values())
+    }
