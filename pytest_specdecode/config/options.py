@@ -74,7 +74,7 @@ class Option:
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     env: str | None = None
-    ini_key: str | None = None  # None: ``dflash_`` + the flag's name
+    ini_key: str | None = None  # None: ``dflash_`` + the flag's name (or the setting's)
     kind: Kind = "value"
     aliases: tuple[str, ...] = ()  # more flags, each with its own ini key
     path: bool = False  # an ini value is relative to the ini file's directory
@@ -83,7 +83,7 @@ class Option:
 
     @property
     def ini(self) -> str:
-        return self.ini_key or _ini_of(self.flag or "")
+        return self.ini_key or (_ini_of(self.flag) if self.flag else f"dflash_{self.name}")
 
     @property
     def ini_names(self) -> tuple[str, ...]:
