@@ -132,659 +132,252 @@ _non_negative = parsers.number(0)
 _count = parsers.integer(1)
 _port = parsers.integer(1, 65535)
 
+# The table, laid out by hand: a few lines per setting (the formatter would give every
+# argument a line of its own). Within a group, entries are in --help order.
+# fmt: off
 OPTIONS: tuple[Option, ...] = (
     # -- Where the server is and how it is controlled.
-    Option(
-        "hosts",
-        "--dflash-host",
-        "target",
-        "GPU host to control over SSH; repeat for several hosts. Without it the server runs "
-        "locally (by default the bundled simulator).",
-        parse=parse_host,
-        default=(),
-        metavar="HOST[:PORT]",
-        env="DFLASH_HOSTS",
-        ini_key="dflash_hosts",
-        kind="list",
-    ),
-    Option(
-        "port",
-        "--dflash-port",
-        "target",
-        "HTTP port of the SGLang server.",
-        parse=_port,
-        default=30000,
-        shown="30000 (a free port for the bundled simulator)",
-        metavar="PORT",
-    ),
-    Option(
-        "control",
-        "--dflash-control",
-        "target",
-        "How to bring the server to a config: local process, systemd unit over SSH, your own "
-        "script over SSH, or external (never restart).",
-        choices=CONTROL_MODES,
-        default="auto",
-        shown="'auto' (local without --dflash-host, systemd with --dflash-unit, script with "
-        "--dflash-restart-cmd)",
-    ),
-    Option(
-        "launch",
-        "--dflash-launch",
-        "target",
-        "Base launch command; the config's flags are appended. Locally, a leading 'python' is "
-        "the interpreter running pytest.",
-        parse=parsers.command("launch command", argv=True),
-        shown="the bundled simulator, 'python -m pytest_specdecode.sim'",
-        metavar="COMMAND",
-    ),
-    Option(
-        "unit",
-        "--dflash-unit",
-        "target",
-        "systemd unit running SGLang on the host (systemd control).",
-        parse=parsers.unit_name,
-        metavar="UNIT",
-    ),
-    Option(
-        "restart_cmd",
-        "--dflash-restart-cmd",
-        "target",
-        "Your reconfigure script, run over SSH with shell-quoted values, e.g. "
-        "'/opt/reconfig_ddtree.sh {budget} {topk} {window}'.",
-        parse=parsers.command("restart command"),
-        metavar="TEMPLATE",
-    ),
-    Option(
-        "logs_cmd",
-        "--dflash-logs-cmd",
-        "target",
-        "A command printing the current server process's log: script control runs it over "
-        "SSH (errors show it, the drafter's start-up line is checked in it); external control "
-        "runs it locally, e.g. 'ssh gpu1 journalctl -u sglang -o cat'.",
-        parse=parsers.command("logs command"),
-        metavar="COMMAND",
-        aliases=("--dflash-log-cmd",),
-    ),
-    Option(
-        "sudo",
-        "--dflash-sudo",
-        "target",
-        "systemd control: write the drop-in and run systemctl with 'sudo -n'.",
-        parse=parsers.boolean,
-        default=False,
-        kind="switch",
-    ),
-    Option(
-        "restart",
-        "--dflash-restart",
-        "target",
-        "auto: skip the restart when the live server is verified to run the config; always: "
-        "restart anyway; never: external server, skip tests of other configs.",
-        choices=RESTART_MODES,
-        default="auto",
-    ),
-    Option(
-        "restore",
-        "--dflash-restore",
-        "target",
-        "At session end remove the systemd drop-in and restart the unit as it was; without it "
-        "the drop-in (the last config) stays on the host.",
-        parse=parsers.boolean,
-        default=False,
-        kind="switch",
-    ),
-    Option(
-        "ready_timeout",
-        "--dflash-ready-timeout",
-        "target",
-        "Give up waiting for the server to become ready after this long.",
-        parse=_positive,
-        default=1800.0,
-        metavar="SECONDS",
-        env="DFLASH_READY_TIMEOUT",
-    ),
-    Option(
-        "api_key",
-        "--dflash-api-key",
-        "target",
-        "Bearer token for the server (or env DFLASH_API_KEY).",
-        parse=parsers.data_text,
-        metavar="KEY",
-        env="DFLASH_API_KEY",
-        secret=True,
-        ini_help="The environment variable holding the bearer token, as env:VARIABLE (never "
-        "the key itself: an ini file is committed).",
-    ),
+    Option("hosts", "--dflash-host", "target", parse=parse_host, default=(), metavar="HOST[:PORT]",
+           env="DFLASH_HOSTS", ini_key="dflash_hosts", kind="list",
+           help="GPU host to control over SSH; repeat for several hosts. Without it the server "
+                "runs locally (by default the bundled simulator)."),
+    Option("port", "--dflash-port", "target", parse=_port, default=30000,
+           shown="30000 (a free port for the bundled simulator)", metavar="PORT",
+           help="HTTP port of the SGLang server."),
+    Option("control", "--dflash-control", "target", choices=CONTROL_MODES, default="auto",
+           shown="'auto' (local without --dflash-host, systemd with --dflash-unit, script with "
+                 "--dflash-restart-cmd)",
+           help="How to bring the server to a config: local process, systemd unit over SSH, your "
+                "own script over SSH, or external (never restart)."),
+    Option("launch", "--dflash-launch", "target",
+           parse=parsers.command("launch command", argv=True),
+           shown="the bundled simulator, 'python -m pytest_specdecode.sim'", metavar="COMMAND",
+           help="Base launch command; the config's flags are appended. Locally, a leading "
+                "'python' is the interpreter running pytest."),
+    Option("unit", "--dflash-unit", "target", parse=parsers.unit_name, metavar="UNIT",
+           help="systemd unit running SGLang on the host (systemd control)."),
+    Option("restart_cmd", "--dflash-restart-cmd", "target",
+           parse=parsers.command("restart command"), metavar="TEMPLATE",
+           help="Your reconfigure script, run over SSH with shell-quoted values, e.g. "
+                "'/opt/reconfig_ddtree.sh {budget} {topk} {window}'."),
+    Option("logs_cmd", "--dflash-logs-cmd", "target", parse=parsers.command("logs command"),
+           metavar="COMMAND", aliases=("--dflash-log-cmd",),
+           help="A command printing the current server process's log: script control runs it over "
+                "SSH (errors show it, the drafter's start-up line is checked in it); external "
+                "control runs it locally, e.g. 'ssh gpu1 journalctl -u sglang -o cat'."),
+    Option("sudo", "--dflash-sudo", "target", parse=parsers.boolean, default=False, kind="switch",
+           help="systemd control: write the drop-in and run systemctl with 'sudo -n'."),
+    Option("restart", "--dflash-restart", "target", choices=RESTART_MODES, default="auto",
+           help="auto: skip the restart when the live server is verified to run the config; "
+                "always: restart anyway; never: external server, skip tests of other configs."),
+    Option("restore", "--dflash-restore", "target", parse=parsers.boolean, default=False,
+           kind="switch",
+           help="At session end remove the systemd drop-in and restart the unit as it was; "
+                "without it the drop-in (the last config) stays on the host."),
+    Option("ready_timeout", "--dflash-ready-timeout", "target", parse=_positive, default=1800.0,
+           metavar="SECONDS", env="DFLASH_READY_TIMEOUT",
+           help="Give up waiting for the server to become ready after this long."),
+    Option("api_key", "--dflash-api-key", "target", parse=parsers.data_text, metavar="KEY",
+           env="DFLASH_API_KEY", secret=True,
+           ini_help="The environment variable holding the bearer token, as env:VARIABLE (never "
+                    "the key itself: an ini file is committed).",
+           help="Bearer token for the server (or env DFLASH_API_KEY)."),
     # SSH (still target and control).
-    Option(
-        "ssh_user",
-        "--dflash-ssh-user",
-        "target",
-        "SSH user (else ~/.ssh/config, else the local user).",
-        metavar="USER",
-        env="DFLASH_SSH_USER",
-    ),
-    Option(
-        "ssh_port",
-        "--dflash-ssh-port",
-        "target",
-        "SSH port (else ~/.ssh/config, else 22).",
-        parse=_port,
-        metavar="PORT",
-    ),
-    Option(
-        "ssh_key",
-        "--dflash-ssh-key",
-        "target",
-        "SSH private key file (else ~/.ssh/config and the agent).",
-        metavar="PATH",
-        env="DFLASH_SSH_KEY",
-    ),
-    Option(
-        "ssh_accept_new_host_key",
-        "--dflash-ssh-accept-new-host-key",
-        "target",
-        "Trust and remember a host key not yet in known_hosts (first contact only: this skips "
-        "the check that protects against a man-in-the-middle).",
-        parse=parsers.boolean,
-        default=False,
-        kind="switch",
-    ),
+    Option("ssh_user", "--dflash-ssh-user", "target", metavar="USER", env="DFLASH_SSH_USER",
+           help="SSH user (else ~/.ssh/config, else the local user)."),
+    Option("ssh_port", "--dflash-ssh-port", "target", parse=_port, metavar="PORT",
+           help="SSH port (else ~/.ssh/config, else 22)."),
+    Option("ssh_key", "--dflash-ssh-key", "target", metavar="PATH", env="DFLASH_SSH_KEY",
+           help="SSH private key file (else ~/.ssh/config and the agent)."),
+    Option("ssh_accept_new_host_key", "--dflash-ssh-accept-new-host-key", "target",
+           parse=parsers.boolean, default=False, kind="switch",
+           help="Trust and remember a host key not yet in known_hosts (first contact only: this "
+                "skips the check that protects against a man-in-the-middle)."),
     # Long sweeps: starting again, planning, flaky starts.
-    Option(
-        "resume",
-        "--dflash-resume",
-        "target",
-        "Continue a sweep from its JSON report: configs whose tests all have results are not "
-        "restarted and their results are carried over; the missing tests run. Without REPORT "
-        "(or ini true): the configured --dflash-report.",
-        shown="off",
-        metavar="REPORT",
-        kind="optional",
-    ),
-    Option(
-        "dry_run",
-        "--dflash-dry-run",
-        "target",
-        "Collect and validate every config, print what would be run on each host (launch "
-        "command, systemd drop-in or script command) in run order; start, stop and send "
-        "nothing.",
-        parse=parsers.boolean,
-        default=False,
-        kind="switch",
-    ),
-    Option(
-        "start_retries",
-        "--dflash-start-retries",
-        "target",
-        "Retry a start-up failure that looks transient (killed by a signal, CUDA out of "
-        "memory, port still in use, SSH unreachable) up to N times; argument and validation "
-        "errors are never retried.",
-        parse=parsers.integer(0),
-        default=1,
-        metavar="N",
-    ),
-    Option(
-        "start_retry_pause",
-        "--dflash-start-retry-pause",
-        "target",
-        "Pause before each start-up retry (GPU memory takes a while to be freed).",
-        parse=_positive,
-        default=10.0,
-        metavar="SECONDS",
-    ),
+    Option("resume", "--dflash-resume", "target", shown="off", metavar="REPORT", kind="optional",
+           help="Continue a sweep from its JSON report: configs whose tests all have results are "
+                "not restarted and their results are carried over; the missing tests run. Without "
+                "REPORT (or ini true): the configured --dflash-report."),
+    Option("dry_run", "--dflash-dry-run", "target", parse=parsers.boolean, default=False,
+           kind="switch",
+           help="Collect and validate every config, print what would be run on each host (launch "
+                "command, systemd drop-in or script command) in run order; start, stop and send "
+                "nothing."),
+    Option("start_retries", "--dflash-start-retries", "target", parse=parsers.integer(0), default=1,
+           metavar="N",
+           help="Retry a start-up failure that looks transient (killed by a signal, CUDA out of "
+                "memory, port still in use, SSH unreachable) up to N times; argument and "
+                "validation errors are never retried."),
+    Option("start_retry_pause", "--dflash-start-retry-pause", "target", parse=_positive,
+           default=10.0, metavar="SECONDS",
+           help="Pause before each start-up retry (GPU memory takes a while to be freed)."),
     # -- Configs.
-    Option(
-        "dialect",
-        "--dflash-dialect",
-        "configs",
-        "How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) or "
-        "template (ini dflash_args / dflash_env).",
-        choices=DIALECTS,
-        default="sglang",
-    ),
-    Option(
-        "sglang_version",
-        "--dflash-sglang-version",
-        "configs",
-        "SGLang version whose option table the sglang dialects check rendered flags against "
-        "before any restart.",
-        choices=SGLANG_VERSIONS,
-        shown=f"{SGLANG_VERSIONS[-1]!r} (newest known)",
-    ),
-    Option(
-        "draft_model",
-        "--dflash-draft-model",
-        "configs",
-        "Drafter model path (--speculative-draft-model-path).",
-        parse=parsers.data_text,
-        shown="none (a placeholder path on the bundled simulator)",
-        metavar="PATH",
-    ),
-    Option(
-        "config_override",
-        "--dflash-config",
-        "configs",
-        "Override config keys for every test, e.g. 'budget=8,topk=4,window=2048'.",
-        metavar="K=V,...",
-        ini_help="Default config of every test, under markers and --dflash-config, e.g. "
-        "'budget=8,window=2048'.",
-    ),
-    Option(
-        "sweep",
-        "--dflash-sweep",
-        "configs",
-        "Run every dflash test under each combination, e.g. 'budget=4,8,16;window=1024,2048'.",
-        metavar="K=V,V;K=V,...",
-    ),
-    Option(
-        "search",
-        "--dflash-search",
-        "configs",
-        "Search the space (the grammar of --dflash-sweep) for the best config: the next "
-        "config to start is chosen from the results so far (Optuna), the configs never "
-        "visited are skipped.",
-        metavar="K=V,V;K=V,...",
-    ),
-    Option(
-        "search_restarts",
-        "--dflash-search-restarts",
-        "configs",
-        "Start at most N configs of the --dflash-search space.",
-        parse=_count,
-        shown="a third of the space, at least 3",
-        metavar="N",
-    ),
-    Option(
-        "search_metric",
-        "--dflash-search-metric",
-        "configs",
-        "What the search maximises: the geometric mean over the config's throughput cases of "
-        "its speedup or output tok/s.",
-        choices=SEARCH_METRICS,
-        shown="speedup when the run has a baseline (algorithm NONE or --dflash-baseline), "
-        "else tok_s",
-    ),
-    Option(
-        "search_seed",
-        "--dflash-search-seed",
-        "configs",
-        "Seed of the search's sampler: the same results give the same choices.",
-        parse=parsers.integer(0),
-        shown="none (a new choice each run)",
-        metavar="N",
-    ),
-    Option(
-        "args_template",
-        None,
-        "configs",
-        "Flag template of the 'template' dialect, e.g. '--my-budget {budget} --my-window "
-        "{window}'.",
-        ini_key="dflash_args",
-    ),
-    Option(
-        "env_template",
-        None,
-        "configs",
-        "Environment template of the 'template' dialect, e.g. 'MY_TOPK={topk}'.",
-        ini_key="dflash_env",
-    ),
+    Option("dialect", "--dflash-dialect", "configs", choices=DIALECTS, default="sglang",
+           help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) or "
+                "template (ini dflash_args / dflash_env)."),
+    Option("sglang_version", "--dflash-sglang-version", "configs", choices=SGLANG_VERSIONS,
+           shown=f"{SGLANG_VERSIONS[-1]!r} (newest known)",
+           help="SGLang version whose option table the sglang dialects check rendered flags "
+                "against before any restart."),
+    Option("draft_model", "--dflash-draft-model", "configs", parse=parsers.data_text,
+           shown="none (a placeholder path on the bundled simulator)", metavar="PATH",
+           help="Drafter model path (--speculative-draft-model-path)."),
+    Option("config_override", "--dflash-config", "configs", metavar="K=V,...",
+           ini_help="Default config of every test, under markers and --dflash-config, e.g. "
+                    "'budget=8,window=2048'.",
+           help="Override config keys for every test, e.g. 'budget=8,topk=4,window=2048'."),
+    Option("sweep", "--dflash-sweep", "configs", metavar="K=V,V;K=V,...",
+           help="Run every dflash test under each combination, e.g. "
+                "'budget=4,8,16;window=1024,2048'."),
+    Option("search", "--dflash-search", "configs", metavar="K=V,V;K=V,...",
+           help="Search the space (the grammar of --dflash-sweep) for the best config: the next "
+                "config to start is chosen from the results so far (Optuna), the configs never "
+                "visited are skipped."),
+    Option("search_restarts", "--dflash-search-restarts", "configs", parse=_count,
+           shown="a third of the space, at least 3", metavar="N",
+           help="Start at most N configs of the --dflash-search space."),
+    Option("search_metric", "--dflash-search-metric", "configs", choices=SEARCH_METRICS,
+           shown="speedup when the run has a baseline (algorithm NONE or --dflash-baseline), else "
+                 "tok_s",
+           help="What the search maximises: the geometric mean over the config's throughput cases "
+                "of its speedup or output tok/s."),
+    Option("search_seed", "--dflash-search-seed", "configs", parse=parsers.integer(0),
+           shown="none (a new choice each run)", metavar="N",
+           help="Seed of the search's sampler: the same results give the same choices."),
+    Option("args_template", None, "configs", ini_key="dflash_args",
+           help="Flag template of the 'template' dialect, e.g. '--my-budget {budget} --my-window "
+                "{window}'."),
+    Option("env_template", None, "configs", ini_key="dflash_env",
+           help="Environment template of the 'template' dialect, e.g. 'MY_TOPK={topk}'."),
     # -- Coding correctness.
-    Option(
-        "problem_files",
-        "--dflash-problems",
-        "coding",
-        "Add coding problems from a TOML file ([[problem]] tables with name, prompt, "
-        "entry_point, reference, args, cases); repeatable. A conftest.py can add Problem "
-        "objects with the pytest_dflash_problems hook.",
-        default=(),
-        metavar="TOML",
-        kind="list",
-        path=True,
-    ),
-    Option(
-        "dataset",
-        "--dflash-dataset",
-        "coding",
-        "Coding problem set.",
-        choices=DATASETS,
-        default="builtin",
-    ),
-    Option(
-        "samples",
-        "--dflash-samples",
-        "coding",
-        "Answers per problem (with --dflash-temperature > 0) for pass@k.",
-        parse=_count,
-        default=1,
-        metavar="N",
-    ),
-    Option(
-        "temperature",
-        "--dflash-temperature",
-        "coding",
-        "Sampling temperature of coding answers.",
-        parse=_non_negative,
-        default=0.0,
-        metavar="T",
-    ),
-    Option(
-        "answer_timeout",
-        "--dflash-answer-timeout",
-        "coding",
-        "Wall-time limit for checking one answer in the sandbox (at least 0.1).",
-        parse=parsers.number(0.1),
-        default=10.0,
-        metavar="SECONDS",
-    ),
-    Option(
-        "check_workers",
-        "--dflash-check-workers",
-        "coding",
-        "Coding answers checked at once, each in a warm sandbox of its own.",
-        parse=_count,
-        shown="every core this process may use (split among xdist workers)",
-        metavar="N",
-    ),
-    Option(
-        "sandbox",
-        "--dflash-sandbox",
-        "coding",
-        "How coding answers are isolated: auto (bubblewrap where it works, else a weaker "
-        "fallback, with a warning), require (bubblewrap or a usage error: for CI), fallback "
-        "(rlimits and a process group only).",
-        choices=SANDBOX_MODES,
-        default="auto",
-    ),
-    Option(
-        "max_tokens",
-        "--dflash-max-tokens",
-        "coding",
-        "Max tokens of a coding answer.",
-        parse=_count,
-        default=1024,
-        metavar="N",
-    ),
-    Option(
-        "api",
-        "--dflash-api",
-        "coding",
-        "Ask through chat completions or plain completions (base models).",
-        choices=API_STYLES,
-        default="chat",
-    ),
-    Option(
-        "system_prompt",
-        None,
-        "coding",
-        "System prompt of coding questions (chat).",
-        shown="ask for one fenced Python function",
-    ),
-    Option(
-        "prompt_template",
-        None,
-        "coding",
-        "User prompt of coding questions; {prompt} is the problem's text.",
-        parse=parsers.prompt_template,
-        default="{prompt}",
-    ),
+    Option("problem_files", "--dflash-problems", "coding", default=(), metavar="TOML", kind="list",
+           path=True,
+           help="Add coding problems from a TOML file ([[problem]] tables with name, prompt, "
+                "entry_point, reference, args, cases); repeatable. A conftest.py can add Problem "
+                "objects with the pytest_dflash_problems hook."),
+    Option("dataset", "--dflash-dataset", "coding", choices=DATASETS, default="builtin",
+           help="Coding problem set."),
+    Option("samples", "--dflash-samples", "coding", parse=_count, default=1, metavar="N",
+           help="Answers per problem (with --dflash-temperature > 0) for pass@k."),
+    Option("temperature", "--dflash-temperature", "coding", parse=_non_negative, default=0.0,
+           metavar="T", help="Sampling temperature of coding answers."),
+    Option("answer_timeout", "--dflash-answer-timeout", "coding", parse=parsers.number(0.1),
+           default=10.0, metavar="SECONDS",
+           help="Wall-time limit for checking one answer in the sandbox (at least 0.1)."),
+    Option("check_workers", "--dflash-check-workers", "coding", parse=_count,
+           shown="every core this process may use (split among xdist workers)", metavar="N",
+           help="Coding answers checked at once, each in a warm sandbox of its own."),
+    Option("sandbox", "--dflash-sandbox", "coding", choices=SANDBOX_MODES, default="auto",
+           help="How coding answers are isolated: auto (bubblewrap where it works, else a weaker "
+                "fallback, with a warning), require (bubblewrap or a usage error: for CI), "
+                "fallback (rlimits and a process group only)."),
+    Option("max_tokens", "--dflash-max-tokens", "coding", parse=_count, default=1024, metavar="N",
+           help="Max tokens of a coding answer."),
+    Option("api", "--dflash-api", "coding", choices=API_STYLES, default="chat",
+           help="Ask through chat completions or plain completions (base models)."),
+    Option("system_prompt", None, "coding", shown="ask for one fenced Python function",
+           help="System prompt of coding questions (chat)."),
+    Option("prompt_template", None, "coding", parse=parsers.prompt_template, default="{prompt}",
+           help="User prompt of coding questions; {prompt} is the problem's text."),
     # -- Throughput.
-    Option(
-        "contexts",
-        "--dflash-contexts",
-        "throughput",
-        "Prompt lengths in tokens of throughput cases.",
-        parse=parsers.int_list,
-        default=(60, 1024, 4096),
-        metavar="N,N,...",
-    ),
-    Option(
-        "concurrency",
-        "--dflash-concurrency",
-        "throughput",
-        "Concurrent requests of throughput cases.",
-        parse=parsers.int_list,
-        default=(1, 8, 32),
-        metavar="N,N,...",
-    ),
-    Option(
-        "output_tokens",
-        "--dflash-output-tokens",
-        "throughput",
-        "Output tokens per request in throughput cases (ignore_eos).",
-        parse=_count,
-        shown=f"{simulator.OUTPUT_TOKENS} ({simulator.SIMULATOR_OUTPUT_TOKENS} on the bundled "
-        "simulator)",
-        metavar="N",
-    ),
-    Option(
-        "rounds",
-        "--dflash-rounds",
-        "throughput",
-        "Measured rounds per throughput case (plus one warm-up).",
-        parse=_count,
-        default=3,
-        metavar="N",
-    ),
-    Option(
-        "domains",
-        "--dflash-domains",
-        "throughput",
-        "Prompt domains of throughput cases, from the prompt set shipped with the plugin: "
-        "code, math, chat, summary, or all; each domain is a case of its own "
-        "(ctx1024-c8-code).",
-        parse=load_options.parse_domains,
-        default=load_options.DEFAULT_DOMAINS,
-        metavar="NAME,NAME,...",
-    ),
-    Option(
-        "request_rates",
-        "--dflash-request-rate",
-        "throughput",
-        "Also run cases driven by request rate: Poisson arrivals at R requests/s (seeded), "
-        "e.g. '4,8,16'.",
-        parse=load_options.parse_rates,
-        default=(),
-        shown="none (closed-loop concurrency only)",
-        metavar="R,R,...",
-    ),
-    Option(
-        "max_concurrency",
-        "--dflash-max-concurrency",
-        "throughput",
-        "Requests in flight at most in request-rate cases (later arrivals wait).",
-        parse=_count,
-        shown="no limit",
-        metavar="N",
-    ),
-    Option(
-        "rate_requests",
-        "--dflash-rate-requests",
-        "throughput",
-        "Requests per round of a request-rate case.",
-        parse=_count,
-        default=16,
-        metavar="N",
-    ),
-    Option(
-        "load_mode",
-        "--dflash-load-mode",
-        "throughput",
-        "Closed-loop rounds: 'rounds' releases the case's C requests together and waits for "
-        "all; 'continuous' keeps C in flight for --dflash-continuous-requests requests (SGLang "
-        "bench's --max-concurrency), so the server never idles at a round's tail.",
-        choices=LOAD_MODES,
-        default="rounds",
-    ),
-    Option(
-        "continuous_requests",
-        "--dflash-continuous-requests",
-        "throughput",
-        "Requests per round in --dflash-load-mode continuous.",
-        parse=_count,
-        shown="4 x the case's concurrency",
-        metavar="N",
-    ),
-    Option(
-        "slo",
-        "--dflash-slo",
-        "throughput",
-        "Service-level objectives per request, e.g. 'ttft:500ms,tpot:30ms,e2e:2s': adds "
-        "goodput (requests/s meeting all) and attainment per case.",
-        parse=load_options.parse_slo,
-        default=(),
-        metavar="METRIC:TIME,...",
-    ),
-    Option(
-        "baseline",
-        "--dflash-baseline",
-        "throughput",
-        "A saved pytest-benchmark run of the non-speculative baseline (algorithm NONE) to "
-        "compute speedups against when this run has none.",
-        metavar="PATH|NNNN",
-    ),
+    Option("contexts", "--dflash-contexts", "throughput", parse=parsers.int_list,
+           default=(60, 1024, 4096), metavar="N,N,...",
+           help="Prompt lengths in tokens of throughput cases."),
+    Option("concurrency", "--dflash-concurrency", "throughput", parse=parsers.int_list,
+           default=(1, 8, 32), metavar="N,N,...", help="Concurrent requests of throughput cases."),
+    Option("output_tokens", "--dflash-output-tokens", "throughput", parse=_count,
+           shown=f"{simulator.OUTPUT_TOKENS} ({simulator.SIMULATOR_OUTPUT_TOKENS} on the bundled "
+                 "simulator)", metavar="N",
+           help="Output tokens per request in throughput cases (ignore_eos)."),
+    Option("rounds", "--dflash-rounds", "throughput", parse=_count, default=3, metavar="N",
+           help="Measured rounds per throughput case (plus one warm-up)."),
+    Option("domains", "--dflash-domains", "throughput", parse=load_options.parse_domains,
+           default=load_options.DEFAULT_DOMAINS, metavar="NAME,NAME,...",
+           help="Prompt domains of throughput cases, from the prompt set shipped with the plugin: "
+                "code, math, chat, summary, or all; each domain is a case of its own "
+                "(ctx1024-c8-code)."),
+    Option("request_rates", "--dflash-request-rate", "throughput", parse=load_options.parse_rates,
+           default=(), shown="none (closed-loop concurrency only)", metavar="R,R,...",
+           help="Also run cases driven by request rate: Poisson arrivals at R requests/s "
+                "(seeded), e.g. '4,8,16'."),
+    Option("max_concurrency", "--dflash-max-concurrency", "throughput", parse=_count,
+           shown="no limit", metavar="N",
+           help="Requests in flight at most in request-rate cases (later arrivals wait)."),
+    Option("rate_requests", "--dflash-rate-requests", "throughput", parse=_count, default=16,
+           metavar="N", help="Requests per round of a request-rate case."),
+    Option("load_mode", "--dflash-load-mode", "throughput", choices=LOAD_MODES, default="rounds",
+           help="Closed-loop rounds: 'rounds' releases the case's C requests together and waits "
+                "for all; 'continuous' keeps C in flight for --dflash-continuous-requests "
+                "requests (SGLang bench's --max-concurrency), so the server never idles at a "
+                "round's tail."),
+    Option("continuous_requests", "--dflash-continuous-requests", "throughput", parse=_count,
+           shown="4 x the case's concurrency", metavar="N",
+           help="Requests per round in --dflash-load-mode continuous."),
+    Option("slo", "--dflash-slo", "throughput", parse=load_options.parse_slo, default=(),
+           metavar="METRIC:TIME,...",
+           help="Service-level objectives per request, e.g. 'ttft:500ms,tpot:30ms,e2e:2s': adds "
+                "goodput (requests/s meeting all) and attainment per case."),
+    Option("baseline", "--dflash-baseline", "throughput", metavar="PATH|NNNN",
+           help="A saved pytest-benchmark run of the non-speculative baseline (algorithm NONE) to "
+                "compute speedups against when this run has none."),
     # -- Gates and reports.
-    Option(
-        "min_pass_rate",
-        "--dflash-min-pass-rate",
-        "gates",
-        "Exit 1 when a config's coding pass rate is below RATE (0.8 or 80%).",
-        parse=parsers.fraction,
-        shown="no gate",
-        metavar="RATE",
-        env="DFLASH_MIN_PASS_RATE",
-    ),
-    Option(
-        "compare",
-        "--dflash-compare",
-        "gates",
-        "Compare throughput with a saved pytest-benchmark run: a .json file, a run number, "
-        "the name given to --benchmark-save, or 'latest'.",
-        shown="none (--benchmark-compare's run, if given)",
-        metavar="PATH|NNNN|NAME",
-    ),
-    Option(
-        "compare_fail",
-        "--dflash-compare-fail",
-        "gates",
-        "Exit 1 when a case regresses against --dflash-compare (else --benchmark-compare) "
-        "beyond the 95% interval, e.g. 'tok_s:5%' or 'accept_length:0.2'; repeatable.",
-        default=(),
-        metavar="METRIC:DROP",
-        kind="list",
-    ),
-    Option(
-        "min_accept_length",
-        "--dflash-min-accept-length",
-        "gates",
-        "Exit 1 when a config's accept length is below X.",
-        parse=_positive,
-        shown="no gate",
-        metavar="X",
-    ),
-    Option(
-        "max_repetition",
-        "--dflash-max-repetition",
-        "gates",
-        "Exit 1 when a speculative config's output is degenerate: its share of repeated word "
-        "4-grams in a throughput case is above FRACTION (0.5 or 50%) and, when the run has a "
-        f"NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; such a config "
-        "never wins the verdict.",
-        parse=parsers.fraction,
-        default=MAX_REPETITION,
-        metavar="FRACTION",
-    ),
-    Option(
-        "report",
-        "--dflash-report",
-        "gates",
-        "Write the JSON run report here, updated after every test, plus a copy named after "
-        "the run's start time; {now} (start time) or {n} (next free number) in the path name "
-        "each run's file instead.",
-        default=".dflash/report.json",
-        metavar="PATH",
-    ),
-    Option(
-        "plot",
-        "--dflash-plot",
-        "gates",
-        "Write PNG plots here (needs the 'plot' extra).",
-        metavar="DIR",
-    ),
-    Option(
-        "html",
-        "--dflash-html",
-        "gates",
-        "Write the run's self-contained HTML report here at the end of the run (verdict, "
-        "configs, charts; opens offline); 'none' writes none.",
-        parse=parsers.html_path,
-        default=".dflash/report.html",
-        metavar="PATH",
-    ),
+    Option("min_pass_rate", "--dflash-min-pass-rate", "gates", parse=parsers.fraction,
+           shown="no gate", metavar="RATE", env="DFLASH_MIN_PASS_RATE",
+           help="Exit 1 when a config's coding pass rate is below RATE (0.8 or 80%)."),
+    Option("compare", "--dflash-compare", "gates",
+           shown="none (--benchmark-compare's run, if given)", metavar="PATH|NNNN|NAME",
+           help="Compare throughput with a saved pytest-benchmark run: a .json file, a run "
+                "number, the name given to --benchmark-save, or 'latest'."),
+    Option("compare_fail", "--dflash-compare-fail", "gates", default=(), metavar="METRIC:DROP",
+           kind="list",
+           help="Exit 1 when a case regresses against --dflash-compare (else --benchmark-compare) "
+                "beyond the 95% interval, e.g. 'tok_s:5%' or 'accept_length:0.2'; repeatable."),
+    Option("min_accept_length", "--dflash-min-accept-length", "gates", parse=_positive,
+           shown="no gate", metavar="X", help="Exit 1 when a config's accept length is below X."),
+    Option("max_repetition", "--dflash-max-repetition", "gates", parse=parsers.fraction,
+           default=MAX_REPETITION, metavar="FRACTION",
+           help="Exit 1 when a speculative config's output is degenerate: its share of repeated "
+                "word 4-grams in a throughput case is above FRACTION (0.5 or 50%) and, when the "
+                f"run has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; "
+                "such a config never wins the verdict."),
+    Option("report", "--dflash-report", "gates", default=".dflash/report.json", metavar="PATH",
+           help="Write the JSON run report here, updated after every test, plus a copy named "
+                "after the run's start time; {now} (start time) or {n} (next free number) in the "
+                "path name each run's file instead."),
+    Option("plot", "--dflash-plot", "gates", metavar="DIR",
+           help="Write PNG plots here (needs the 'plot' extra)."),
+    Option("html", "--dflash-html", "gates", parse=parsers.html_path, default=".dflash/report.html",
+           metavar="PATH",
+           help="Write the run's self-contained HTML report here at the end of the run (verdict, "
+                "configs, charts; opens offline); 'none' writes none."),
     # -- The bundled simulator: its own --sim-* flags on its launch line.
-    Option(
-        "sim_time_scale",
-        "--dflash-sim-time-scale",
-        "simulator",
-        "The simulator's --sim-time-scale: multiplies its modelled GPU time (0.5 runs twice "
-        "as fast as the GPU it models; 0: no delay).",
-        parse=_non_negative,
-        shown=f"{simulator.SIMULATOR_TIME_SCALE:g} (unless --dflash-launch or "
-        "--dflash-sim-args sets it)",
-        metavar="X",
-    ),
-    Option(
-        "sim_quality",
-        "--dflash-sim-quality",
-        "simulator",
-        "The simulator's --sim-quality: the share of its coding answers that are right.",
-        parse=parsers.fraction,
-        shown="1",
-        metavar="Q",
-    ),
-    Option(
-        "sim_answers",
-        "--dflash-sim-answers",
-        "simulator",
-        'The simulator\'s --sim-answers: a JSON list of {"match": ..., "response": ...} '
-        "replies, e.g. for your own problems (without it the simulator answers problems it "
-        "does not know with no code).",
-        metavar="JSON",
-        path=True,
-    ),
-    Option(
-        "sim_fault",
-        "--dflash-sim-fault",
-        "simulator",
-        "The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, unhealthy, "
-        "slow-first-token:S, lossy, stale-config, drafter-ignores-window, degenerate-drafter); "
-        "repeatable.",
-        default=(),
-        metavar="FAULT",
-        kind="list",
-    ),
-    Option(
-        "sim_restart_noise",
-        "--dflash-sim-restart-noise",
-        "simulator",
-        "The simulator's --sim-restart-noise: each server start runs at its own speed, within "
-        "1 +- F (e.g. 0.06), the starts counted in .dflash/sim-starts so separate runs get "
-        "separate factors.",
-        parse=parsers.below_one,
-        shown="0",
-        metavar="F",
-    ),
-    Option(
-        "sim_extra_args",
-        "--dflash-sim-args",
-        "simulator",
-        "More simulator options, appended to its launch line, e.g. '--sim-load-seconds 0 "
-        "--sim-seed 3' (see python -m pytest_specdecode.sim --help).",
-        parse=parsers.command("simulator arguments", argv=True),
-        metavar="ARGS",
-    ),
+    Option("sim_time_scale", "--dflash-sim-time-scale", "simulator", parse=_non_negative,
+           shown=f"{simulator.SIMULATOR_TIME_SCALE:g} (unless --dflash-launch or "
+                 "--dflash-sim-args sets it)", metavar="X",
+           help="The simulator's --sim-time-scale: multiplies its modelled GPU time (0.5 runs "
+                "twice as fast as the GPU it models; 0: no delay)."),
+    Option("sim_quality", "--dflash-sim-quality", "simulator", parse=parsers.fraction, shown="1",
+           metavar="Q",
+           help="The simulator's --sim-quality: the share of its coding answers that are right."),
+    Option("sim_answers", "--dflash-sim-answers", "simulator", metavar="JSON", path=True,
+           help="The simulator's --sim-answers: a JSON list of {\"match\": ..., \"response\": "
+                "...} replies, e.g. for your own problems (without it the simulator answers "
+                "problems it does not know with no code)."),
+    Option("sim_fault", "--dflash-sim-fault", "simulator", default=(), metavar="FAULT", kind="list",
+           help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
+                "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
+                "degenerate-drafter); repeatable."),
+    Option("sim_restart_noise", "--dflash-sim-restart-noise", "simulator", parse=parsers.below_one,
+           shown="0", metavar="F",
+           help="The simulator's --sim-restart-noise: each server start runs at its own speed, "
+                "within 1 +- F (e.g. 0.06), the starts counted in .dflash/sim-starts so separate "
+                "runs get separate factors."),
+    Option("sim_extra_args", "--dflash-sim-args", "simulator",
+           parse=parsers.command("simulator arguments", argv=True), metavar="ARGS",
+           help="More simulator options, appended to its launch line, e.g. '--sim-load-seconds 0 "
+                "--sim-seed 3' (see python -m pytest_specdecode.sim --help)."),
 )
+# fmt: on
 
 BY_NAME = {option.name: option for option in OPTIONS}
 DEFAULTS: dict[str, Any] = {option.name: option.default for option in OPTIONS}
