@@ -269,7 +269,12 @@ def _api_key(r: _Resolver, key: str | None, environ: Mapping[str, str]) -> str |
             f"{found.source} names the environment variable {variable}, which is not set; "
             "set it to the API key or drop the ini key"
         )
-    return parsers.data_text(environ[variable])
+    try:
+        return parsers.data_text(environ[variable])
+    except ValueError as exc:
+        raise SettingsError(
+            f"Invalid value from {variable} (named by {found.source}): {exc}"
+        ) from None
 
 
 def _resume(r: _Resolver, report: str) -> str | None:

@@ -362,6 +362,10 @@ def test_the_api_key_ini_names_its_variable(pytester: pytest.Pytester) -> None:
     with pytest.raises(SettingsError, match="write env:VARIABLE") as refused:
         resolve(pytester.parseconfig(), environ={})
     assert "s3cret-literal" not in str(refused.value)  # a secret is never echoed
+    pytester.makeini("[pytest]\ndflash_api_key = env:MY_TOKEN\n")
+    with pytest.raises(SettingsError, match=r"from MY_TOKEN .*contains a control") as bad:
+        resolve(pytester.parseconfig(), environ={"MY_TOKEN": "s3cret\rX"})
+    assert "s3cret" not in str(bad.value)
 
 
 # A few options per --help group: the groups are the parts a user looks in.
