@@ -20,6 +20,16 @@ any of them in its `pytest.ini` (or `[tool.pytest.ini_options]`); a few also com
 an environment variable. Precedence: command line > environment > ini > default.
 `pytest --help` shows the same options in the same groups.
 
+```ini
+[pytest]
+dflash_ready_timeout = 600
+dflash_sweep = budget=4,8;window=1024,2048
+dflash_dry_run = false
+dflash_sim_fault =
+    slow-first-token:0.1
+    lossy
+```
+
 - A switch takes `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`) in the ini.
 - A repeatable option takes one value per line in the ini.
 - Paths in `dflash_problems` and `dflash_sim_answers` are relative to the ini file's directory.
