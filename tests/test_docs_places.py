@@ -147,5 +147,11 @@ def test_the_two_commands_are_real_and_ci_runs_the_test_command() -> None:
     assert {"make demo", "make test"} <= commands, commands
     targets = set(re.findall(r"^([\w-]+):", _text(ROOT / "Makefile"), re.M))
     assert {c.split()[1] for c in commands} <= targets, (commands, targets)
-    ci = [line.strip() for line in _text(ROOT / ".ci" / "run").splitlines()]
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    run = ROOT / ".ci" / "run"
+    if not run.is_file():
+        pytest.skip("no .ci/ here (an sdist holds none)")
+    ci = [line.strip() for line in _text(run).splitlines()]
     assert "make test" in ci, ".ci/run must run the README's test command, `make test`"
