@@ -46,6 +46,41 @@ def process_gone(pid: int, timeout: float = 30) -> bool:
     return False
 
 
+# The modules with the longest tests (whole pytest sessions under -n 2, several
+# end-to-end runs each), longest first. xdist hands tests out in collection order,
+# and tests/xdist comes last alphabetically: there its long runs started last and
+# ran alone at the end beside idle workers. Started first, the short tests fill in
+# around them. Whole modules move, so module-scoped set-ups still run once.
+SLOW_FIRST = (
+    "tests/xdist/test_xdist_e2e.py",
+    "tests/xdist/test_owned_cleanup.py",
+    "tests/xdist/test_multihost.py",
+    "tests/xdist/test_schedule.py",
+    "tests/plugin/test_acceptance_hostile.py",
+    "tests/plugin/test_acceptance_samples.py",
+    "tests/plugin/test_resume.py",
+    "tests/plugin/test_lossless_xdist.py",
+    "tests/plugin/test_html_e2e.py",
+    "tests/plugin/test_identity_e2e.py",
+    "tests/plugin/test_acceptance_ssh.py",
+    "tests/report/test_html.py",
+    "tests/plugin/test_service_e2e.py",
+    "tests/plugin/test_search_e2e.py",
+)
+
+
+def slow_rank(nodeid: str) -> int:
+    """Where a test's module stands in ``SLOW_FIRST`` (after all of them when absent)."""
+    module = nodeid.split("::", 1)[0]
+    return SLOW_FIRST.index(module) if module in SLOW_FIRST else len(SLOW_FIRST)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (a stable sort: the order within each stays)."""
+    items.sort(key=lambda item: slow_rank(item.nodeid))
+
+
 @pytest.fixture(autouse=True)
 def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest runs nested in an xdist worker must not inherit its identity
