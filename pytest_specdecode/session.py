@@ -331,7 +331,9 @@ class SpecDecodeSession:
     def pytest_keyboard_interrupt(self) -> None:
         self.term.interrupted = self.term.interrupted or "KeyboardInterrupt"
 
-    @pytest.hookimpl(wrapper=True)
+    # Innermost of the wrappers: pytest's own (logging, capture) have set up when a bad
+    # marker fails here, however late the session was registered (inert.py).
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         message = self.invalid.get(definition_id(item))
         if message is not None:
