@@ -7,21 +7,22 @@ the per-run state, like pytest-xdist's ``DSession``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_specdecode import hookspecs, redact
-from pytest_specdecode.client import SGLangClient
+from pytest_specdecode import hookspecs, inert, redact
 from pytest_specdecode.config import options
-from pytest_specdecode.config.settings import SettingsError, resolve
-from pytest_specdecode.config.spec import ConfigError, SpecConfig
-from pytest_specdecode.service.manager import OtherConfigLive, ServiceHandle, ServiceUnavailable
 
 if TYPE_CHECKING:
-    # Imported when used: a run without these tests never loads their runners.
+    # Imported when used: a run that does not use the plugin never loads the service
+    # layer, the client or the runners (inert.py).
+    from pytest_specdecode.client import SGLangClient
     from pytest_specdecode.coding import Problem
     from pytest_specdecode.coding.runner import CodingRunner
+    from pytest_specdecode.config.settings import Settings
+    from pytest_specdecode.config.spec import SpecConfig
+    from pytest_specdecode.service.manager import ServiceHandle
     from pytest_specdecode.session import SpecDecodeSession
     from pytest_specdecode.throughput.runner import LosslessChecker, ThroughputRunner
     from pytest_specdecode.throughput.workload import ThroughputCase
@@ -40,7 +41,8 @@ MARKERS = (
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.add_options(parser)
+    # Through the recorder: a run with one of these ini keys set uses the plugin.
+    options.add_options(cast(pytest.Parser, inert.IniRecorder(parser)))
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -48,14 +50,41 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_specdecode.session import SpecDecodeSession
+    from pytest_specdecode.config.settings import SettingsError, resolve
+    from pytest_specdecode.config.spec import ConfigError
 
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     try:
-        session = SpecDecodeSession(config, resolve(config))
+        settings = resolve(config)  # bad values are usage errors, used or not
     except (SettingsError, ConfigError) as exc:
         raise pytest.UsageError(redact.for_options(config)(str(exc))) from None
+    if inert.explicitly_used(config):
+        _start(config, settings)
+        return
+    # Not used (yet): the session starts at the first test that needs a config.
+    dormant = inert.Dormant(config, lambda: _start(config, settings, late=True))
+    config.pluginmanager.register(dormant, "specdecode-dormant")
+    if (secrets := redact.for_settings(settings)).secrets:
+        config.pluginmanager.register(
+            inert.Scrubber(lambda report: redact.scrub_report(report, secrets)),
+            "specdecode-scrubber",
+        )
+    if inert.xdist_controller(config):
+        inert.prepare_xdist(config, settings)
+
+
+def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> SpecDecodeSession:
+    from pytest_specdecode.config.settings import SettingsError
+    from pytest_specdecode.config.spec import ConfigError
+    from pytest_specdecode.session import SpecDecodeSession
+
+    try:
+        session = SpecDecodeSession(config, settings, late=late)
+    except (SettingsError, ConfigError) as exc:
+        raise pytest.UsageError(redact.for_options(config)(str(exc))) from None
+    if (scrubber := config.pluginmanager.get_plugin("specdecode-scrubber")) is not None:
+        config.pluginmanager.unregister(scrubber)  # the session scrubs from now on
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "specdecode-session")
     if session.settings.search:
@@ -64,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         loop = register(config, session.settings, session.outputs, session.results, item_config)
         loop.workers_asked = session.dry_workers
+    return session
 
 
 def _session(request: pytest.FixtureRequest) -> SpecDecodeSession:
@@ -92,6 +122,8 @@ def dflash_service(
     Session-scoped per config: the server restarts once per distinct config.
     Tests behind a failed readiness gate error with the gate's message.
     """
+    from pytest_specdecode.service.manager import OtherConfigLive, ServiceUnavailable
+
     session = _session(request)
     log_dir = tmp_path_factory.getbasetemp() / "dflash-logs"
     log_dir.mkdir(exist_ok=True)

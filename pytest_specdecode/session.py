@@ -40,9 +40,12 @@ OK, TESTS_FAILED, INTERRUPTED = 0, 1, 2
 class SpecDecodeSession:
     """Per-run state: resolved settings, services, collected results."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, *, late: bool = False) -> None:
         self.config = config
         self.settings = settings
+        # Started at the first test that needs a config (inert.py), after pytest wrote
+        # its header: its header lines follow the collection (write_header).
+        self.header_due = late
         # One redactor for every sink: what one part learns (a key on a launch
         # line), all of them mask.
         self.redactor = redact.for_settings(settings)
@@ -80,21 +83,25 @@ class SpecDecodeSession:
         self.progress = Progress.for_stderr(enabled=shown, redact=self.redactor)
         self.sweep = SweepProgress(parallel=distributed.parallel_hosts(config, settings))
         bound = distributed.worker_lease(config, settings)
+        # A session started late in the xdist controller: the workers already have the
+        # lease directory and port of the controller plugin made at configure (inert.py).
+        shared_with = config.pluginmanager.get_plugin("specdecode-xdist")
         self.services = ServiceManager(
             settings,
             progress=self.progress,
             dialect=self.resolver.dialect,
             root=config.rootpath,
             target=bound.host if bound else None,
-            port=bound.port if bound else None,
+            port=bound.port if bound else getattr(shared_with, "port", None),
             lease=bound.lease if bound else None,
             placement=bound.placement if bound else None,
             lease_for=bound.lease_for if bound else None,
             redactor=self.redactor,
         )
         if distributed.is_xdist_controller(config):
-            controller = distributed.XdistController(settings, self.services.port)
-            config.pluginmanager.register(controller, "specdecode-xdist")
+            controller = shared_with or distributed.XdistController(settings, self.services.port)
+            if shared_with is None:
+                config.pluginmanager.register(controller, "specdecode-xdist")
             if self.resume is not None:  # the workers read this copy, whatever happens next
                 distributed.share_resume(controller.lease_dir, self.resume.path)
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
@@ -324,7 +331,9 @@ class SpecDecodeSession:
     def pytest_keyboard_interrupt(self) -> None:
         self.term.interrupted = self.term.interrupted or "KeyboardInterrupt"
 
-    @pytest.hookimpl(wrapper=True)
+    # Innermost of the wrappers: pytest's own (logging, capture) have set up when a bad
+    # marker fails here, however late the session was registered (inert.py).
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         message = self.invalid.get(definition_id(item))
         if message is not None:
@@ -396,6 +405,16 @@ class SpecDecodeSession:
             command = s.restart_cmd if script else s.launch
             lines.append(f"dflash: {'restart command' if script else 'launch'} {command}")
         return self.redactor.lines(lines)
+
+    def write_header(self) -> None:
+        """The header lines of a session started after pytest wrote its header."""
+        self.header_due = False
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        quiet = self.config.get_verbosity() < 0 or self.config.getoption("no_header", False)
+        if reporter is None or not self.controller or quiet:
+            return
+        for line in self.pytest_report_header(self.config):
+            reporter.write_line(line)
 
     def _carry_from_workers(self) -> None:
         """Under xdist the controller collects nothing: it carries what the workers deselected."""

@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "report": 5,
     "hookspecs": 6,
     "session": 6,
+    "inert": 6,  # the plugin stays inert until a run uses it (starts the session then)
     "search": 6,  # --dflash-search: the run order of a search (registered by the plugin)
     "plugin": 7,
     "suite": 6,

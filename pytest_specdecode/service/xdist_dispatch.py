@@ -5,10 +5,13 @@ pytest-xdist's scheduler in a run with no ``dflash`` config (a project's own
 unit tests, say) would silently ignore the user's ``--dist``. This scheduler
 stands between xdist and two others: :class:`ConfigScheduling` (one config
 per host at a time) and the one xdist (or another plugin) would have used.
-Until the first :meth:`schedule` both see every worker and its collection;
-then one is chosen for the rest of the session: ours when any collected test
-runs under a config, else theirs. A ``--dist`` mode ours replaces for config
-tests is said once (``note``), never dropped in silence.
+Until every worker's collection is in (or the first :meth:`schedule`) both see
+every worker and its collection; then one is chosen for the rest of the
+session: ours when any collected test runs under a config, else theirs. A
+``--dist`` mode ours replaces for config tests is said once (``note``), never
+dropped in silence; a run handed to theirs is told apart from one without the
+plugin by nothing, not even xdist's ``scheduling tests via ...`` line (which
+reads ``__class__``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ class DispatchScheduling:
         self._note = note
         self.chosen: _Scheduling | None = None
 
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # xdist names the scheduler by ``sched.__class__.__name__`` once the collection is
+        # in (after the choice): the chosen one's name. type() still says what this is.
+        return type(self.chosen) if self.chosen is not None else type(self)
+
     @property
     def uses_ours(self) -> bool:
         """Whether config scheduling runs this session (before the choice: assumed)."""
@@ -104,6 +113,10 @@ class DispatchScheduling:
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         for scheduler in self._both():
             scheduler.add_node_collection(node, collection)
+        # Every worker wrote its groups before reporting its collection: the choice can be
+        # made now, so what xdist asks next (has_pending, the name) is the chosen one's.
+        if self.chosen is None and self.ours.collection_is_completed:
+            self.chosen = self._choose()
 
     def remove_node(self, node: Any) -> str | None:
         found = [scheduler.remove_node(node) for scheduler in self._both()]
