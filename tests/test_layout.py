@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "limits": 0,  # size caps and whole deadlines shared by every HTTP path
     "wire": 0,  # reading a reply within those bounds (imports nothing of the plugin)
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
+    "statefiles": 0,  # files shared between workers and runs: atomic write, read, wait
     "records": 1,
     "redact": 1,
     "figures": 1,

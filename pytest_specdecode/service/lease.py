@@ -28,7 +28,6 @@ no live config, so the next worker switches again.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.service.ownership import Registry
 
@@ -87,11 +87,8 @@ def write_active(
 ) -> None:
     """The scheduler's word: ``key`` is the config host ``host_key`` may switch to now,
     and ``holders`` are the workers holding its remaining tests."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{safe_name(host_key)}.active"
-    tmp = path.with_suffix(".active-tmp")
-    tmp.write_text(json.dumps({"active": key, "holders": holders or []}), encoding="utf-8")
-    os.replace(tmp, path)
+    statefiles.write_json(path, {"active": key, "holders": holders or []})
 
 
 class HostLease:
@@ -127,10 +124,8 @@ class HostLease:
 
     def read(self) -> dict[str, Any]:
         """The current state (dead workers already dropped); call under the lock."""
-        try:
-            state: dict[str, Any] = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            state = {}
+        found = statefiles.read_json(self.state_path)
+        state: dict[str, Any] = found if isinstance(found, dict) else {}
         state.setdefault("live", None)
         state.setdefault("server", None)
         state.setdefault("users", {})
@@ -148,15 +143,11 @@ class HostLease:
 
     def register(self) -> None:
         """Record this worker's pid, so others can tell when it is gone."""
-        self._workers.mkdir(parents=True, exist_ok=True)
-        (self._workers / f"{safe_name(self.worker)}.pid").write_text(str(self.pid))
+        statefiles.write_text(self._workers / f"{safe_name(self.worker)}.pid", str(self.pid))
 
     def active(self) -> tuple[bool, str | None, list[str]]:
         """(whether a scheduler decides, the config it lets this host switch to, its holders)."""
-        try:
-            data = json.loads(self.active_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False, None, []
+        data = statefiles.read_json(self.active_path)
         if not isinstance(data, dict):
             return False, None, []
         key = data.get("active")
@@ -170,17 +161,15 @@ class HostLease:
             return False
         for worker in holders:
             try:
-                pid = int((self._workers / f"{safe_name(worker)}.pid").read_text())
-            except (OSError, ValueError):
+                pid = int(statefiles.read_text(self._workers / f"{safe_name(worker)}.pid") or "")
+            except ValueError:
                 return False  # not started yet, as far as we know
             if self._alive(pid):
                 return False
         return True
 
     def _write(self, state: dict[str, Any]) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        statefiles.write_json(self.state_path, state, indent=1)
 
     # --- what workers call ----------------------------------------------------
 
@@ -205,8 +194,13 @@ class HostLease:
         means the scheduler moved ``key`` to another host: :class:`Moved`. A
         host another worker found down raises :class:`LeaseHostDown`.
         """
-        waiting_since: float | None = None
-        while True:
+        state: dict[str, Any] = {}
+        blocked_by_others = False
+
+        def turn() -> tuple[dict[str, Any], bool] | None:
+            """One look at the lease: the server (and whether this worker switched it), or
+            None to wait; ``blocked_by_others``: the wait is on another worker's clock."""
+            nonlocal state, blocked_by_others
             with self._lock:
                 state = self.read()
                 if state["down"]:
@@ -235,19 +229,27 @@ class HostLease:
                 self._write(state)
             if may_switch:
                 return self._switch(key, switch, old), True
-            if blocked_by_others:
-                waiting_since = self._clock() if waiting_since is None else waiting_since
-                if self._clock() - waiting_since > timeout:
-                    raise LeaseTimeout(
-                        f"waited {timeout:.0f} s for the server to switch to {key}; live: "
-                        f"{state['live']!r}, used by {sorted(state['users'])}, "
-                        f"switching: {state['switching']!r}"
-                    )
-            else:
-                waiting_since = None
             if still_here is not None and not still_here():
                 raise Moved(f"{key} moved to another host while this worker waited for it")
-            self._sleep(self._poll)
+            return None
+
+        try:
+            return statefiles.wait_until(
+                turn,
+                timeout=timeout,
+                what=f"server switch to {key}",
+                poll=self._poll,
+                clock=self._clock,
+                sleep=self._sleep,
+                # Waiting for the scheduler to make ``key`` active has no deadline.
+                timed=lambda: blocked_by_others,
+            )
+        except statefiles.WaitTimeout:
+            raise LeaseTimeout(
+                f"waited {timeout:.0f} s for the server to switch to {key}; live: "
+                f"{state['live']!r}, used by {sorted(state['users'])}, "
+                f"switching: {state['switching']!r}"
+            ) from None
 
     def _switch(
         self,

@@ -9,8 +9,8 @@ see it, under pytest-xdist too.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.client import SGLangError
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
@@ -189,10 +190,7 @@ class LosslessBaseline:
         """Keep the baseline (and share it with the other workers)."""
         self.outputs, self.label = outputs, label
         if self.directory is not None:
-            target = self.directory / self.FILE
-            tmp = target.with_name(f".{self.FILE}.{os.getpid()}")
-            lossless.save_baseline(tmp, outputs, meta={"label": label})
-            tmp.replace(target)  # readers never see half a file
+            lossless.save_baseline(self.directory / self.FILE, outputs, meta={"label": label})
 
     def done(self, nodeid: str) -> None:
         """A baseline test finished (passed or not); called from its teardown report."""
@@ -216,11 +214,15 @@ class LosslessBaseline:
 
     def wait(self, timeout: float) -> None:
         """Block until the baseline is at hand or every baseline test is done."""
-        deadline = self._clock() + timeout
-        while self.expected and not self.load() and not self.finished():
-            if self._clock() > deadline:
-                return
-            self._sleep(self._poll)
+        with contextlib.suppress(statefiles.WaitTimeout):
+            statefiles.wait_until(
+                lambda: not self.expected or self.load() or self.finished(),
+                timeout=timeout,
+                what="the non-speculative baseline",
+                poll=self._poll,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
 
     def missing(self) -> str:
         """Why there is no baseline to compare with: one line."""
