@@ -24,7 +24,7 @@ from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.records import BASELINE_CASES, RECORD
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
-from pytest_specdecode.service.manager import ServiceHandle
+from pytest_specdecode.server import Server
 from pytest_specdecode.throughput import lossless
 from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
@@ -46,7 +46,7 @@ class ThroughputRunner:
     def __init__(
         self,
         settings: Settings,
-        service: ServiceHandle,
+        service: Server,
         node: pytest.Item,
         progress: Progress | None = None,
         baseline: LosslessBaseline | None = None,
@@ -138,12 +138,12 @@ def continuous_requests(settings: Settings, case: ThroughputCase) -> int:
     return settings.continuous_requests or 4 * case.concurrency
 
 
-def draft_bounds(service: ServiceHandle) -> DraftBounds:
+def draft_bounds(service: Server) -> DraftBounds:
     """What the config of ``service`` allows per verify step (its replies are checked against)."""
     return DraftBounds.of(service.config, service.server_info)
 
 
-def failure_text(service: ServiceHandle, exc: Exception) -> str:
+def failure_text(service: Server, exc: Exception) -> str:
     """One line for a failed measurement; when the server died, its exit and log tail."""
     gone = service.gone(settle=2.0)
     if gone is not None:
@@ -247,7 +247,7 @@ class LosslessChecker:
     def __init__(
         self,
         baseline: LosslessBaseline,
-        service: ServiceHandle,
+        service: Server,
         node: pytest.Item,
         settings: Settings | None = None,
     ) -> None:
