@@ -38,6 +38,7 @@ from filelock import FileLock
 
 from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.service.lease_state import LeaseState, Switching
 from pytest_specdecode.service.ownership import Registry
 
 
@@ -122,24 +123,10 @@ class HostLease:
 
     # --- state file ---------------------------------------------------------
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> LeaseState:
         """The current state (dead workers already dropped); call under the lock."""
-        found = statefiles.read_json(self.state_path)
-        state: dict[str, Any] = found if isinstance(found, dict) else {}
-        state.setdefault("live", None)
-        state.setdefault("server", None)
-        state.setdefault("users", {})
-        state.setdefault("switching", None)
-        state.setdefault("failed", {})
-        state.setdefault("history", [])
-        state.setdefault("down", None)
-        state["users"] = {w: p for w, p in state["users"].items() if self._alive(p)}
-        switching = state["switching"]
-        if switching and not self._alive(switching["pid"]):
-            # The switcher died half-way: the server is in an unknown state.
-            state["switching"] = None
-            state["live"] = None
-        return state
+        found = LeaseState.from_json(statefiles.read_json(self.state_path))
+        return found.without_the_dead(self._alive)
 
     def register(self) -> None:
         """Record this worker's pid, so others can tell when it is gone."""
@@ -168,8 +155,8 @@ class HostLease:
                 return False
         return True
 
-    def _write(self, state: dict[str, Any]) -> None:
-        statefiles.write_json(self.state_path, state, indent=1)
+    def _write(self, state: LeaseState) -> None:
+        statefiles.write_json(self.state_path, state.to_json(), indent=1)
 
     # --- what workers call ----------------------------------------------------
 
@@ -194,7 +181,7 @@ class HostLease:
         means the scheduler moved ``key`` to another host: :class:`Moved`. A
         host another worker found down raises :class:`LeaseHostDown`.
         """
-        state: dict[str, Any] = {}
+        state = LeaseState()
         blocked_by_others = False
 
         def turn() -> tuple[dict[str, Any], bool] | None:
@@ -203,19 +190,17 @@ class HostLease:
             nonlocal state, blocked_by_others
             with self._lock:
                 state = self.read()
-                if state["down"]:
-                    raise LeaseHostDown(state["down"], reason="host-down")
-                if key in state["failed"]:
-                    raise SwitchFailed(state["failed"][key])
-                if state["live"] == key and not state["switching"]:
-                    state["users"][self.worker] = self.pid
+                if state.down:
+                    raise LeaseHostDown(state.down, reason="host-down")
+                if key in state.failed:
+                    raise SwitchFailed(state.failed[key])
+                if state.live == key and not state.switching:
+                    state.users[self.worker] = self.pid
                     self._write(state)
-                    return state["server"], False
-                state["users"].pop(self.worker, None)
+                    return state.server or {}, False
+                state.users.pop(self.worker, None)
                 scheduled, active, holders = self.active()
-                blocked_by_others = bool(state["switching"]) or (
-                    not scheduled and bool(state["users"])
-                )
+                blocked_by_others = bool(state.switching) or (not scheduled and bool(state.users))
                 may_switch = not blocked_by_others and (
                     not scheduled or active in (key, None) or self._abandoned(holders)
                 )
@@ -223,9 +208,9 @@ class HostLease:
                     # A worker that died left its server running (killed mid-start or
                     # after): stop it through the record, so it holds no port.
                     self.registry.reap()
-                    old = state["server"]
-                    state["switching"] = {"worker": self.worker, "pid": self.pid, "key": key}
-                    state["live"] = None
+                    old = state.server
+                    state.switching = Switching(self.worker, self.pid, key)
+                    state.live = None
                 self._write(state)
             if may_switch:
                 return self._switch(key, switch, old), True
@@ -247,8 +232,8 @@ class HostLease:
         except statefiles.WaitTimeout:
             raise LeaseTimeout(
                 f"waited {timeout:.0f} s for the server to switch to {key}; live: "
-                f"{state['live']!r}, used by {sorted(state['users'])}, "
-                f"switching: {state['switching']!r}"
+                f"{state.live!r}, used by {sorted(state.users)}, "
+                f"switching: {state.switching.to_json() if state.switching else None!r}"
             ) from None
 
     def _switch(
@@ -262,19 +247,19 @@ class HostLease:
         except Exception as exc:
             with self._lock:
                 state = self.read()
-                state["switching"] = None
+                state.switching = None
                 if getattr(exc, "reason", None) == "host-down":
                     # The host's fault, not the config's: the config runs elsewhere.
-                    state["down"] = getattr(exc, "summary", str(exc))
+                    state.down = getattr(exc, "summary", str(exc))
                 else:
-                    state["failed"][key] = str(exc)
+                    state.failed[key] = str(exc)
                 self._write(state)
             raise
         with self._lock:
             state = self.read()
-            state.update(live=key, server=server, switching=None)
-            state["users"][self.worker] = self.pid
-            state["history"].append([key, self.worker])
+            state.live, state.server, state.switching = key, server, None
+            state.users[self.worker] = self.pid
+            state.history.append((key, self.worker))
             self._write(state)
         return server
 
@@ -282,5 +267,5 @@ class HostLease:
         """This worker is done: drop its use."""
         with self._lock:
             state = self.read()
-            state["users"].pop(self.worker, None)
+            state.users.pop(self.worker, None)
             self._write(state)

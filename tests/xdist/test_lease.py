@@ -49,7 +49,7 @@ def test_first_worker_switches_the_next_joins(tmp_path: Path) -> None:
     assert b.hold("A", switcher(log, "A"), timeout=1) == ({"key": "A"}, False)
     assert log == ["A (old None)"]
     with a._lock:
-        assert a.read()["users"] == {"gw0": 100, "gw1": 101}
+        assert a.read().users == {"gw0": 100, "gw1": 101}
 
 
 def test_with_a_scheduler_only_the_active_config_may_become_live(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_a_host_found_down_is_not_the_configs_failure(tmp_path: Path) -> None:
     with pytest.raises(HostDown):
         a.hold("A", lost, timeout=1)
     with a._lock:
-        assert a.read()["failed"] == {}  # A did not fail: it runs elsewhere
+        assert a.read().failed == {}  # A did not fail: it runs elsewhere
     # Another worker of that host learns at once that the host is gone.
     with pytest.raises(LeaseHostDown, match="host gpu3 cannot start config 'A'"):
         b.hold("A", switcher([], "A"), timeout=1)
