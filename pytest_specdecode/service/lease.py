@@ -28,9 +28,11 @@ no live config, so the next worker switches again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,24 @@ def write_active(
     and ``holders`` are the workers holding its remaining tests."""
     path = directory / f"{safe_name(host_key)}.active"
     statefiles.write_json(path, {"active": key, "holders": holders or []})
+
+
+@dataclass
+class Turn:
+    """A worker's turn on a lease (:meth:`HostLease.turn`).
+
+    Joining (``switching`` False): ``server`` is the live server's facts. Switching:
+    ``server`` is the old server's facts (None: none known), and the turn ends with
+    :meth:`switched` and the new server's."""
+
+    key: str
+    server: dict[str, Any] | None
+    switching: bool
+    facts: dict[str, Any] | None = None
+
+    def switched(self, server: dict[str, Any]) -> None:
+        """The server now runs :attr:`key`: ``server`` is what other workers need to use it."""
+        self.facts = server
 
 
 class HostLease:
@@ -160,33 +180,53 @@ class HostLease:
 
     # --- what workers call ----------------------------------------------------
 
-    def hold(
-        self,
-        key: str,
-        switch: Callable[[dict[str, Any] | None], dict[str, Any]],
-        *,
-        timeout: float,
-        still_here: Callable[[], bool] | None = None,
-    ) -> tuple[dict[str, Any], bool]:
-        """Block until ``key`` is live and this worker uses it; returns (server, switched).
+    @contextlib.contextmanager
+    def turn(
+        self, key: str, *, timeout: float, still_here: Callable[[], bool] | None = None
+    ) -> Iterator[Turn]:
+        """This worker's turn with ``key``: blocks until ``key`` is live (join it) or this
+        worker may switch the server to it (:attr:`Turn.switching`).
 
-        ``switch(old_server)`` restarts the server with ``key`` and returns the
-        new server facts; it runs without the file lock held, marked as
-        *switching*. If it raises, the failure is recorded so other workers
-        needing ``key`` fail the same way instead of restarting again.
+        To switch, the block restarts the server (no file lock held, marked as
+        *switching*) and ends with :meth:`Turn.switched` and the new server's facts;
+        if it raises instead, the failure is recorded so other workers needing
+        ``key`` fail the same way instead of restarting again (a host-down error
+        marks the host down, not the config failed).
+
         ``timeout`` bounds the wait for another worker's switch (and, without a
-        scheduler, for the users of another config); waiting for the
-        scheduler to make ``key`` active has no deadline of its own: it moves
-        on as tests complete. ``still_here()`` False (checked while waiting)
-        means the scheduler moved ``key`` to another host: :class:`Moved`. A
-        host another worker found down raises :class:`LeaseHostDown`.
+        scheduler, for the users of another config); waiting for the scheduler to
+        make ``key`` active has no deadline of its own: it moves on as tests
+        complete. ``still_here()`` False (checked while waiting) means the scheduler
+        moved ``key`` to another host: :class:`Moved`. A host another worker found
+        down raises :class:`LeaseHostDown`.
         """
+        turn = self._wait_for_turn(key, timeout, still_here)
+        if not turn.switching:
+            yield turn
+            return
+        try:
+            yield turn
+            if turn.facts is None:
+                raise SpecDecodeError(f"the switch to {key} ended without the new server's facts")
+        except Exception as exc:
+            self._failed(key, exc)
+            raise
+        with self._lock:
+            state = self.read()
+            state.live, state.server, state.switching = key, turn.facts, None
+            state.users[self.worker] = self.pid
+            state.history.append((key, self.worker))
+            self._write(state)
+
+    def _wait_for_turn(
+        self, key: str, timeout: float, still_here: Callable[[], bool] | None
+    ) -> Turn:
         state = LeaseState()
         blocked_by_others = False
 
-        def turn() -> tuple[dict[str, Any], bool] | None:
-            """One look at the lease: the server (and whether this worker switched it), or
-            None to wait; ``blocked_by_others``: the wait is on another worker's clock."""
+        def one_look() -> Turn | None:
+            """The turn, or None to wait; ``blocked_by_others``: the wait is on another
+            worker's clock."""
             nonlocal state, blocked_by_others
             with self._lock:
                 state = self.read()
@@ -197,30 +237,30 @@ class HostLease:
                 if state.live == key and not state.switching:
                     state.users[self.worker] = self.pid
                     self._write(state)
-                    return state.server or {}, False
+                    return Turn(key, state.server or {}, switching=False)
                 state.users.pop(self.worker, None)
                 scheduled, active, holders = self.active()
                 blocked_by_others = bool(state.switching) or (not scheduled and bool(state.users))
                 may_switch = not blocked_by_others and (
                     not scheduled or active in (key, None) or self._abandoned(holders)
                 )
+                old = state.server
                 if may_switch:
                     # A worker that died left its server running (killed mid-start or
                     # after): stop it through the record, so it holds no port.
                     self.registry.reap()
-                    old = state.server
                     state.switching = Switching(self.worker, self.pid, key)
                     state.live = None
                 self._write(state)
             if may_switch:
-                return self._switch(key, switch, old), True
+                return Turn(key, old, switching=True)
             if still_here is not None and not still_here():
                 raise Moved(f"{key} moved to another host while this worker waited for it")
             return None
 
         try:
             return statefiles.wait_until(
-                turn,
+                one_look,
                 timeout=timeout,
                 what=f"server switch to {key}",
                 poll=self._poll,
@@ -236,32 +276,17 @@ class HostLease:
                 f"switching: {state.switching.to_json() if state.switching else None!r}"
             ) from None
 
-    def _switch(
-        self,
-        key: str,
-        switch: Callable[[dict[str, Any] | None], dict[str, Any]],
-        old: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        try:
-            server = switch(old)
-        except Exception as exc:
-            with self._lock:
-                state = self.read()
-                state.switching = None
-                if getattr(exc, "reason", None) == "host-down":
-                    # The host's fault, not the config's: the config runs elsewhere.
-                    state.down = getattr(exc, "summary", str(exc))
-                else:
-                    state.failed[key] = str(exc)
-                self._write(state)
-            raise
+    def _failed(self, key: str, exc: Exception) -> None:
+        """This worker's switch to ``key`` failed: recorded for the others."""
         with self._lock:
             state = self.read()
-            state.live, state.server, state.switching = key, server, None
-            state.users[self.worker] = self.pid
-            state.history.append((key, self.worker))
+            state.switching = None
+            if getattr(exc, "reason", None) == "host-down":
+                # The host's fault, not the config's: the config runs elsewhere.
+                state.down = getattr(exc, "summary", str(exc))
+            else:
+                state.failed[key] = str(exc)
             self._write(state)
-        return server
 
     def leave(self) -> None:
         """This worker is done: drop its use."""
