@@ -44,7 +44,9 @@ def leftovers(directory: Path) -> list[str]:
 def test_a_reader_never_sees_part_of_a_file_while_threads_write(
     tmp_path: Path, written: list[tuple[int, int]]
 ) -> None:
-    target = tmp_path / f"state-{len(written)}-{written[0][1]}.bin"
+    folder = tmp_path / os.urandom(6).hex()  # one per example: none sees another's file
+    folder.mkdir()
+    target = folder / "state.bin"
     whole = {blob(b, n) for b, n in written}
     done = threading.Event()
     seen: list[bytes | None] = []
@@ -72,7 +74,7 @@ def test_a_reader_never_sees_part_of_a_file_while_threads_write(
     torn = [len(s) for s in seen if s is not None and s not in whole]
     assert not torn, f"partial reads of sizes {torn[:5]}"
     assert target.read_bytes() in whole
-    assert leftovers(tmp_path) == []
+    assert leftovers(folder) == []
 
 
 WRITER = """
