@@ -34,6 +34,6 @@ def test_unknown_dataset_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--dflash-dataset", "mbpp", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*argument --dflash-dataset: invalid choice: 'mbpp' (choose from *builtin*humaneval*)"]
+        ["*Invalid value 'mbpp' from --dflash-dataset: expected one of builtin, humaneval"]
     )
     assert "Traceback" not in result.stderr.str()

@@ -113,7 +113,9 @@ def test_prompt_template_needs_its_placeholder(pytester: pytest.Pytester) -> Non
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*dflash_prompt_template 'Solve it' has no {prompt}*"])
+    result.stderr.fnmatch_lines(
+        ["*'Solve it' from dflash_prompt_template ini option: has no {prompt} placeholder*"]
+    )
 
 
 def test_problems_from_a_toml_file_given_by_a_relative_path(

@@ -191,16 +191,20 @@ class _Recorder:
         self.options: dict[str, dict[str, object]] = {}
         self.groups: dict[str, str] = {}  # option -> the --help group it is in
         self.ini: dict[str, str] = {}
+        self.aliases: list[str] = []
         self.group = group
 
     def getgroup(self, name: str, description: str = "") -> _Recorder:
         group = _Recorder(name)
         group.options, group.groups, group.ini = self.options, self.groups, self.ini
+        group.aliases = self.aliases
         return group
 
     def addoption(self, *names: str, **kwargs: object) -> None:
-        self.options[names[0]] = kwargs  # the first name is the option's (and its ini key's)
-        self.groups[names[0]] = self.group
+        for name in names:  # an alias is an option of its own, with its own ini key
+            self.options[name] = kwargs
+            self.groups[name] = self.group
+        self.aliases.extend(names[1:])
 
     def addini(self, name: str, help: str, type: str | None = None, default: object = None) -> None:
         self.ini[name] = type or "string"
@@ -238,6 +242,7 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
         ["--dflash-host", "gpu1"],
     ),
     "--dflash-logs-cmd": (["--dflash-logs-cmd", "tail -n 9 log"], "tail -n 9 log", []),
+    "--dflash-log-cmd": (["--dflash-log-cmd", "tail -n 9 log"], "tail -n 9 log", []),
     "--dflash-sudo": (["--dflash-sudo"], "true", []),
     "--dflash-restart": (["--dflash-restart", "always"], "always", []),
     "--dflash-restore": (["--dflash-restore"], "yes", []),
@@ -315,9 +320,9 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-check-workers": (["--dflash-check-workers", "3"], "3", []),
     "--dflash-sglang-version": (["--dflash-sglang-version", "0.5.23"], "0.5.23", []),
 }
-# Options deliberately without an ini key, and why.
-NO_INI = {
-    "--dflash-api-key": "a secret: it comes from DFLASH_API_KEY, never from a committed file",
+# Options whose ini key means something else than the option, and why.
+OWN_INI_MEANING = {
+    "--dflash-api-key": "a secret: the ini names the variable holding it (env:NAME), tested above",
     # The ini dflash_config is the default config (under markers); the option overrides them.
     "--dflash-config": "dflash_config has its own meaning, tested in test_collection.py",
 }
@@ -332,11 +337,35 @@ def test_every_option_has_an_ini_key() -> None:
     recorder = declared()
     assert all(name.startswith("--dflash-") for name in recorder.options)
     missing = [o for o in recorder.options if ini_key(recorder, o) not in recorder.ini]
-    assert missing == ["--dflash-api-key"], missing
+    assert missing == [], missing
     for option, kwargs in recorder.options.items():
         many = kwargs.get("action") == "append"
-        if option != "--dflash-api-key":
-            assert recorder.ini[ini_key(recorder, option)] == ("linelist" if many else "string")
+        assert recorder.ini[ini_key(recorder, option)] == ("linelist" if many else "string")
+
+
+def test_the_log_cmd_alias_has_its_ini_key(pytester: pytest.Pytester) -> None:
+    assert "--dflash-log-cmd" in declared().aliases
+    pytester.makeini("[pytest]\ndflash_log_cmd = tail -n 9 log\n")
+    assert resolve(pytester.parseconfig(), environ={}).logs_cmd == "tail -n 9 log"
+    alias = pytester.parseconfig("--dflash-log-cmd", "tail log")
+    assert resolve(alias, environ={}).logs_cmd == "tail log"
+
+
+def test_the_api_key_ini_names_its_variable(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ndflash_api_key = env:MY_TOKEN\n")
+    settings = resolve(pytester.parseconfig(), environ={"MY_TOKEN": "s3cret"})
+    assert settings.api_key == "s3cret"
+    assert resolve(pytester.parseconfig(), environ={"DFLASH_API_KEY": "k"}).api_key == "k"
+    with pytest.raises(SettingsError, match="names the environment variable MY_TOKEN, which is"):
+        resolve(pytester.parseconfig(), environ={})
+    pytester.makeini("[pytest]\ndflash_api_key = s3cret-literal\n")
+    with pytest.raises(SettingsError, match="write env:VARIABLE") as refused:
+        resolve(pytester.parseconfig(), environ={})
+    assert "s3cret-literal" not in str(refused.value)  # a secret is never echoed
+    pytester.makeini("[pytest]\ndflash_api_key = env:MY_TOKEN\n")
+    with pytest.raises(SettingsError, match=r"from MY_TOKEN .*contains a control") as bad:
+        resolve(pytester.parseconfig(), environ={"MY_TOKEN": "s3cret\rX"})
+    assert "s3cret" not in str(bad.value)
 
 
 # A few options per --help group: the groups are the parts a user looks in.
@@ -368,7 +397,7 @@ def test_every_option_is_in_a_help_group() -> None:
     assert {o: where[o] for o in GROUP_OF} == GROUP_OF
 
 
-@pytest.mark.parametrize("option", sorted(set(declared().options) - set(NO_INI)))
+@pytest.mark.parametrize("option", sorted(set(declared().options) - set(OWN_INI_MEANING)))
 def test_the_ini_key_sets_what_the_option_sets(pytester: pytest.Pytester, option: str) -> None:
     assert option in SAMPLES, f"add a sample value for {option} to SAMPLES"
     cli, ini_value, context = SAMPLES[option]
