@@ -26,8 +26,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: every worker, nested
+# pytest run and simulator imports the package again, compiled once instead of each time.
 unit: $(STAMP)
-	$(BIN)/python -m pytest -n 3
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3
 
 ## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
 docs-check: $(STAMP)

@@ -1,4 +1,5 @@
-"""Shared fixtures: no inherited xdist identity; a real OpenSSH sshd on 127.0.0.1."""
+"""Shared test helpers: one free-port helper, one way to start the simulator, process
+waits; fixtures: no inherited xdist identity, a real OpenSSH sshd on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,6 +46,41 @@ def process_gone(pid: int, timeout: float = 30) -> bool:
     return False
 
 
+# The modules with the longest tests (whole pytest sessions under -n 2, several
+# end-to-end runs each), longest first. xdist hands tests out in collection order,
+# and tests/xdist comes last alphabetically: there its long runs started last and
+# ran alone at the end beside idle workers. Started first, the short tests fill in
+# around them. Whole modules move, so module-scoped set-ups still run once.
+SLOW_FIRST = (
+    "tests/xdist/test_xdist_e2e.py",
+    "tests/xdist/test_owned_cleanup.py",
+    "tests/xdist/test_multihost.py",
+    "tests/xdist/test_schedule.py",
+    "tests/plugin/test_acceptance_hostile.py",
+    "tests/plugin/test_acceptance_samples.py",
+    "tests/plugin/test_resume.py",
+    "tests/plugin/test_lossless_xdist.py",
+    "tests/plugin/test_html_e2e.py",
+    "tests/plugin/test_identity_e2e.py",
+    "tests/plugin/test_acceptance_ssh.py",
+    "tests/report/test_html.py",
+    "tests/plugin/test_service_e2e.py",
+    "tests/plugin/test_search_e2e.py",
+)
+
+
+def slow_rank(nodeid: str) -> int:
+    """Where a test's module stands in ``SLOW_FIRST`` (after all of them when absent)."""
+    module = nodeid.split("::", 1)[0]
+    return SLOW_FIRST.index(module) if module in SLOW_FIRST else len(SLOW_FIRST)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (a stable sort: the order within each stays)."""
+    items.sort(key=lambda item: slow_rank(item.nodeid))
+
+
 @pytest.fixture(autouse=True)
 def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest runs nested in an xdist worker must not inherit its identity
@@ -52,11 +90,108 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def free_port() -> int:
-    """A port that was free a moment ago on 127.0.0.1."""
+    """A port that was free a moment ago on 127.0.0.1 (the one free-port helper of the tests)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# -- the simulator in tests: one command line, one way to start it ----------------
+
+SIM = (sys.executable, "-m", "pytest_specdecode.sim")
+
+
+def sim_timing(load: float = 0, warmup: float = 0, scale: float = 0) -> tuple[str, ...]:
+    """Load and warm-up phases of ``load`` / ``warmup`` s; modelled delays times ``scale``."""
+    return (
+        *("--sim-time-scale", str(scale)),
+        *("--sim-load-seconds", str(load), "--sim-warmup-seconds", str(warmup)),
+    )
+
+
+def dflash_flags(budget: int = 8, window: int = 2048, draft: str = "d") -> tuple[str, ...]:
+    """SGLang's flags for a DFLASH config (block ``budget``, window ``window``)."""
+    return (
+        *("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", draft),
+        *("--speculative-num-draft-tokens", str(budget)),
+        *("--speculative-draft-window-size", str(window)),
+    )
+
+
+FAST = sim_timing()
+DFLASH = dflash_flags()
+
+
+def sim_launch(*extra: str, load: float = 0.3, warmup: float = 0.3, scale: float = 0) -> str:
+    """The simulator as the plugin's launch command (an ini's ``dflash_launch``)."""
+    timing = (f"--sim-load-seconds {load} --sim-warmup-seconds {warmup} --sim-time-scale {scale}",)
+    return " ".join([*SIM, *timing, *extra])
+
+
+@dataclass
+class Sim:
+    """A running simulator subprocess (its own process group)."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+    def wait_healthy(self, timeout: float = 30.0, path: str = "/health") -> None:
+        """Until ``path`` answers 200 (fails at once if the simulator exits)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"simulator exited early:\n{self.stderr()[-2000:]}"
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise AssertionError(f"simulator not healthy after {timeout} s:\n{self.stderr()[-2000:]}")
+
+
+@contextlib.contextmanager
+def run_sim(
+    log_dir: Path,
+    *args: str,
+    fast: bool = True,
+    env: Mapping[str, str] | None = None,
+    healthy: str | None = None,
+) -> Iterator[Sim]:
+    """Start the simulator on a free port (``FAST`` timing first unless ``fast=False``),
+    waiting until ``healthy`` (a path such as ``/health``) answers 200 when given; its
+    process group is killed on exit, whatever happened."""
+    port = free_port()
+    log = log_dir / f"sim-{port}.log"
+    cmd = [*SIM, "--port", str(port), *(FAST if fast else ()), *args]
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # its log lines go to stderr, as SGLang's do
+            stderr=err,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    try:
+        sim = Sim(proc, port, log)
+        if healthy is not None:
+            sim.wait_healthy(path=healthy)
+        yield sim
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 def _find_sshd() -> str | None:

@@ -63,12 +63,13 @@ def crossings(xs: Sequence[float], ys: Sequence[float]) -> list[tuple[float, str
     not pay: it counts as below, so a curve touching 1.0 from above crosses there.
     """
     out: list[tuple[float, str]] = []
-    logs = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True)]
-    for (x0, y0), (x1, y1) in itertools.pairwise(logs):
+    points = [(x, math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True)]
+    for (a, x0, y0), (b, x1, y1) in itertools.pairwise(points):
         if (y0 > 0) == (y1 > 0):
             continue
-        at = x0 + y0 / (y0 - y1) * (x1 - x0)
-        out.append((math.exp(at), "down" if y0 > 0 else "up"))
+        at = math.exp(x0 + y0 / (y0 - y1) * (x1 - x0))
+        # exp(log(x)) can land a rounding step outside [a, b] (8 -> 7.999...): clamp.
+        out.append((min(max(at, min(a, b)), max(a, b)), "down" if y0 > 0 else "up"))
     return out
 
 

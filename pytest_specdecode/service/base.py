@@ -8,6 +8,7 @@ the same controller serves every dialect and user template.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -168,6 +169,57 @@ class ServiceController(Protocol):
     def restore(self) -> None:
         """Undo the config changes (systemd: remove the drop-in and restart)."""
         ...
+
+
+class BaseController(ABC):
+    """A controller that knows nothing beyond what it started: the "unknown" answers.
+
+    Each controller subclasses it and overrides only what its mode can see:
+    ``apply()`` always; the others where it knows more than "unknown" (alive:
+    True, no failure, no logs, no log location, listener unknown, nothing to
+    stop or restore). ``identity()`` is what the last ``apply()`` stored in
+    ``_identity``.
+    """
+
+    kind: str
+    may_answer_stale: bool = False
+    _identity: ProcessIdentity | None = None
+
+    @abstractmethod
+    def apply(self, launch: LaunchSpec) -> ProcessIdentity:
+        """(Re)start the server with ``launch``; return the new process's identity."""
+
+    def alive(self) -> bool:
+        """Unknown: True (the gate sees a dead server as refused connections or a timeout)."""
+        return True
+
+    def failure(self) -> str | None:
+        """None: no process is watched here."""
+        return None
+
+    def logs(self, tail: int = 30) -> str:
+        """No logs are reachable."""
+        return ""
+
+    def log_location(self) -> str | None:
+        """None: the logs are nowhere this controller can point to."""
+        return None
+
+    def identity(self) -> ProcessIdentity | None:
+        """The identity of the last successful ``apply()``."""
+        return self._identity
+
+    def check_listener(self) -> ListenerCheck:
+        """Unknown: this controller cannot see who listens on the server's port."""
+        return UNKNOWN_LISTENER
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+        return None
+
+    def restore(self) -> None:
+        """Nothing to undo."""
+        return None
 
 
 def last_lines(text: str, tail: int) -> str:

@@ -21,6 +21,7 @@ from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.service import identity
 from pytest_specdecode.service.base import (
     UNKNOWN_LISTENER,
+    BaseController,
     LaunchSpec,
     ListenerCheck,
     ProcessIdentity,
@@ -33,7 +34,7 @@ from pytest_specdecode.service.ownership import Registry, parent_death_signal
 _TAIL_BYTES = 256 * 1024
 
 
-class LocalController:
+class LocalController(BaseController):
     """Runs each config's command line locally, one process group at a time.
 
     ``log_dir`` receives ``<name>-<n>.log`` per ``apply()`` (the plugin passes
@@ -41,7 +42,6 @@ class LocalController:
     """
 
     kind = "local"
-    may_answer_stale = False
 
     def __init__(
         self,
@@ -62,7 +62,7 @@ class LocalController:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._log_path: Path | None = None
-        self._identity: ProcessIdentity | None = None
+        self._identity = None  # set by apply(), cleared by stop()
         self._port: int | None = None
         self._count = 0
         # Under xdist: where each started server is recorded, so whoever outlives
@@ -186,10 +186,6 @@ class LocalController:
     def log_location(self) -> str | None:
         """Path of the current log file."""
         return None if self._log_path is None else str(self._log_path)
-
-    def identity(self) -> ProcessIdentity | None:
-        """Identity from the last ``apply()`` (None before, or after ``stop()``)."""
-        return self._identity
 
     def stop(self) -> None:
         """SIGTERM the whole process group, SIGKILL after the grace, reap, close the log."""

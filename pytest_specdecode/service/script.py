@@ -11,7 +11,6 @@ before it counts.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -19,22 +18,20 @@ from typing import Any
 
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import (
-    UNKNOWN_LISTENER,
     LaunchSpec,
-    ListenerCheck,
     ProcessIdentity,
     ScriptFailed,
     ServiceError,
     ServiceStartError,
-    SSHError,
     last_lines,
 )
+from pytest_specdecode.service.remote import RemoteController
 
 # Reading a log tail is quick, or the connection is in trouble.
 LOGS_TIMEOUT = 10.0
 
 
-class ScriptController:
+class ScriptController(RemoteController):
     """Runs ``launch.script`` (values already shell-quoted) on the remote host.
 
     A non-zero exit raises :class:`ScriptFailed` whose first line holds the
@@ -59,38 +56,18 @@ class ScriptController:
         answer_margin: float = ssh.ANSWER_MARGIN,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._connect = connect
-        self._where = where
+        super().__init__(
+            connect, where=where, command_prefix=command_prefix, answer_margin=answer_margin
+        )
         self._logs_command = logs_command
-        self._prefix = command_prefix
         self.timeout = timeout
-        self._margin = answer_margin
         self._clock = clock
-        self._conn: Any = None
         self._output = ""
-        self._identity: ProcessIdentity | None = None
 
     @property
     def output(self) -> str:
         """stdout then stderr of the last script run."""
         return self._output
-
-    def _run(self, command: str, timeout: float) -> Any:
-        if self._conn is None:
-            self._conn = self._connect()
-        try:
-            return ssh.run(
-                self._conn,
-                self._prefix + command,
-                timeout=timeout,
-                where=self._where,
-                answer_margin=self._margin,
-            )
-        except SSHError:
-            # A stalled or broken connection is not reused: the next step reconnects.
-            conn, self._conn = self._conn, None
-            ssh.close_quietly(conn)
-            raise
 
     def apply(self, launch: LaunchSpec) -> ProcessIdentity:
         """Run the script; raise :class:`ScriptFailed` on a non-zero exit status."""
@@ -120,14 +97,6 @@ class ScriptController:
         )
         return self._identity
 
-    def alive(self) -> bool:
-        """Unknown in script mode: always True (the gate's timeout catches a dead server)."""
-        return True
-
-    def failure(self) -> str | None:
-        """Always None: a failing script raises from :meth:`apply` instead."""
-        return None
-
     def logs(self, tail: int = 30) -> str:
         """``logs_command``'s output if configured, else the script's output."""
         if self._logs_command and tail > 0:
@@ -155,21 +124,3 @@ class ScriptController:
         if self._logs_command:
             return f"`{self._logs_line(200)}` on {self._where}"
         return f"the reconfigure script's output on {self._where}"
-
-    def identity(self) -> ProcessIdentity | None:
-        """The script run's identity (no pid: the script does not report one)."""
-        return self._identity
-
-    def check_listener(self) -> ListenerCheck:
-        """Unknown in script mode: the script does not say which process serves."""
-        return UNKNOWN_LISTENER
-
-    def stop(self) -> None:
-        """Close the SSH connection; the remote server keeps running."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(OSError, SSHError):
-                conn.close()
-
-    def restore(self) -> None:
-        """Nothing to undo: the script owns the remote configuration."""

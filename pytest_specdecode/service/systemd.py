@@ -11,7 +11,6 @@ differ from the one before the restart.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -19,17 +18,14 @@ from typing import Any
 
 from pytest_specdecode import redact
 from pytest_specdecode.config import render
-from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import (
-    UNKNOWN_LISTENER,
     LaunchSpec,
-    ListenerCheck,
     ProcessIdentity,
     ServiceError,
     ServiceStartError,
-    SSHError,
     last_lines,
 )
+from pytest_specdecode.service.remote import RemoteController
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "50-specdecode.conf"
@@ -140,7 +136,7 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-class SystemdController:
+class SystemdController(RemoteController):
     """Reconfigures and restarts ``unit`` on a remote host over SSH.
 
     ``connect`` opens a fabric connection (see :func:`ssh.connection_factory`);
@@ -151,10 +147,10 @@ class SystemdController:
     command: they go over the session's stdin into a mode-0600 file beside it,
     which the drop-in names as its ``EnvironmentFile=``. ``command_prefix`` is
     raw shell text put before every remote command (e.g. ``PATH=/opt/bin:$PATH; export PATH; ``).
+    The listener stays the base's "unknown": ``MainPID`` is the identity ``apply()`` proves.
     """
 
     kind = "systemd"
-    may_answer_stale = False
 
     def __init__(
         self,
@@ -169,39 +165,21 @@ class SystemdController:
         command_timeout: float = 180.0,
         secrets: Iterable[str | None] = (),
     ) -> None:
-        self._connect = connect
+        super().__init__(connect, where=where, command_prefix=command_prefix)
         self.unit = unit
-        self._where = where
         self._sudo = "sudo -n " if sudo else ""
         self.dropin_dir = f"{unit_dir.rstrip('/')}/{unit}.d"
         self.dropin_path = f"{self.dropin_dir}/{dropin_name}"
         self.secrets_path = f"{self.dropin_dir}/{dropin_name.removesuffix('.conf')}{SECRETS_SUFFIX}"
         self._secrets = tuple(secrets)
-        self._prefix = command_prefix
         self._timeout = command_timeout
-        self._conn: Any = None
-        self._identity: ProcessIdentity | None = None
         self._since: str | None = None
         self._touched = False
 
     # -- remote plumbing -------------------------------------------------
 
-    def _run(self, command: str, *, timeout: float | None = None, stdin: str | None = None) -> Any:
-        if self._conn is None:
-            self._conn = self._connect()
-        try:
-            return ssh.run(
-                self._conn,
-                self._prefix + command,
-                timeout=self._timeout if timeout is None else timeout,
-                where=self._where,
-                stdin=stdin,
-            )
-        except SSHError:
-            # A stalled or broken connection is not reused: the next step reconnects.
-            conn, self._conn = self._conn, None
-            ssh.close_quietly(conn)
-            raise
+    def _run(self, command: str, timeout: float | None = None, stdin: str | None = None) -> Any:
+        return super()._run(command, self._timeout if timeout is None else timeout, stdin)
 
     def _check(self, command: str) -> Any:
         result = self._run(command)
@@ -403,14 +381,6 @@ class SystemdController:
         since = f" --since @{self._since}" if self._since else ""
         return f"`journalctl -u {self.unit}{since}` on {self._where}"
 
-    def identity(self) -> ProcessIdentity | None:
-        """Identity from the last successful ``apply()``."""
-        return self._identity
-
-    def check_listener(self) -> ListenerCheck:
-        """Unknown remotely: ``MainPID`` is the identity ``apply()`` proves."""
-        return UNKNOWN_LISTENER
-
     def restore(self) -> None:
         """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""
         if not self._touched:
@@ -422,13 +392,6 @@ class SystemdController:
         )
         self._touched = False
         self._identity = None
-
-    def stop(self) -> None:
-        """Close the SSH connection; the unit keeps running."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(OSError, SSHError):
-                conn.close()
 
 
 def _tail_block(text: str) -> str:

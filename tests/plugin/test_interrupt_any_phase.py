@@ -19,12 +19,9 @@ from typing import Any
 
 import pytest
 
-from ..conftest import free_port, process_gone
+from ..conftest import free_port, process_gone, sim_launch
 
-FAST_SIM = (
-    f"{sys.executable} -m pytest_specdecode.sim --sim-load-seconds 0.3 "
-    "--sim-warmup-seconds 0.3 --sim-time-scale 0"
-)
+FAST_SIM = sim_launch()
 
 # The server's launch: note its pid in a file (the event the outer test waits for),
 # then become the simulator, which never listens (hang-on-load): the readiness wait.

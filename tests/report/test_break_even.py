@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pytest_specdecode.report import break_even, summary, tables
@@ -72,6 +72,7 @@ def test_with_several_crossings_the_first_downward_one_is_reported() -> None:
 @given(
     st.lists(st.floats(min_value=0.2, max_value=5.0), min_size=2, max_size=6),
 )
+@example([1.0, 1.0, 1.0, 1.0, 2.0])  # exp(log(8)) is 7.999...: once outside [8, 16]
 def test_every_crossing_lies_between_two_loads_whose_speedups_straddle_one(
     speedups: list[float],
 ) -> None:

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-FAST_SIM = (
-    f"{sys.executable} -m pytest_specdecode.sim --sim-load-seconds 0.3 "
-    "--sim-warmup-seconds 0.3 --sim-time-scale 0"
-)
+from ..conftest import sim_launch
+
+FAST_SIM = sim_launch()
 
 TESTS = """
 import time

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -11,7 +10,7 @@ from pytest_specdecode.config.dialects import get_dialect
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.local import group_running
 
-from ..conftest import SSHD, free_port
+from ..conftest import SIM, SSHD, dflash_flags, free_port, sim_timing
 
 __all__ = ["SSHD", "dialect_verify", "free_port", "pid_gone", "sim_argv"]
 
@@ -19,27 +18,10 @@ __all__ = ["SSHD", "dialect_verify", "free_port", "pid_gone", "sim_argv"]
 def sim_argv(port: int, *extra: str, budget: int = 8, window: int = 2048) -> tuple[str, ...]:
     """The simulator's command line on 127.0.0.1:``port`` with a DFLASH config."""
     return (
-        sys.executable,
-        "-m",
-        "pytest_specdecode.sim",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--speculative-algorithm",
-        "DFLASH",
-        "--speculative-draft-model-path",
-        "d",
-        "--speculative-num-draft-tokens",
-        str(budget),
-        "--speculative-draft-window-size",
-        str(window),
-        "--sim-load-seconds",
-        "0.5",
-        "--sim-warmup-seconds",
-        "0.5",
-        "--sim-time-scale",
-        "0",
+        *SIM,
+        *("--host", "127.0.0.1", "--port", str(port)),
+        *dflash_flags(budget, window),
+        *sim_timing(load=0.5, warmup=0.5),
         *extra,
     )
 

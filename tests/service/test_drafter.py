@@ -128,7 +128,7 @@ def test_systemd_reads_only_the_current_main_pid(monkeypatch: pytest.MonkeyPatch
         commands.append(command)
         return SimpleNamespace(exited=0, stdout=GOOD + "\n", stderr="")
 
-    monkeypatch.setattr("pytest_specdecode.service.systemd.ssh.run", run)
+    monkeypatch.setattr("pytest_specdecode.service.ssh.run", run)
     controller = SystemdController(lambda: object(), "sglang.service")
     assert controller.process_log() is None  # no MainPID known: nothing read
     controller._identity = ProcessIdentity("systemd", pid=777)

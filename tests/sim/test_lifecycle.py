@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from ..conftest import SIM
 from .conftest import DFLASH, FAST, Sim, stream_events
 
-CMD = [sys.executable, "-m", "pytest_specdecode.sim"]
 GREEDY = {
     "text": "Tell me a long story.",
     "sampling_params": {"max_new_tokens": 200, "ignore_eos": True, "temperature": 0},
@@ -52,7 +51,7 @@ def test_phases_refused_then_503_then_200(sim_factory: Any) -> None:
 
 def run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CMD, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [*SIM, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
 
 

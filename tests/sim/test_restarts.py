@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,8 @@ from hypothesis import strategies as st
 
 from pytest_specdecode.sim.restarts import next_start, speed_factor
 
+from ..conftest import SIM
 from .conftest import FAST
-
-CMD = [sys.executable, "-m", "pytest_specdecode.sim"]
 
 
 @given(
@@ -60,7 +58,7 @@ def test_the_start_count_survives_and_parallel_starts_never_share_a_number(
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run([*SIM, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 FACTOR = re.compile(r"start (\d+) runs at speed factor ([0-9.]+)")

@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from pytest_specdecode.throughput import aioload
+
+from ..conftest import DFLASH, run_sim, sim_timing
 
 
 @dataclass
@@ -353,65 +350,13 @@ def fake_server() -> Iterator[tuple[str, Script]]:
         yield served
 
 
-def free_port() -> int:
-    """A loopback port that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-SIM_ARGS = [
-    "--speculative-algorithm", "DFLASH",
-    "--speculative-draft-model-path", "d",
-    "--speculative-num-draft-tokens", "8",
-    "--speculative-draft-window-size", "2048",
-    "--sim-load-seconds", "0",
-    "--sim-warmup-seconds", "0",
-    "--enable-metrics",
-]  # fmt: skip
-
-
-def start_simulator(time_scale: float, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start the simulator on a free port and wait until /health_generate is 200."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "pytest_specdecode.sim", "--host", "127.0.0.1",
-           "--port", str(port), *SIM_ARGS, "--sim-time-scale", str(time_scale)]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    with requests.Session() as session:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"simulator exited {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if session.get(url + "/health_generate", timeout=2).status_code == 200:
-                    return proc, url
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise RuntimeError(f"simulator not ready in 30 s: {log.read_text()[-2000:]}")
-
-
-def stop_simulator(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate the simulator we started and reap it."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def _simulator(tmp_path_factory: pytest.TempPathFactory, scale: float) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    proc, url = start_simulator(scale, log)
-    try:
-        yield url
-    finally:
-        stop_simulator(proc)
+    """The simulator (DFLASH block 8, window 2048, metrics on) ready to generate."""
+    args = (*DFLASH, *sim_timing(scale=scale), "--enable-metrics")
+    with run_sim(
+        tmp_path_factory.mktemp("sim"), *args, fast=False, healthy="/health_generate"
+    ) as sim:
+        yield sim.url
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ import requests
 
 from pytest_specdecode.client import ConnectError, ServerError, SGLangClient, prometheus_value
 
-from .conftest import Script, free_port
+from ..conftest import free_port
+from .conftest import Script
 
 
 @pytest.fixture

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-FAST_SIM = (
-    f"{sys.executable} -m pytest_specdecode.sim --sim-load-seconds 0.5 "
-    "--sim-warmup-seconds 0.3 --sim-time-scale 0.05"
-)
+from ..conftest import sim_launch
+
+FAST_SIM = sim_launch(load=0.5, warmup=0.3, scale=0.05)
 
 
 @pytest.fixture
