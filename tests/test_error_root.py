@@ -29,6 +29,9 @@ ALLOWED_OUTSIDE = {
     # wire.py (reading a reply within its bounds) imports nothing from the plugin;
     # the client, the probe and the identity check turn BoundExceeded into their errors.
     "pytest_specdecode.wire.BoundExceeded",
+    # statefiles.py (shared files, layer 0) imports nothing from the plugin; each caller
+    # turns WaitTimeout into its own error (LeaseTimeout, HostDown) or a plain answer.
+    "pytest_specdecode.statefiles.WaitTimeout",
 }
 # The simulator is its own program and imports nothing from the plugin (as
 # SGLang would not): its errors become HTTP replies or its own exit lines.

@@ -17,12 +17,13 @@ import pytest_specdecode
 
 PACKAGE = Path(pytest_specdecode.__file__).parent
 
-LAYERS: dict[str, int] = {
+LAYERS: dict[str, float] = {
     "__init__": 0,
     "errors": 0,
     "limits": 0,  # size caps and whole deadlines shared by every HTTP path
     "wire": 0,  # reading a reply within those bounds (imports nothing of the plugin)
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
+    "statefiles": 0,  # files shared between workers and runs: atomic write, read, wait
     "records": 1,
     "redact": 1,
     "figures": 1,
@@ -30,6 +31,7 @@ LAYERS: dict[str, int] = {
     "progress": 1,
     "client": 1,
     "config": 2,
+    "server": 2.5,  # what the suites use of a verified server: below the service layer
     "service": 3,
     "replies": 3,  # a reply checked against what the server could have produced
     "coding": 4,
@@ -129,3 +131,19 @@ def test_module_names_do_not_repeat_across_parts() -> None:
     assert set(repeated) <= set(SHARED_NAMES), {
         n: p for n, p in repeated.items() if n not in SHARED_NAMES
     }
+
+
+# Parts that take a server as :class:`pytest_specdecode.server.Server`, never the service layer.
+SUITES = ("coding", "throughput")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in modules() if p.relative_to(PACKAGE).parts[0] in SUITES],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_suites_never_import_the_service_layer(path: Path) -> None:
+    wrong = [
+        f"line {line}: {target}" for line, target in imports(path) if part_of(target) == "service"
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -46,7 +46,7 @@ from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.records import RECORD
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
 from pytest_specdecode.replies import check as check_plausible
-from pytest_specdecode.service.manager import ServiceHandle
+from pytest_specdecode.server import Server
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Answer with one complete, self-contained "
@@ -136,7 +136,7 @@ class CodingRunner:
     def __init__(
         self,
         settings: Settings,
-        service: ServiceHandle,
+        service: Server,
         node: pytest.Item,
         *,
         checker: Checker | None = None,

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.report import html_charts, html_sections
 from pytest_specdecode.report.html_sections import esc
 
@@ -162,16 +162,7 @@ def _contents(body: list[str]) -> str:
 def write(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write the page to ``path`` atomically (readers never see half a page)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    page = render(report)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(page)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    statefiles.write_text(target, render(report))
     return target
 
 

@@ -2,7 +2,8 @@
 
 An interrupted run keeps everything it measured up to the last finished
 test: each write goes to a temporary file in the same directory and replaces
-the report with ``os.replace``, so a reader never sees half a file.
+the report at once (:mod:`pytest_specdecode.statefiles`), so a reader never sees
+half a file.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import __version__
+from pytest_specdecode import __version__, statefiles
 from pytest_specdecode.config.load_options import slo_text
 from pytest_specdecode.config.settings import Settings
 
@@ -202,52 +203,18 @@ def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     The file gets the usual permissions (0666 less the umask, like any file the
     user writes), not a temporary file's 0600.
     """
-    target = Path(path)
-    tmp = _dump_beside(target, data)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    statefiles.write_text(path, _dump(data))
 
 
-def _dump_beside(target: Path, data: dict[str, Any]) -> Path:
-    """``data`` as JSON in a new temporary file in ``target``'s directory (made if
-    missing), for a rename or link onto ``target``; removed again if writing fails."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        # "x": created here with the umask applied, never an existing file.
-        with open(tmp, "x", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
 
 
 def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
     """Write ``data`` to ``path`` as :func:`write_atomic` does, but only if no file has
     that name yet (False then): the whole file appears at once, and of two runs
     choosing one name only one gets it (a hard link never replaces a file)."""
-    target = Path(path)
-    tmp = _dump_beside(target, data)
-    try:
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            return False
-        except OSError:  # no hard links here (some network file systems): exclusive create
-            try:
-                with open(target, "x", encoding="utf-8"):
-                    pass
-            except FileExistsError:
-                return False
-            os.replace(tmp, target)
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
+    return statefiles.write_new(path, _dump(data).encode("utf-8"))
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -18,7 +18,6 @@ a test's figures.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import requests
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import ProcessIdentity, ServiceError
@@ -166,11 +166,12 @@ class ServiceHandle:
         found = self.watch()
         if found is not None or settle <= 0 or _answers_http(self.base_url):
             return found
-        deadline = time.monotonic() + settle
-        while found is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            found = self.watch()
-        return found
+        try:
+            return statefiles.wait_until(
+                self.watch, timeout=settle, what="the server's exit", poll=0.05
+            )
+        except statefiles.WaitTimeout:
+            return None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts for the report."""

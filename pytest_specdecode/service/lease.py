@@ -28,16 +28,19 @@ no live config, so the next worker switches again.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.service.lease_state import LeaseState, Switching
 from pytest_specdecode.service.ownership import Registry
 
 
@@ -87,11 +90,26 @@ def write_active(
 ) -> None:
     """The scheduler's word: ``key`` is the config host ``host_key`` may switch to now,
     and ``holders`` are the workers holding its remaining tests."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{safe_name(host_key)}.active"
-    tmp = path.with_suffix(".active-tmp")
-    tmp.write_text(json.dumps({"active": key, "holders": holders or []}), encoding="utf-8")
-    os.replace(tmp, path)
+    statefiles.write_json(path, {"active": key, "holders": holders or []})
+
+
+@dataclass
+class Turn:
+    """A worker's turn on a lease (:meth:`HostLease.turn`).
+
+    Joining (``switching`` False): ``server`` is the live server's facts. Switching:
+    ``server`` is the old server's facts (None: none known), and the turn ends with
+    :meth:`switched` and the new server's."""
+
+    key: str
+    server: dict[str, Any] | None
+    switching: bool
+    facts: dict[str, Any] | None = None
+
+    def switched(self, server: dict[str, Any]) -> None:
+        """The server now runs :attr:`key`: ``server`` is what other workers need to use it."""
+        self.facts = server
 
 
 class HostLease:
@@ -125,38 +143,18 @@ class HostLease:
 
     # --- state file ---------------------------------------------------------
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> LeaseState:
         """The current state (dead workers already dropped); call under the lock."""
-        try:
-            state: dict[str, Any] = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            state = {}
-        state.setdefault("live", None)
-        state.setdefault("server", None)
-        state.setdefault("users", {})
-        state.setdefault("switching", None)
-        state.setdefault("failed", {})
-        state.setdefault("history", [])
-        state.setdefault("down", None)
-        state["users"] = {w: p for w, p in state["users"].items() if self._alive(p)}
-        switching = state["switching"]
-        if switching and not self._alive(switching["pid"]):
-            # The switcher died half-way: the server is in an unknown state.
-            state["switching"] = None
-            state["live"] = None
-        return state
+        found = LeaseState.from_json(statefiles.read_json(self.state_path))
+        return found.without_the_dead(self._alive)
 
     def register(self) -> None:
         """Record this worker's pid, so others can tell when it is gone."""
-        self._workers.mkdir(parents=True, exist_ok=True)
-        (self._workers / f"{safe_name(self.worker)}.pid").write_text(str(self.pid))
+        statefiles.write_text(self._workers / f"{safe_name(self.worker)}.pid", str(self.pid))
 
     def active(self) -> tuple[bool, str | None, list[str]]:
         """(whether a scheduler decides, the config it lets this host switch to, its holders)."""
-        try:
-            data = json.loads(self.active_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False, None, []
+        data = statefiles.read_json(self.active_path)
         if not isinstance(data, dict):
             return False, None, []
         key = data.get("active")
@@ -170,115 +168,129 @@ class HostLease:
             return False
         for worker in holders:
             try:
-                pid = int((self._workers / f"{safe_name(worker)}.pid").read_text())
-            except (OSError, ValueError):
+                pid = int(statefiles.read_text(self._workers / f"{safe_name(worker)}.pid") or "")
+            except ValueError:
                 return False  # not started yet, as far as we know
             if self._alive(pid):
                 return False
         return True
 
-    def _write(self, state: dict[str, Any]) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+    def _write(self, state: LeaseState) -> None:
+        statefiles.write_json(self.state_path, state.to_json(), indent=1)
 
     # --- what workers call ----------------------------------------------------
 
-    def hold(
-        self,
-        key: str,
-        switch: Callable[[dict[str, Any] | None], dict[str, Any]],
-        *,
-        timeout: float,
-        still_here: Callable[[], bool] | None = None,
-    ) -> tuple[dict[str, Any], bool]:
-        """Block until ``key`` is live and this worker uses it; returns (server, switched).
+    @contextlib.contextmanager
+    def turn(
+        self, key: str, *, timeout: float, still_here: Callable[[], bool] | None = None
+    ) -> Iterator[Turn]:
+        """This worker's turn with ``key``: blocks until ``key`` is live (join it) or this
+        worker may switch the server to it (:attr:`Turn.switching`).
 
-        ``switch(old_server)`` restarts the server with ``key`` and returns the
-        new server facts; it runs without the file lock held, marked as
-        *switching*. If it raises, the failure is recorded so other workers
-        needing ``key`` fail the same way instead of restarting again.
+        To switch, the block restarts the server (no file lock held, marked as
+        *switching*) and ends with :meth:`Turn.switched` and the new server's facts;
+        if it raises instead, the failure is recorded so other workers needing
+        ``key`` fail the same way instead of restarting again (a host-down error
+        marks the host down, not the config failed).
+
         ``timeout`` bounds the wait for another worker's switch (and, without a
-        scheduler, for the users of another config); waiting for the
-        scheduler to make ``key`` active has no deadline of its own: it moves
-        on as tests complete. ``still_here()`` False (checked while waiting)
-        means the scheduler moved ``key`` to another host: :class:`Moved`. A
-        host another worker found down raises :class:`LeaseHostDown`.
+        scheduler, for the users of another config); waiting for the scheduler to
+        make ``key`` active has no deadline of its own: it moves on as tests
+        complete. ``still_here()`` False (checked while waiting) means the scheduler
+        moved ``key`` to another host: :class:`Moved`. A host another worker found
+        down raises :class:`LeaseHostDown`.
         """
-        waiting_since: float | None = None
-        while True:
+        turn = self._wait_for_turn(key, timeout, still_here)
+        if not turn.switching:
+            yield turn
+            return
+        try:
+            yield turn
+            if turn.facts is None:
+                raise SpecDecodeError(f"the switch to {key} ended without the new server's facts")
+        except Exception as exc:
+            self._failed(key, exc)
+            raise
+        with self._lock:
+            state = self.read()
+            state.live, state.server, state.switching = key, turn.facts, None
+            state.users[self.worker] = self.pid
+            state.history.append((key, self.worker))
+            self._write(state)
+
+    def _wait_for_turn(
+        self, key: str, timeout: float, still_here: Callable[[], bool] | None
+    ) -> Turn:
+        state = LeaseState()
+        blocked_by_others = False
+
+        def one_look() -> Turn | None:
+            """The turn, or None to wait; ``blocked_by_others``: the wait is on another
+            worker's clock."""
+            nonlocal state, blocked_by_others
             with self._lock:
                 state = self.read()
-                if state["down"]:
-                    raise LeaseHostDown(state["down"], reason="host-down")
-                if key in state["failed"]:
-                    raise SwitchFailed(state["failed"][key])
-                if state["live"] == key and not state["switching"]:
-                    state["users"][self.worker] = self.pid
+                if state.down:
+                    raise LeaseHostDown(state.down, reason="host-down")
+                if key in state.failed:
+                    raise SwitchFailed(state.failed[key])
+                if state.live == key and not state.switching:
+                    state.users[self.worker] = self.pid
                     self._write(state)
-                    return state["server"], False
-                state["users"].pop(self.worker, None)
+                    return Turn(key, state.server or {}, switching=False)
+                state.users.pop(self.worker, None)
                 scheduled, active, holders = self.active()
-                blocked_by_others = bool(state["switching"]) or (
-                    not scheduled and bool(state["users"])
-                )
+                blocked_by_others = bool(state.switching) or (not scheduled and bool(state.users))
                 may_switch = not blocked_by_others and (
                     not scheduled or active in (key, None) or self._abandoned(holders)
                 )
+                old = state.server
                 if may_switch:
                     # A worker that died left its server running (killed mid-start or
                     # after): stop it through the record, so it holds no port.
                     self.registry.reap()
-                    old = state["server"]
-                    state["switching"] = {"worker": self.worker, "pid": self.pid, "key": key}
-                    state["live"] = None
+                    state.switching = Switching(self.worker, self.pid, key)
+                    state.live = None
                 self._write(state)
             if may_switch:
-                return self._switch(key, switch, old), True
-            if blocked_by_others:
-                waiting_since = self._clock() if waiting_since is None else waiting_since
-                if self._clock() - waiting_since > timeout:
-                    raise LeaseTimeout(
-                        f"waited {timeout:.0f} s for the server to switch to {key}; live: "
-                        f"{state['live']!r}, used by {sorted(state['users'])}, "
-                        f"switching: {state['switching']!r}"
-                    )
-            else:
-                waiting_since = None
+                return Turn(key, old, switching=True)
             if still_here is not None and not still_here():
                 raise Moved(f"{key} moved to another host while this worker waited for it")
-            self._sleep(self._poll)
+            return None
 
-    def _switch(
-        self,
-        key: str,
-        switch: Callable[[dict[str, Any] | None], dict[str, Any]],
-        old: dict[str, Any] | None,
-    ) -> dict[str, Any]:
         try:
-            server = switch(old)
-        except Exception as exc:
-            with self._lock:
-                state = self.read()
-                state["switching"] = None
-                if getattr(exc, "reason", None) == "host-down":
-                    # The host's fault, not the config's: the config runs elsewhere.
-                    state["down"] = getattr(exc, "summary", str(exc))
-                else:
-                    state["failed"][key] = str(exc)
-                self._write(state)
-            raise
+            return statefiles.wait_until(
+                one_look,
+                timeout=timeout,
+                what=f"server switch to {key}",
+                poll=self._poll,
+                clock=self._clock,
+                sleep=self._sleep,
+                # Waiting for the scheduler to make ``key`` active has no deadline.
+                timed=lambda: blocked_by_others,
+            )
+        except statefiles.WaitTimeout:
+            raise LeaseTimeout(
+                f"waited {timeout:.0f} s for the server to switch to {key}; live: "
+                f"{state.live!r}, used by {sorted(state.users)}, "
+                f"switching: {state.switching.to_json() if state.switching else None!r}"
+            ) from None
+
+    def _failed(self, key: str, exc: Exception) -> None:
+        """This worker's switch to ``key`` failed: recorded for the others."""
         with self._lock:
             state = self.read()
-            state.update(live=key, server=server, switching=None)
-            state["users"][self.worker] = self.pid
-            state["history"].append([key, self.worker])
+            state.switching = None
+            if getattr(exc, "reason", None) == "host-down":
+                # The host's fault, not the config's: the config runs elsewhere.
+                state.down = getattr(exc, "summary", str(exc))
+            else:
+                state.failed[key] = str(exc)
             self._write(state)
-        return server
 
     def leave(self) -> None:
         """This worker is done: drop its use."""
         with self._lock:
             state = self.read()
-            state["users"].pop(self.worker, None)
+            state.users.pop(self.worker, None)
             self._write(state)

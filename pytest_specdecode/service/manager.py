@@ -289,14 +289,14 @@ class ServiceManager:
         here = None
         if placement is not None and target is not None:
             here = lambda: placement.still_here(config_key(config), target)  # noqa: E731
-        return switch.acquire_leased(
-            lease,
-            config_key(config),
-            bring_up=lambda old_pgid: self._bring_up(config, log_dir, old_pgid),
-            join=lambda server: self.checks.join(config, server),
-            timeout=self.settings.ready_timeout + SWITCH_MARGIN,
-            still_here=here,
-        )
+        timeout = self.settings.ready_timeout + SWITCH_MARGIN
+        with lease.turn(config_key(config), timeout=timeout, still_here=here) as turn:
+            if not turn.switching:
+                # Another worker brought it up: verify that server.
+                return self.checks.join(config, turn.server or {})
+            handle, facts = self._bring_up(config, log_dir, switch.old_group(turn.server))
+            turn.switched(facts)
+            return handle
 
     # --- the pieces -------------------------------------------------------
 

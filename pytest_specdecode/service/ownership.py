@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -23,6 +22,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pytest_specdecode import statefiles
 
 PR_SET_PDEATHSIG = 1
 
@@ -77,7 +78,6 @@ class Registry:
 
     def record(self, pgid: int, *, port: int | None, label: str, owner: int | None = None) -> None:
         """Note a server just started (its group leader's pid is ``pgid``)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         entry = {
             "pgid": pgid,
             "start": start_time(pgid),
@@ -85,10 +85,7 @@ class Registry:
             "config": label,
             "owner": os.getpid() if owner is None else owner,
         }
-        path = self.directory / f"{pgid}.json"
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entry), encoding="utf-8")
-        os.replace(tmp, path)
+        statefiles.write_json(self.directory / f"{pgid}.json", entry)
 
     def forget(self, pgid: int) -> None:
         """The owner stopped it itself."""
@@ -98,10 +95,7 @@ class Registry:
     def entries(self) -> list[dict[str, Any]]:
         found = []
         for path in sorted(self.directory.glob("*.json")):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
+            data = statefiles.read_json(path)
             if isinstance(data, dict) and isinstance(data.get("pgid"), int):
                 found.append(data)
         return found

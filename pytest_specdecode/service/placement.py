@@ -19,13 +19,12 @@ A move is recorded per config (``{"from", "to", "reason"}``) for the report.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.service.lease import safe_name
 from pytest_specdecode.service.retry import HostDown
@@ -123,9 +122,11 @@ class SharedPlacement:
         return read_placement(self.directory)
 
     def host_for(self, key: str) -> Host:
-        deadline = self._clock() + self._timeout
         unpublished_until = self._clock() + min(5.0, self._timeout)
-        while True:
+        down: dict[str, str] = {}
+
+        def placed() -> Host | None:
+            nonlocal down
             data = self._read()
             down = down_hosts(self.directory)
             if data is None and self.bound not in down:
@@ -137,14 +138,24 @@ class SharedPlacement:
                 return self.hosts[self.bound]
             if where is not None and where not in down and where in self.hosts:
                 return self.hosts[where]
-            if self._clock() >= deadline:
-                raise HostDown(
-                    f"config {key} waited {self._timeout:g} s for the scheduler to move it off "
-                    f"the lost host(s) {sorted(down)} and was not moved; rerun with "
-                    "--dflash-resume to finish the sweep",
-                    host=self.bound,
-                )
-            self._sleep(self._poll)
+            return None
+
+        try:
+            return statefiles.wait_until(
+                placed,
+                timeout=self._timeout,
+                what=f"config {key} waiting for the scheduler",
+                poll=self._poll,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
+        except statefiles.WaitTimeout:
+            raise HostDown(
+                f"config {key} waited {self._timeout:g} s for the scheduler to move it off "
+                f"the lost host(s) {sorted(down)} and was not moved; rerun with "
+                "--dflash-resume to finish the sweep",
+                host=self.bound,
+            ) from None
 
     def mark_down(self, host: Host, reason: str, key: str) -> None:
         write_down(self.directory, self.keys.get(host, str(host)), reason, self.worker, key)
@@ -163,33 +174,22 @@ class SharedPlacement:
 
 def write_down(directory: Path, host: str, reason: str, worker: str, key: str) -> None:
     """A worker's word that ``host`` (a host key) is down."""
-    folder = directory / DOWN
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{safe_name(host)}.json"
-    tmp = folder / f".{safe_name(host)}.{worker}.tmp"
     data = {"host": host, "reason": reason, "worker": worker, "config": key}
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    statefiles.write_json(directory / DOWN / f"{safe_name(host)}.json", data)
 
 
 def down_hosts(directory: Path) -> dict[str, str]:
     """Host key -> reason, for every host a worker found down."""
     found: dict[str, str] = {}
     for path in sorted((directory / DOWN).glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        data = statefiles.read_json(path)
         if isinstance(data, dict) and isinstance(data.get("host"), str):
             found[data["host"]] = str(data.get("reason") or "")
     return found
 
 
 def read_placement(directory: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((directory / PLACEMENT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = statefiles.read_json(directory / PLACEMENT)
     return data if isinstance(data, dict) else None
 
 
@@ -197,10 +197,7 @@ def write_placement(
     directory: Path, where: Mapping[str, str], moves: Mapping[str, list[dict[str, str]]]
 ) -> None:
     """The scheduler's word: where each config runs, and why some moved."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{PLACEMENT}.tmp"
-    tmp.write_text(json.dumps({"where": dict(where), "moves": dict(moves)}), encoding="utf-8")
-    os.replace(tmp, directory / PLACEMENT)
+    statefiles.write_json(directory / PLACEMENT, {"where": dict(where), "moves": dict(moves)})
 
 
 def _none_left(down: Mapping[Any, str]) -> str:

@@ -8,13 +8,13 @@ continues from (``resume.json``), made before any test rewrites the original.
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_specdecode import statefiles
 
 LEASE_DIR = "dflash_lease_dir"
 GROUPS = "groups.json"
@@ -24,7 +24,7 @@ CARRIED = "carried.json"
 
 def share_resume(lease_dir: Path, report: Path) -> None:
     """On the controller: the report a resumed run continues from, for every worker."""
-    shutil.copyfile(report, lease_dir / RESUME)
+    statefiles.copy(report, lease_dir / RESUME)
 
 
 def shared_resume(lease_dir: Path) -> Path | None:
@@ -38,18 +38,12 @@ def _write(config: pytest.Config, name: str, data: object) -> None:
     info: dict[str, Any] | None = getattr(config, "workerinput", None)
     if not info or LEASE_DIR not in info:
         return
-    path = Path(info[LEASE_DIR]) / name
-    tmp = path.with_name(f"{name}.{info['workerid']}")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)
+    statefiles.write_json(Path(info[LEASE_DIR]) / name, data)
 
 
 def _read(lease_dir: Path, name: str) -> Any:
     """The shared file ``name`` of ``lease_dir`` as JSON; None when absent or unreadable."""
-    try:
-        return json.loads((lease_dir / name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return statefiles.read_json(lease_dir / name)
 
 
 def _controller_lease_dir(config: pytest.Config) -> Path | None:

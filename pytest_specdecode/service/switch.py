@@ -8,11 +8,10 @@ record the facts the other workers need to use the new server.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_specdecode.service.handle import ServiceHandle
-from pytest_specdecode.service.lease import HostLease
 from pytest_specdecode.service.local import stop_group_id
 
 
@@ -22,33 +21,9 @@ def server_facts(handle: ServiceHandle, *, local: bool, log: str | None) -> dict
     return {"base_url": handle.base_url, "pgid": pid, "log": log if local else None}
 
 
-def acquire_leased(
-    lease: HostLease,
-    key: str,
-    *,
-    bring_up: Callable[[int | None], tuple[ServiceHandle, dict[str, Any]]],
-    join: Callable[[dict[str, Any]], ServiceHandle],
-    timeout: float,
-    still_here: Callable[[], bool] | None = None,
-) -> ServiceHandle:
-    """The handle on ``key``'s server: switched by this worker, or joined.
-
-    ``bring_up(old_pgid)`` brings the config up (stopping group ``old_pgid``
-    first when it restarts) and returns the handle and its lease facts;
-    ``join(server)`` verifies the server another worker brought up.
-    """
-    switched: list[ServiceHandle] = []
-
-    def switch(old: dict[str, Any] | None) -> dict[str, Any]:
-        old_pgid = int(old["pgid"]) if old and old.get("pgid") else None
-        handle, facts = bring_up(old_pgid)
-        switched.append(handle)
-        return facts
-
-    server, did_switch = lease.hold(key, switch, timeout=timeout, still_here=still_here)
-    if did_switch:
-        return switched[0]
-    return join(server or {})
+def old_group(server: Mapping[str, Any] | None) -> int | None:
+    """The process group of the local server another worker started (lease facts), if any."""
+    return int(server["pgid"]) if server and server.get("pgid") else None
 
 
 def stop_old_group(pgid: int | None) -> None:

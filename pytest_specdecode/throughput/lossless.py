@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import replies
+from pytest_specdecode import replies, statefiles
 from pytest_specdecode.client import SGLangClient
 
 BASELINE_FORMAT = 1
@@ -133,13 +133,14 @@ def collect_greedy(
 def save_baseline(
     path: str | Path, outputs: Iterable[GreedyOutput], *, meta: Mapping[str, Any] | None = None
 ) -> None:
-    """Write a baseline file (JSON) with the outputs and free-form ``meta``."""
+    """Write a baseline file (JSON) with the outputs and free-form ``meta``, at once
+    (a reader, another xdist worker too, never sees half of it)."""
     data = {
         "format": BASELINE_FORMAT,
         "meta": dict(meta or {}),
         "outputs": [o.to_json() for o in outputs],
     }
-    Path(path).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    statefiles.write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_baseline(path: str | Path) -> tuple[list[GreedyOutput], dict[str, Any]]:

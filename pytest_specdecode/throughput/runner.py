@@ -9,8 +9,8 @@ see it, under pytest-xdist too.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.client import SGLangError
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.records import BASELINE_CASES, RECORD
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
-from pytest_specdecode.service.manager import ServiceHandle
+from pytest_specdecode.server import Server
 from pytest_specdecode.throughput import lossless
 from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
@@ -45,7 +46,7 @@ class ThroughputRunner:
     def __init__(
         self,
         settings: Settings,
-        service: ServiceHandle,
+        service: Server,
         node: pytest.Item,
         progress: Progress | None = None,
         baseline: LosslessBaseline | None = None,
@@ -137,12 +138,12 @@ def continuous_requests(settings: Settings, case: ThroughputCase) -> int:
     return settings.continuous_requests or 4 * case.concurrency
 
 
-def draft_bounds(service: ServiceHandle) -> DraftBounds:
+def draft_bounds(service: Server) -> DraftBounds:
     """What the config of ``service`` allows per verify step (its replies are checked against)."""
     return DraftBounds.of(service.config, service.server_info)
 
 
-def failure_text(service: ServiceHandle, exc: Exception) -> str:
+def failure_text(service: Server, exc: Exception) -> str:
     """One line for a failed measurement; when the server died, its exit and log tail."""
     gone = service.gone(settle=2.0)
     if gone is not None:
@@ -189,10 +190,7 @@ class LosslessBaseline:
         """Keep the baseline (and share it with the other workers)."""
         self.outputs, self.label = outputs, label
         if self.directory is not None:
-            target = self.directory / self.FILE
-            tmp = target.with_name(f".{self.FILE}.{os.getpid()}")
-            lossless.save_baseline(tmp, outputs, meta={"label": label})
-            tmp.replace(target)  # readers never see half a file
+            lossless.save_baseline(self.directory / self.FILE, outputs, meta={"label": label})
 
     def done(self, nodeid: str) -> None:
         """A baseline test finished (passed or not); called from its teardown report."""
@@ -216,11 +214,15 @@ class LosslessBaseline:
 
     def wait(self, timeout: float) -> None:
         """Block until the baseline is at hand or every baseline test is done."""
-        deadline = self._clock() + timeout
-        while self.expected and not self.load() and not self.finished():
-            if self._clock() > deadline:
-                return
-            self._sleep(self._poll)
+        with contextlib.suppress(statefiles.WaitTimeout):
+            statefiles.wait_until(
+                lambda: not self.expected or self.load() or self.finished(),
+                timeout=timeout,
+                what="the non-speculative baseline",
+                poll=self._poll,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
 
     def missing(self) -> str:
         """Why there is no baseline to compare with: one line."""
@@ -245,7 +247,7 @@ class LosslessChecker:
     def __init__(
         self,
         baseline: LosslessBaseline,
-        service: ServiceHandle,
+        service: Server,
         node: pytest.Item,
         settings: Settings | None = None,
     ) -> None:

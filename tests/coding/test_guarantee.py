@@ -22,7 +22,7 @@ from pytest_specdecode.coding.values import printable, same, show
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.records import RECORD
-from pytest_specdecode.service.manager import ServiceHandle
+from pytest_specdecode.server import Server
 
 from .test_isolation import running_with
 
@@ -194,7 +194,7 @@ def test_the_runner_records_a_failure_whatever_happens(
     service = FakeService(FakeClient(f"```python\n{RIGHT}```"))
     runner = CodingRunner(
         Settings(samples=3, temperature=0.7),
-        cast(ServiceHandle, service),
+        cast(Server, service),
         cast(pytest.Item, item),
     )
     with pytest.raises(type(error)):
@@ -215,7 +215,7 @@ def test_a_failed_answer_shows_the_start_of_its_reply_and_the_report_keeps_it() 
     reply = "I would rather not.\x1b[2J\n" + "blah " * 371
     item = FakeItem()
     runner = CodingRunner(
-        Settings(), cast(ServiceHandle, FakeService(FakeClient(reply))), cast(pytest.Item, item)
+        Settings(), cast(Server, FakeService(FakeClient(reply))), cast(pytest.Item, item)
     )
     with pytest.raises(pytest.fail.Exception) as failed:
         runner.check(GCD)

@@ -18,7 +18,7 @@ from pytest_specdecode.config.settings import Settings, resolve
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.records import RECORD
 from pytest_specdecode.report.summary import render
-from pytest_specdecode.service.manager import ServiceHandle
+from pytest_specdecode.server import Server
 
 GCD = next(p for p in builtin_problems() if p.name == "gcd")
 RIGHT = "```python\nimport math\ndef gcd(a, b):\n    return math.gcd(a, b)\n```"
@@ -114,7 +114,7 @@ def test_samples_are_checked_while_the_next_is_generated(monkeypatch: pytest.Mon
     with Checker(2) as checker:
         runner = CodingRunner(
             Settings(samples=samples, temperature=0.7),
-            cast(ServiceHandle, FakeService(PipelineClient(sent))),
+            cast(Server, FakeService(PipelineClient(sent))),
             cast(pytest.Item, item),
             checker=checker,
             clock=StepClock(),

@@ -14,7 +14,7 @@ from pytest_specdecode.coding import Verdict, builtin_problems
 from pytest_specdecode.coding.runner import CodingRunner
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.service.manager import ServiceHandle
+from pytest_specdecode.server import Server
 
 MISSING = "bubblewrap is not installed (install the 'bubblewrap' package)"
 CODING_TEST = """
@@ -114,7 +114,7 @@ def test_answers_are_checked_in_the_chosen_mode(
     monkeypatch.setattr(runner_module, "check_reply", spy)
     runner = CodingRunner(
         Settings(sandbox=setting),
-        cast(ServiceHandle, FakeService()),
+        cast(Server, FakeService()),
         cast(pytest.Item, FakeItem()),
     )
     runner.check(builtin_problems()[0])

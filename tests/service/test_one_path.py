@@ -5,8 +5,7 @@ at the live server, external mode, a worker joining another's server) goes
 through :meth:`ServerProbe.look`: a spy on it sees each mode, and the fake
 HTTP session sees no request from anywhere else. Under pytest-xdist the lease
 is built in one place, :func:`worker_lease`, under the worker's real id, and
-taken on one path (``ServiceManager`` -> ``switch.acquire_leased`` ->
-``HostLease.hold``).
+taken on one path (``ServiceManager._leased`` -> ``HostLease.turn``).
 """
 
 from __future__ import annotations
@@ -175,9 +174,8 @@ def test_the_lease_is_built_and_taken_on_one_path() -> None:
     # Built once, under the worker's id (the fixture once built its own with rank 0).
     assert calls_of("HostLease") == ["service/xdist.py:lease_for"]
     assert calls_of("worker_lease") == ["session.py:__init__"]
-    # Taken on one path: the manager's lease path -> acquire_leased -> hold.
-    assert calls_of("acquire_leased") == ["service/manager.py:_leased"]
-    assert calls_of("hold") == ["service/switch.py:acquire_leased"]
+    # Taken on one path: the manager's lease path -> a turn of the lease.
+    assert calls_of("turn") == ["service/manager.py:_leased"]
 
 
 def test_each_worker_leases_under_its_own_id(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.service.lease import (
     HostLease,
     LeaseHostDown,
@@ -42,21 +44,38 @@ def switcher(log: list[str], key: str) -> Any:
     return switch
 
 
+def hold(
+    lease: HostLease,
+    key: str,
+    switch: Callable[[dict[str, Any] | None], dict[str, Any]],
+    *,
+    timeout: float,
+    still_here: Callable[[], bool] | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """One turn as a worker takes it: (the server's facts, whether this worker switched)."""
+    with lease.turn(key, timeout=timeout, still_here=still_here) as turn:
+        if not turn.switching:
+            return turn.server or {}, False
+        facts = switch(turn.server)
+        turn.switched(facts)
+        return facts, True
+
+
 def test_first_worker_switches_the_next_joins(tmp_path: Path) -> None:
     log: list[str] = []
     a, b = lease(tmp_path, "gw0", 100), lease(tmp_path, "gw1", 101)
-    assert a.hold("A", switcher(log, "A"), timeout=1) == ({"key": "A"}, True)
-    assert b.hold("A", switcher(log, "A"), timeout=1) == ({"key": "A"}, False)
+    assert hold(a, "A", switcher(log, "A"), timeout=1) == ({"key": "A"}, True)
+    assert hold(b, "A", switcher(log, "A"), timeout=1) == ({"key": "A"}, False)
     assert log == ["A (old None)"]
     with a._lock:
-        assert a.read()["users"] == {"gw0": 100, "gw1": 101}
+        assert a.read().users == {"gw0": 100, "gw1": 101}
 
 
 def test_with_a_scheduler_only_the_active_config_may_become_live(tmp_path: Path) -> None:
     log: list[str] = []
     write_active(tmp_path, "host", "A")
     a, b = lease(tmp_path, "gw0", 200), lease(tmp_path, "gw1", 201)
-    a.hold("A", switcher(log, "A"), timeout=1)
+    hold(a, "A", switcher(log, "A"), timeout=1)
     # gw1 asks for B while A is active: it waits for the scheduler, however long.
     waits: list[float] = []
 
@@ -66,25 +85,25 @@ def test_with_a_scheduler_only_the_active_config_may_become_live(tmp_path: Path)
             write_active(tmp_path, "host", "B")
 
     b._sleep = scheduler
-    assert b.hold("B", switcher(log, "B"), timeout=0) == ({"key": "B"}, True)
+    assert hold(b, "B", switcher(log, "B"), timeout=0) == ({"key": "B"}, True)
     assert len(waits) == 3
     # A late worker that still wants A cannot bring it back once B is active.
     late = lease(tmp_path, "gw2", 202)
     late._sleep = lambda seconds: (_ for _ in ()).throw(AssertionError("A must wait"))
     with pytest.raises(AssertionError, match="A must wait"):
-        late.hold("A", switcher(log, "A"), timeout=1)
+        hold(late, "A", switcher(log, "A"), timeout=1)
     assert log == ["A (old None)", "B (old A)"]
 
 
 def test_without_a_scheduler_a_switch_waits_for_the_users(tmp_path: Path) -> None:
     log: list[str] = []
     a, b = lease(tmp_path, "gw0", 300), lease(tmp_path, "gw1", 301)
-    a.hold("A", switcher(log, "A"), timeout=1)
+    hold(a, "A", switcher(log, "A"), timeout=1)
     with pytest.raises(LeaseTimeout, match="used by \\['gw0'\\]"):
-        b.hold("B", switcher(log, "B"), timeout=0.05)
+        hold(b, "B", switcher(log, "B"), timeout=0.05)
     result: list[Any] = []
     waiter = threading.Thread(
-        target=lambda: result.append(b.hold("B", switcher(log, "B"), timeout=5))
+        target=lambda: result.append(hold(b, "B", switcher(log, "B"), timeout=5))
     )
     waiter.start()
     a.leave()
@@ -95,9 +114,9 @@ def test_without_a_scheduler_a_switch_waits_for_the_users(tmp_path: Path) -> Non
 def test_a_dead_worker_does_not_block_the_others(tmp_path: Path) -> None:
     log: list[str] = []
     a, b = lease(tmp_path, "gw0", 400), lease(tmp_path, "gw1", 401)
-    a.hold("A", switcher(log, "A"), timeout=1)
+    hold(a, "A", switcher(log, "A"), timeout=1)
     ALIVE.discard(400)  # gw0 was killed while using A
-    assert b.hold("B", switcher(log, "B"), timeout=1)[1] is True
+    assert hold(b, "B", switcher(log, "B"), timeout=1)[1] is True
 
 
 def test_a_switcher_that_died_leaves_no_live_config(tmp_path: Path) -> None:
@@ -108,9 +127,9 @@ def test_a_switcher_that_died_leaves_no_live_config(tmp_path: Path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        a.hold("A", die, timeout=1)
+        hold(a, "A", die, timeout=1)
     log: list[str] = []
-    assert b.hold("A", switcher(log, "A"), timeout=1)[1] is True
+    assert hold(b, "A", switcher(log, "A"), timeout=1)[1] is True
 
 
 def test_a_failed_switch_is_not_retried_by_others(tmp_path: Path) -> None:
@@ -120,10 +139,10 @@ def test_a_failed_switch_is_not_retried_by_others(tmp_path: Path) -> None:
         raise RuntimeError("server for config 'A' exited with status 1")
 
     with pytest.raises(RuntimeError):
-        a.hold("A", fail, timeout=1)
+        hold(a, "A", fail, timeout=1)
     with pytest.raises(SwitchFailed, match="exited with status 1"):
-        b.hold("A", switcher([], "A"), timeout=1)
-    assert b.hold("B", switcher([], "B"), timeout=1)[1] is True
+        hold(b, "A", switcher([], "A"), timeout=1)
+    assert hold(b, "B", switcher([], "B"), timeout=1)[1] is True
 
 
 def test_a_zombie_is_not_alive() -> None:
@@ -148,9 +167,9 @@ def test_a_worker_need_not_wait_for_tests_whose_holders_all_exited(tmp_path: Pat
     write_active(tmp_path, "host", "A", ["gw0"])
     b._sleep = lambda seconds: (_ for _ in ()).throw(AssertionError("must wait for gw0"))
     with pytest.raises(AssertionError, match="must wait"):
-        b.hold("B", switcher([], "B"), timeout=1)
+        hold(b, "B", switcher([], "B"), timeout=1)
     ALIVE.discard(700)  # gw0 exited
-    assert b.hold("B", switcher([], "B"), timeout=1)[1] is True
+    assert hold(b, "B", switcher([], "B"), timeout=1)[1] is True
 
 
 def test_a_host_found_down_is_not_the_configs_failure(tmp_path: Path) -> None:
@@ -161,18 +180,18 @@ def test_a_host_found_down_is_not_the_configs_failure(tmp_path: Path) -> None:
         raise HostDown("host gpu3 cannot start config 'A': no SSH answer", host="gpu3")
 
     with pytest.raises(HostDown):
-        a.hold("A", lost, timeout=1)
+        hold(a, "A", lost, timeout=1)
     with a._lock:
-        assert a.read()["failed"] == {}  # A did not fail: it runs elsewhere
+        assert a.read().failed == {}  # A did not fail: it runs elsewhere
     # Another worker of that host learns at once that the host is gone.
     with pytest.raises(LeaseHostDown, match="host gpu3 cannot start config 'A'"):
-        b.hold("A", switcher([], "A"), timeout=1)
+        hold(b, "A", switcher([], "A"), timeout=1)
 
 
 def test_a_waiting_worker_notices_its_config_moved(tmp_path: Path) -> None:
     write_active(tmp_path, "host", "A")
     a, b = lease(tmp_path, "gw0", 500), lease(tmp_path, "gw1", 501)
-    a.hold("A", switcher([], "A"), timeout=1)
+    hold(a, "A", switcher([], "A"), timeout=1)
     checks: list[bool] = []
 
     def here() -> bool:
@@ -180,5 +199,20 @@ def test_a_waiting_worker_notices_its_config_moved(tmp_path: Path) -> None:
         return len(checks) < 3
 
     with pytest.raises(Moved, match="B moved to another host"):
-        b.hold("B", switcher([], "B"), timeout=1, still_here=here)
+        hold(b, "B", switcher([], "B"), timeout=1, still_here=here)
     assert len(checks) == 3
+
+
+def test_a_switching_turn_that_ends_without_the_new_server_fails_for_everyone(
+    tmp_path: Path,
+) -> None:
+    a, b = lease(tmp_path, "gw0", 800), lease(tmp_path, "gw1", 801)
+    turns: list[bool] = []
+    with (
+        pytest.raises(SpecDecodeError, match="ended without the new server's facts"),
+        a.turn("A", timeout=1) as turn,
+    ):
+        turns.append(turn.switching)
+    assert turns == [True]
+    with pytest.raises(SwitchFailed, match="ended without the new server's facts"):
+        hold(b, "A", switcher([], "A"), timeout=1)
