@@ -98,7 +98,7 @@ def _gates(report: Mapping[str, Any]) -> list[str]:
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
-    ks = sorted({k for c in configs for k in c.get("pass_at_k") or {}}, key=_int_or_text)
+    ks = sorted({p["k"] for c in configs for p in c.get("pass_at_k") or []})
     lossless = any(c.get("lossless") for c in configs)
     header = ["config", "ready", "pass rate", *(f"pass@{k}" for k in ks), "accept length"]
     header += ["lossless"] if lossless else []
@@ -111,11 +111,11 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
             _esc(str(c.get("label", "?"))),
             "error" if c.get("errors") else _num(ready, 1, " s"),
             _pass_rate(rate, c.get("coding") or []),
-            *(_num((c.get("pass_at_k") or {}).get(k), 2) for k in ks),
+            *(_num(_passk(c).get(k), 2) for k in ks),
             _num(c.get("accept_length"), 2),
         ]
         if lossless:
-            row.append(_lossless(c.get("lossless") or {}))
+            row.append(_lossless(c.get("lossless") or []))
         rows.append(row)
     right = set(range(1, len(header)))
     return _table(header, rows, right)
@@ -135,10 +135,14 @@ def _pass_rate(rate: Mapping[str, Any] | None, coding: Sequence[Mapping[str, Any
     return f"{rate['rate']:.0%} (mean pass@1)"
 
 
-def _lossless(results: Mapping[str, Any]) -> str:
+def _passk(config: Mapping[str, Any]) -> dict[int, Any]:
+    return {p["k"]: p.get("value") for p in config.get("pass_at_k") or []}
+
+
+def _lossless(results: Sequence[Mapping[str, Any]]) -> str:
     if not results:
         return "-"
-    failed = sum(1 for r in results.values() if not r.get("passed"))
+    failed = sum(1 for r in results if not r.get("passed"))
     return f"**FAILED** ({failed}/{len(results)})" if failed else "pass"
 
 
@@ -261,7 +265,3 @@ def _esc(text: str) -> str:
 def _num(value: Any, digits: int, unit: str = "") -> str:
     shown = figures.number(value, digits)
     return shown if shown == figures.MISSING else f"{shown}{unit}"
-
-
-def _int_or_text(key: str) -> tuple[int, str]:
-    return (int(key), "") if key.isdigit() else (1 << 30, key)

@@ -220,7 +220,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
     for c in configs:
         service = c.get("service") or {}
         rate = c.get("pass_rate")
-        passk = c.get("pass_at_k") or {}
+        passk = c.get("pass_at_k") or []
         accept = c.get("accept_length")
         body.append(
             [
@@ -228,7 +228,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
                 f"{service['ready_seconds']:.1f}s" if "ready_seconds" in service else "-",
                 _restarted(service.get("restarted"), service.get("restart_proven")),
                 _rate_cell(rate, c.get("coding", [])),
-                " ".join(f"@{k} {v:.2f}" for k, v in passk.items()) if _sampled(c) else "-",
+                " ".join(f"@{p['k']} {p['value']:.2f}" for p in passk) if _sampled(c) else "-",
                 f"{accept:.2f}" if accept else "-",
             ]
         )

@@ -273,10 +273,15 @@ def pareto(report: Mapping[str, Any]) -> Table:
     return header, rows
 
 
+def excluded(report: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The configs kept out of the verdict by label, with the gates each failed."""
+    found = (report.get("verdict") or {}).get("excluded") or []
+    return {str(e.get("config")): [str(r) for r in e.get("reasons") or []] for e in found}
+
+
 def excluded_lines(report: Mapping[str, Any]) -> list[str]:
     """One line per config kept out of the verdict, with the gates it failed."""
-    found = (report.get("verdict") or {}).get("excluded") or {}
-    return [f"{label}: {', '.join(reasons)}" for label, reasons in found.items()]
+    return [f"{label}: {', '.join(reasons)}" for label, reasons in excluded(report).items()]
 
 
 def rounds_note(report: Mapping[str, Any]) -> str:

@@ -56,7 +56,7 @@ def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str,
             c["label"],
             f"{c['service']['ready_seconds']:.1f} s",
             f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})",
-            f"{c['pass_at_k']['1']:.2f}",
+            f"{c['pass_at_k'][0]['value']:.2f}",
             accept,
         ]
 
@@ -172,8 +172,10 @@ def test_lossless_column_when_a_config_checked_it() -> None:
             config_entry(config_dict("DFLASH", 8, 2048), throughput=False),
         ]
     )
-    data["configs"][0]["lossless"] = {"t::base": {"passed": True, "detail": "baseline recorded"}}
-    data["configs"][1]["lossless"] = {"t::check": {"passed": False, "detail": "differs"}}
+    data["configs"][0]["lossless"] = [
+        {"nodeid": "t::base", "passed": True, "detail": "baseline recorded"}
+    ]
+    data["configs"][1]["lossless"] = [{"nodeid": "t::check", "passed": False, "detail": "differs"}]
     (configs,) = tables(render_markdown(data))
     assert [row[-1] for row in configs] == ["lossless", "pass", "FAILED (1/1)"]
 
