@@ -46,7 +46,7 @@ def table(text: str, *header: str) -> list[list[str]]:
 
 def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str, Any]) -> None:
     configs = tables(render_markdown(report))[0]
-    assert configs[0] == ["config", "ready", "pass rate", "pass@1", "accept length"]
+    assert configs[0] == ["config", "ready", "pass rate", "pass@1", "accept length", "restarted"]
     rows = {row[0]: row for row in configs[1:]}
     assert list(rows) == [c["label"] for c in report["configs"]]
     for c in report["configs"]:
@@ -58,6 +58,7 @@ def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str,
             f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})",
             f"{c['pass_at_k'][0]['value']:.2f}",
             accept,
+            "yes",
         ]
 
 
