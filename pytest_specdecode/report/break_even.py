@@ -64,11 +64,13 @@ def crossings(xs: Sequence[float], ys: Sequence[float]) -> list[tuple[float, str
     """
     out: list[tuple[float, str]] = []
     logs = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True)]
-    for (x0, y0), (x1, y1) in itertools.pairwise(logs):
+    for i, ((x0, y0), (x1, y1)) in enumerate(itertools.pairwise(logs)):
         if (y0 > 0) == (y1 > 0):
             continue
         at = x0 + y0 / (y0 - y1) * (x1 - x0)
-        out.append((math.exp(at), "down" if y0 > 0 else "up"))
+        # exp(log(x)) can land a rounding step outside [x0, x1] (a speedup of exactly 1.0).
+        load = min(max(math.exp(at), xs[i]), xs[i + 1])
+        out.append((load, "down" if y0 > 0 else "up"))
     return out
 
 
