@@ -100,14 +100,23 @@ def _report(
     *,
     html_out: Path | None = None,
 ) -> int:
+    import msgspec
+
     from pytest_specdecode.report import json_report as report_file
+    from pytest_specdecode.report.model import Report
 
     try:
         data = report_file.load(path)
     except ValueError as exc:
         raise _Failure(str(exc)) from None
     try:
+        Report.from_dict(data)  # the typed report's shape (format 1 read as format 2)
         text = _render(data, markdown)
+    except msgspec.ValidationError as exc:
+        raise _Failure(
+            f"report {str(path)!r} is malformed ({exc}); "
+            "was it written by this version of pytest-specdecode?"
+        ) from None
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         raise _Failure(
             f"report {str(path)!r} is malformed ({type(exc).__name__}: {exc}); "

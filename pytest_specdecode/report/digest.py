@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 FIELD = "digest"
-KINDS = ("coding", "throughput")
+KINDS = ("coding", "throughput", "lossless")
 
 
 def of(kind: str, config: str, record: Mapping[str, Any]) -> str:
@@ -42,10 +42,6 @@ def _records(report: Mapping[str, Any]) -> Iterator[tuple[str, str, str, Any]]:
             for record in config.get(kind) or []:
                 if isinstance(record, Mapping):
                     yield kind, key, str(record.get("nodeid")), record
-        lossless = config.get("lossless")
-        for nodeid, record in lossless.items() if isinstance(lossless, Mapping) else []:
-            if isinstance(record, Mapping):
-                yield "lossless", key, str(nodeid), {**record, "nodeid": nodeid}
 
 
 def sign(report: dict[str, Any]) -> None:
@@ -54,10 +50,6 @@ def sign(report: dict[str, Any]) -> None:
         key = str(config.get("key"))
         for kind in KINDS:
             config[kind] = [{**r, FIELD: of(kind, key, r)} for r in config.get(kind) or []]
-        config["lossless"] = {
-            n: {**r, FIELD: of("lossless", key, {**r, "nodeid": n})}
-            for n, r in (config.get("lossless") or {}).items()
-        }
     report["tests"] = [{**t, FIELD: of("test", "", t)} for t in report.get("tests") or []]
 
 

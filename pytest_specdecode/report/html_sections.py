@@ -193,10 +193,10 @@ def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list
     if isinstance(died, Mapping):
         rows.append(["server alive", "FAILED", f"died after {died.get('after_tests')} tests: "
                      f"{died.get('reason')}"])  # fmt: skip
-    lossless = config.get("lossless") or {}
+    lossless = config.get("lossless") or []
     if lossless:
-        bad = [k for k, v in lossless.items() if not (v or {}).get("passed")]
-        detail = "; ".join(str((v or {}).get("detail")) for v in lossless.values())
+        bad = [v for v in lossless if not v.get("passed")]
+        detail = "; ".join(str(v.get("detail")) for v in lossless)
         rows.append(["lossless", "FAILED" if bad else "passed", detail])
     gates = report.get("gates") or {}
     for line in gates.get("summary") or []:
@@ -208,7 +208,7 @@ def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list
         if _mentions(str(line), label) and str(line).split(": ", 1)[-1] not in details:
             rows.append([str(line).split(":")[0], "FAILED", str(line)])
     if report.get("verdict"):
-        reasons = ((report.get("verdict") or {}).get("excluded") or {}).get(label) or []
+        reasons = tables.excluded(report).get(label) or []
         rows.append(
             ["verdict eligible", "no" if reasons else "yes", ", ".join(map(str, reasons)) or "-"]
         )
@@ -354,8 +354,8 @@ def coding(report: Mapping[str, Any], charts: ChartSlot) -> str:
         [
             str(c.get("label")),
             _rate(c.get("pass_rate")),
-            ", ".join(f"pass@{k} {figures.number(v, 2)}"
-                      for k, v in (c.get("pass_at_k") or {}).items()) or "-",
+            ", ".join(f"pass@{p.get('k')} {figures.number(p.get('value'), 2)}"
+                      for p in c.get("pass_at_k") or []) or "-",
             str(sum(1 for r in c.get("coding") or [] if not r.get("passed"))),
         ]
         for c in rated
@@ -477,7 +477,7 @@ def provenance(report: Mapping[str, Any]) -> str:
         ("pytest-specdecode", report.get("plugin")),
         ("SGLang (server version)", ", ".join(versions) or None),
         ("SGLang dialect / version asked", f"{report.get('dialect')} / "
-         f"{settings.get('sglang version') or 'auto'}"),
+         f"{settings.get('sglang_version') or 'auto'}"),
         ("pytest / Python", f"{report.get('pytest')} / {report.get('python')}"),
         ("git commit", report.get("git_commit") or "not a git checkout"),
         ("hosts", ", ".join(str(h) for h in report.get("hosts") or []) or None),

@@ -17,7 +17,7 @@ import platform
 import re
 import secrets
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from pytest_specdecode import __version__, statefiles
 from pytest_specdecode.config.load_options import slo_text
 from pytest_specdecode.config.settings import Settings
 
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2  # 1: spaced setting names, dicts keyed by label (report/upgrade.py)
+READ_FORMATS = (1, REPORT_FORMAT)  # what load() reads; a format-1 file is upgraded
 
 
 def metadata(settings: Settings, *, cwd: str | os.PathLike[str] = ".") -> dict[str, Any]:
@@ -58,33 +59,33 @@ def result_settings(settings: Settings) -> dict[str, Any]:
     s = settings
     return {
         "dialect": s.dialect,
-        "sglang version": s.sglang_version,
-        "launch line": s.launch if s.control in ("local", "systemd") else None,
-        "restart command": s.restart_cmd,
-        "flag templates": [s.args_template, s.env_template],
-        "draft model": s.draft_model,
-        "simulator arguments": list(s.sim_args),
+        "sglang_version": s.sglang_version,
+        "launch_line": s.launch if s.control in ("local", "systemd") else None,
+        "restart_command": s.restart_cmd,
+        "flag_templates": [s.args_template, s.env_template],
+        "draft_model": s.draft_model,
+        "simulator_arguments": list(s.sim_args),
         "cases": {
             "contexts": list(s.contexts),
             "concurrency": list(s.concurrency),
-            "output tokens": s.output_tokens,
+            "output_tokens": s.output_tokens,
             "rounds": s.rounds,
             "domains": list(s.domains),
-            "request rates": list(s.request_rates),
-            "max concurrency": s.max_concurrency,
-            "rate requests": s.rate_requests,
+            "request_rates": list(s.request_rates),
+            "max_concurrency": s.max_concurrency,
+            "rate_requests": s.rate_requests,
             "slo": slo_text(s.slo),
         },
         "problems": {
             "dataset": s.dataset,
-            "files": {path: _digest(path) for path in s.problem_files},
+            "files": [{"path": path, "digest": _digest(path)} for path in s.problem_files],
             "samples": s.samples,
             "temperature": s.temperature,
-            "max tokens": s.max_tokens,
+            "max_tokens": s.max_tokens,
             "api": s.api,
-            "system prompt": s.system_prompt,
-            "prompt template": s.prompt_template,
-            "answer timeout": s.answer_timeout,
+            "system_prompt": s.system_prompt,
+            "prompt_template": s.prompt_template,
+            "answer_timeout": s.answer_timeout,
         },
     }
 
@@ -108,6 +109,11 @@ def problem_set(problems: Iterable[Any]) -> dict[str, str]:
         text = _ADDRESS.sub("", "\x00".join(map(str, parts)))
         found[str(problem.name)] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return dict(sorted(found.items()))
+
+
+def problem_records(found: Mapping[str, str]) -> list[dict[str, str]]:
+    """:func:`problem_set` as the report holds it: a list of ``{"name", "digest"}``."""
+    return [{"name": name, "digest": value} for name, value in found.items()]
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ from run to run
@@ -218,13 +224,17 @@ def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a saved report; ``ValueError`` with a one-line reason if it is not one."""
+    """Read a saved report (format 1 read as format 2); ``ValueError`` with a one-line reason
+    if it is not one."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read report {str(path)!r}: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in READ_FORMATS:
         raise ValueError(
-            f"{str(path)!r} is not a pytest-specdecode report (format {REPORT_FORMAT})"
+            f"{str(path)!r} is not a pytest-specdecode report (format 1 or {REPORT_FORMAT})"
         )
-    return data
+    # Imported here: only a reader of saved reports needs it.
+    from pytest_specdecode.report.upgrade import upgrade
+
+    return upgrade(data)

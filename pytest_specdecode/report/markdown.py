@@ -98,48 +98,13 @@ def _gates(report: Mapping[str, Any]) -> list[str]:
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
-    ks = sorted({k for c in configs for k in c.get("pass_at_k") or {}}, key=_int_or_text)
-    lossless = any(c.get("lossless") for c in configs)
-    header = ["config", "ready", "pass rate", *(f"pass@{k}" for k in ks), "accept length"]
-    header += ["lossless"] if lossless else []
-    rows: list[list[str]] = []
-    for c in configs:
-        service = c.get("service") or {}
-        rate = c.get("pass_rate")
-        ready = service.get("ready_seconds")
-        row = [
-            _esc(str(c.get("label", "?"))),
-            "error" if c.get("errors") else _num(ready, 1, " s"),
-            _pass_rate(rate, c.get("coding") or []),
-            *(_num((c.get("pass_at_k") or {}).get(k), 2) for k in ks),
-            _num(c.get("accept_length"), 2),
-        ]
-        if lossless:
-            row.append(_lossless(c.get("lossless") or {}))
-        rows.append(row)
+    header, rows = tables.configs(configs)
     right = set(range(1, len(header)))
-    return _table(header, rows, right)
-
-
-def _pass_rate(rate: Mapping[str, Any] | None, coding: Sequence[Mapping[str, Any]]) -> str:
-    """The pass-rate cell. The rate is the mean pass@1; with several samples per problem
-    the count that equals it is of samples, not of problems right in every sample."""
-    if not rate:
-        return "-"
-    samples = {r.get("samples", 1) for r in coding}
-    if samples <= {1}:
-        return f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})"
-    if len(samples) == 1:
-        right = sum(int(r.get("correct", 0)) for r in coding)
-        return f"{right}/{samples.pop() * len(coding)} samples ({rate['rate']:.0%})"
-    return f"{rate['rate']:.0%} (mean pass@1)"
-
-
-def _lossless(results: Mapping[str, Any]) -> str:
-    if not results:
-        return "-"
-    failed = sum(1 for r in results.values() if not r.get("passed"))
-    return f"**FAILED** ({failed}/{len(results)})" if failed else "pass"
+    cells = [[_esc(c) for c in row] for row in rows]
+    if header[-1] == "lossless":  # a failed check stands out
+        for row in cells:
+            row[-1] = re.sub(r"^FAILED\b", "**FAILED**", row[-1])
+    return _table([_esc(h) for h in header], cells, right)
 
 
 def _cells(table: tables.Table) -> list[str]:
@@ -261,7 +226,3 @@ def _esc(text: str) -> str:
 def _num(value: Any, digits: int, unit: str = "") -> str:
     shown = figures.number(value, digits)
     return shown if shown == figures.MISSING else f"{shown}{unit}"
-
-
-def _int_or_text(key: str) -> tuple[int, str]:
-    return (int(key), "") if key.isdigit() else (1 << 30, key)

@@ -79,7 +79,7 @@ class RunOutputs:
             }
             found = self.problem_set() if self.problem_set else None
             if found is not None:  # --dflash-resume compares it (report.resume)
-                self._meta["settings"]["problem set"] = dict(found)
+                self._meta["settings"]["problem_set"] = report.problem_records(found)
         return self._meta
 
     @property

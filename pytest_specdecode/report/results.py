@@ -237,13 +237,15 @@ class RunResults:
                     "config": r.config,
                     "service": r.service,
                     "pass_rate": _rate_json(r.pass_rate()),
-                    "pass_at_k": {
-                        str(k): v for k in (1, 5, 10) if (v := r.pass_at_k(k)) is not None
-                    },
+                    "pass_at_k": [
+                        {"k": k, "value": v}
+                        for k in (1, 5, 10)
+                        if (v := r.pass_at_k(k)) is not None
+                    ],
                     "accept_length": r.accept_length(),
                     "coding": [asdict(c) for c in r.coding.values()],
                     "throughput": [asdict(t) for t in r.throughput.values()],
-                    "lossless": {k: asdict(v) for k, v in r.lossless.items()},
+                    "lossless": [{"nodeid": k, **asdict(v)} for k, v in r.lossless.items()],
                     "errors": r.errors,
                     "server_died": (
                         {"reason": r.died, "after_tests": r.died_after()} if r.died else None

@@ -44,7 +44,7 @@ from pytest_specdecode.report.results import (
 )
 
 OK, TESTS_FAILED, NO_TESTS_COLLECTED = 0, 1, 5
-PROBLEM_SET = "problem set"  # a report setting: json_report.problem_set of its problems
+PROBLEM_SET = "problem_set"  # a report setting: json_report.problem_records of its problems
 DONE_OUTCOMES = ("passed", "failed", "skipped")
 
 
@@ -106,7 +106,7 @@ class Resume:
         before = report.get("settings")
         recorded = isinstance(before, Mapping) and PROBLEM_SET in before
         if problems is not None and recorded and (found := problems()) is not None:
-            now[PROBLEM_SET] = dict(found)
+            now[PROBLEM_SET] = json_report.problem_records(found)
         differ = differences(before, now)
         if differ:
             raise ResumeError(
@@ -190,8 +190,8 @@ def differences(before: Any, now: Mapping[str, Any]) -> list[str]:
         old = before.get(name)
         if old == value:
             continue
-        if name == PROBLEM_SET and isinstance(value, Mapping) and isinstance(old, Mapping):
-            found.append(f"{name}: {_problem_changes(old, value)}")
+        if name == PROBLEM_SET and isinstance(value, list) and isinstance(old, list):
+            found.append(f"{name}: {_problem_changes(_by_name(old), _by_name(value))}")
         elif isinstance(value, Mapping) and isinstance(old, Mapping):
             parts = [
                 f"{key} {old.get(key)!r} -> {sub!r}"
@@ -202,6 +202,11 @@ def differences(before: Any, now: Mapping[str, Any]) -> list[str]:
         else:
             found.append(f"{name} {old!r} -> {value!r}")
     return found
+
+
+def _by_name(records: list[Any]) -> dict[str, Any]:
+    """A problem set's records (``{"name", "digest"}``) by name."""
+    return {str(r.get("name")): r.get("digest") for r in records if isinstance(r, Mapping)}
 
 
 def _problem_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> str:
@@ -248,8 +253,8 @@ def _carried_config(
         if whole or entry.get("nodeid") in nodeids:
             key = str(entry.get("nodeid") or entry["case"])
             results.throughput[key] = ThroughputRecord(**_fields(ThroughputRecord, entry))
-    for nodeid, entry in (data.get("lossless") or {}).items():
-        if nodeid in nodeids:
+    for entry in data.get("lossless") or []:
+        if (nodeid := entry.get("nodeid")) in nodeids:
             results.lossless[nodeid] = LosslessRecord(**_fields(LosslessRecord, entry))
     results.errors = [n for n in data.get("errors") or [] if n in nodeids]
     results.called = set(nodeids)

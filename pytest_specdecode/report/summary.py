@@ -215,26 +215,7 @@ def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
-    header = ["config", "ready", "restarted", "pass rate", "pass@k", "accept len"]
-    body: list[list[str]] = []
-    for c in configs:
-        service = c.get("service") or {}
-        rate = c.get("pass_rate")
-        passk = c.get("pass_at_k") or {}
-        accept = c.get("accept_length")
-        body.append(
-            [
-                c["label"],
-                f"{service['ready_seconds']:.1f}s" if "ready_seconds" in service else "-",
-                _restarted(service.get("restarted"), service.get("restart_proven")),
-                _rate_cell(rate, c.get("coding", [])),
-                " ".join(f"@{k} {v:.2f}" for k, v in passk.items()) if _sampled(c) else "-",
-                f"{accept:.2f}" if accept else "-",
-            ]
-        )
-        if c.get("errors"):
-            body[-1][1] = "ERROR"
-    return _table(header, body)
+    return _table(*tables.configs(configs))
 
 
 def _coding_times(configs: list[dict[str, Any]]) -> list[str]:
@@ -283,31 +264,6 @@ def _latency_table(configs: list[dict[str, Any]], short: dict[str, str]) -> list
     first = {row[0]: i for i, row in reversed(list(enumerate(body)))}
     body.sort(key=lambda row: first[row[0]])
     return _table(header, body)
-
-
-def _sampled(config: dict[str, Any]) -> bool:
-    return any(r.get("samples", 1) > 1 for r in config.get("coding", []))
-
-
-def _rate_cell(rate: dict[str, Any] | None, coding: list[dict[str, Any]]) -> str:
-    """``4/5 = 80%`` (problems), or with several samples ``13/20 samples = 65%``."""
-    if not rate:
-        return "-"
-    if not any(r.get("samples", 1) > 1 for r in coding):
-        return f"{rate['passed']}/{rate['total']} = {rate['rate']:.0%}"
-    sizes = {r["samples"] for r in coding}
-    if len(sizes) == 1:
-        right = sum(r["correct"] for r in coding)
-        return f"{right}/{len(coding) * sizes.pop()} samples = {rate['rate']:.0%}"
-    return f"{rate['rate']:.0%} (mean pass@1)"
-
-
-def _restarted(value: Any, proven: Any = True) -> str:
-    if value is None:
-        return "-"
-    if value and proven is False:
-        return "not proven"
-    return "yes" if value else "no (live)"
 
 
 def _num(value: Any, digits: int) -> str:

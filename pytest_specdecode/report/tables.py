@@ -273,10 +273,15 @@ def pareto(report: Mapping[str, Any]) -> Table:
     return header, rows
 
 
+def excluded(report: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The configs kept out of the verdict by label, with the gates each failed."""
+    found = (report.get("verdict") or {}).get("excluded") or []
+    return {str(e.get("config")): [str(r) for r in e.get("reasons") or []] for e in found}
+
+
 def excluded_lines(report: Mapping[str, Any]) -> list[str]:
     """One line per config kept out of the verdict, with the gates it failed."""
-    found = (report.get("verdict") or {}).get("excluded") or {}
-    return [f"{label}: {', '.join(reasons)}" for label, reasons in found.items()]
+    return [f"{label}: {', '.join(reasons)}" for label, reasons in excluded(report).items()]
 
 
 def rounds_note(report: Mapping[str, Any]) -> str:
@@ -363,3 +368,61 @@ def accept_histograms(report: Mapping[str, Any]) -> dict[str, dict[str, list[int
     return {
         d: h for d, h in sorted(out.items(), key=lambda kv: domain_rank(kv[0])) if any(h.values())
     }
+
+
+def configs(found: Sequence[Mapping[str, Any]]) -> Table:
+    """The per-config table: readiness, pass rate, pass@k (one column per k the report has),
+    accept length, whether the server restarted, and the lossless checks when any ran.
+    The terminal summary and the Markdown summary lay out this one table."""
+    ks = sorted({p["k"] for c in found for p in c.get("pass_at_k") or []})
+    lossless = any(c.get("lossless") for c in found)
+    header = ["config", "ready", "pass rate", *(f"pass@{k}" for k in ks), "accept length"]
+    header += ["restarted", *(["lossless"] if lossless else [])]
+    rows: list[list[str]] = []
+    for c in found:
+        service = c.get("service") or {}
+        passk = {p["k"]: p.get("value") for p in c.get("pass_at_k") or []}
+        ready = figures.number(service.get("ready_seconds"), 1)
+        row = [
+            str(c.get("label", "?")),
+            "error" if c.get("errors") else ready if ready == figures.MISSING else f"{ready} s",
+            pass_rate(c.get("pass_rate"), c.get("coding") or []),
+            *(figures.number(passk.get(k), 2) for k in ks),
+            figures.number(c.get("accept_length"), 2),
+            restarted(service.get("restarted"), service.get("restart_proven")),
+        ]
+        if lossless:
+            row.append(lossless_cell(c.get("lossless") or []))
+        rows.append(row)
+    return header, rows
+
+
+def pass_rate(rate: Mapping[str, Any] | None, coding: Sequence[Mapping[str, Any]]) -> str:
+    """The pass-rate cell. The rate is the mean pass@1; with several samples per problem
+    the count that equals it is of samples, not of problems right in every sample."""
+    if not rate:
+        return figures.MISSING
+    samples = {r.get("samples", 1) for r in coding}
+    if samples <= {1}:
+        return f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})"
+    if len(samples) == 1:
+        right = sum(int(r.get("correct", 0)) for r in coding)
+        return f"{right}/{samples.pop() * len(coding)} samples ({rate['rate']:.0%})"
+    return f"{rate['rate']:.0%} (mean pass@1)"
+
+
+def restarted(value: Any, proven: Any = True) -> str:
+    """``yes``, ``no (live)`` (the live server already ran the config) or ``not proven``."""
+    if value is None:
+        return figures.MISSING
+    if value and proven is False:
+        return "not proven"
+    return "yes" if value else "no (live)"
+
+
+def lossless_cell(results: Sequence[Mapping[str, Any]]) -> str:
+    """``pass``, or ``FAILED (n/m)`` with how many lossless checks failed."""
+    if not results:
+        return figures.MISSING
+    failed = sum(1 for r in results if not r.get("passed"))
+    return f"FAILED ({failed}/{len(results)})" if failed else "pass"

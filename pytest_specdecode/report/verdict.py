@@ -209,7 +209,11 @@ def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> 
     return {
         "ranked_by": "speedup" if by_speedup else "tok_s",
         "groups": lines,
-        "excluded": {label: list(reasons) for label, reasons in excluded.items() if reasons},
+        "excluded": [
+            {"config": label, "reasons": list(reasons)}
+            for label, reasons in excluded.items()
+            if reasons
+        ],
         "pareto": pareto(report, excluded),
     }
 

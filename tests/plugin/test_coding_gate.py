@@ -51,7 +51,7 @@ def test_problems_are_items_and_a_wrong_answer_shows_its_counterexample(
     result.stdout.fnmatch_lines(
         ["*gcd under DFLASH*: failed: gcd(*) returned *, expected *; the reply starts: '*def gcd(*"]
     )
-    result.stdout.fnmatch_lines(["*DFLASH*4/5 = 80%*"])
+    result.stdout.fnmatch_lines(["*DFLASH*4/5 (80%)*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     report = json.loads((coding_project.path / "report.json").read_text())
     (config,) = report["configs"]

@@ -99,7 +99,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(
     assert ("test_sweep.py::test_b_last[DFLASH-b8]", False) in outcomes
     assert len(data["tests"]) == 4
     # The problems are recorded (by name and definition) and the resume found them equal.
-    assert "gcd" in data["settings"]["problem set"]
+    assert "gcd" in [p["name"] for p in data["settings"]["problem_set"]]
 
     # Resumed once more, nothing is left: no start, and not "no tests ran" (exit 5).
     done = run(pytester, "done", "--dflash-resume")
@@ -120,7 +120,7 @@ def test_resuming_with_other_settings_is_refused_in_one_line(
     sim_project(pytester, "")
     pytester.makepyfile(test_sweep="def test_x(): pass")
     made_with = result_settings(resolve(pytester.parseconfig(), environ={}))
-    old = {"format": 1, "settings": made_with, "configs": [], "tests": []}
+    old = {"format": 2, "settings": made_with, "configs": [], "tests": []}
     (pytester.path / "old.json").write_text(json.dumps(old))
     result = pytester.runpytest(
         "--dflash-resume=old.json", "--dflash-contexts=60", "--dflash-dialect=ddtree"
@@ -150,7 +150,7 @@ def test_a_problem_from_a_hook_defined_otherwise_refuses_the_resume(
     pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
 ) -> None:
     from pytest_specdecode.coding import builtin_problems
-    from pytest_specdecode.report.json_report import problem_set
+    from pytest_specdecode.report.json_report import problem_records, problem_set
 
     sim_project(pytester, "")
     pytester.makepyfile(test_sweep="def test_x(): pass")
@@ -158,8 +158,8 @@ def test_a_problem_from_a_hook_defined_otherwise_refuses_the_resume(
     config = pytester.parseconfig()
     made_with = result_settings(resolve(config, environ={}))
     hooked = config.hook.pytest_dflash_problems(config=config)[0]
-    made_with["problem set"] = problem_set([*builtin_problems(), *hooked])
-    old = {"format": 1, "settings": made_with, "configs": [], "tests": []}
+    made_with["problem_set"] = problem_records(problem_set([*builtin_problems(), *hooked]))
+    old = {"format": 2, "settings": made_with, "configs": [], "tests": []}
     (pytester.path / "old.json").write_text(json.dumps(old))
     same = pytester.runpytest("--dflash-resume=old.json")
     assert same.ret == pytest.ExitCode.OK, same.stderr.lines
@@ -168,6 +168,6 @@ def test_a_problem_from_a_hook_defined_otherwise_refuses_the_resume(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: --dflash-resume: 'old.json' was made with other settings that change results: "
-         "problem set: 'double' changed; resume with that run's settings, or start the sweep "
+         "problem_set: 'double' changed; resume with that run's settings, or start the sweep "
          "again without --dflash-resume"]
     )  # fmt: skip

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+
+from pytest_specdecode.report import model
 
 THROUGHPUT = """
 import pytest
@@ -255,6 +259,13 @@ def test_quiet_runs_print_no_line_per_round(
         assert progress == []
 
 
+def all_keys(value: Any) -> list[str]:
+    """The keys of every object in ``value``, however deep."""
+    if isinstance(value, dict):
+        return [k for key, item in value.items() for k in (key, *all_keys(item))]
+    return [k for item in value for k in all_keys(item)] if isinstance(value, list) else []
+
+
 def test_the_lossless_checks_baseline_is_the_speedup_source_in_the_json_report(
     project: pytest.Pytester,
 ) -> None:
@@ -264,6 +275,10 @@ def test_the_lossless_checks_baseline_is_the_speedup_source_in_the_json_report(
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["ctx60-c1-t64-chat*NONE*1.00x (baseline)*", "*budget=8*x*"])
     report = json.loads((project.path / "report.json").read_text())
+    # The report as written: format 2, snake_case keys only, valid by the shipped schema.
+    assert report["format"] == 2
+    assert [k for k in all_keys(report) if not re.fullmatch(r"[a-z][a-z0-9_]*", k)] == []
+    jsonschema.validate(report, model.shipped_schema())
     assert report["speedup"]["baseline"] == ["NONE (this run)"]
     assert report["speedup"]["missing"] is None
     assert set(report["speedup"]) == {"baseline", "missing", "method"}

@@ -128,18 +128,18 @@ def config_entry(
         "pass_rate": {"rate": passed / problems, "passed": passed, "total": problems}
         if problems
         else None,
-        "pass_at_k": {"1": passed / problems} if problems else {},
+        "pass_at_k": [{"k": 1, "value": passed / problems}] if problems else [],
         "accept_length": tokens / steps if steps else None,
         "coding": records,
         "throughput": cases,
-        "lossless": {},
+        "lossless": [],
         "errors": [],
     }
 
 
 def make_report(configs: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
     report: dict[str, Any] = {
-        "format": 1,
+        "format": 2,
         "plugin": "0.1.0",
         "pytest": "9.2.0",
         "python": "3.11.7",

@@ -129,7 +129,7 @@ def write(path: Path, text: str) -> Path:
         (json.dumps({"benchmarks": []}), "is not a pytest-specdecode report"),
         (
             json.dumps({"format": 1, "configs": [{"nolabel": 1}]}),
-            "is malformed (KeyError: 'label')",
+            "is malformed (Object missing required field `label` - at `$.configs[0]`)",
         ),
         (json.dumps({"format": 1, "configs": "oops"}), "is malformed"),
     ],

@@ -17,9 +17,9 @@ REPORT: dict[str, Any] = {
             "key": "kA",
             "coding": [{"problem": "fib", "passed": False, "nodeid": "t::c[fib]"}],
             "throughput": [{"case": "c1", "metrics": {"tok_s": 1.5}, "nodeid": "t::t[c1]"}],
-            "lossless": {"t::l": {"passed": True, "detail": ""}},
+            "lossless": [{"nodeid": "t::l", "passed": True, "detail": ""}],
         },
-        {"key": "kB", "coding": [], "throughput": [], "lossless": {}},
+        {"key": "kB", "coding": [], "throughput": [], "lossless": []},
     ],
     "tests": [{"nodeid": "t::c[fib]", "when": "call", "outcome": "failed"}],
 }

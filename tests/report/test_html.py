@@ -166,7 +166,7 @@ def hostile_report(text: str) -> dict[str, Any]:
     config["label"] = text
     config["coding"][0].update(problem=text, status=text, reason=text)
     config["service"].update(identity=text, launch_command=text, unverified=[text])
-    config["lossless"] = {text: {"passed": False, "detail": text}}
+    config["lossless"] = [{"nodeid": text, "passed": False, "detail": text}]
     judged_text = json.dumps(report["verdict"]).replace(json.dumps(old), json.dumps(text))
     report["verdict"] = json.loads(judged_text)
     report["gates"] = {"failed": [f"pass rate: {text}: {text}"], "summary": [text]}

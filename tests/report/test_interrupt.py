@@ -93,7 +93,7 @@ def test_sigint_half_way_leaves_the_finished_tests_in_the_report(pytester: pytes
     assert "KeyboardInterrupt" in text
     data = read_report(path)
     assert data is not None
-    assert data["format"] == 1
+    assert data["format"] == 2
     (config,) = data["configs"]
     assert [t["case"] for t in config["throughput"]] == ["ctx60-c1-t16-chat", "ctx60-c2-t16-chat"]
     for case in config["throughput"]:

@@ -46,7 +46,7 @@ def table(text: str, *header: str) -> list[list[str]]:
 
 def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str, Any]) -> None:
     configs = tables(render_markdown(report))[0]
-    assert configs[0] == ["config", "ready", "pass rate", "pass@1", "accept length"]
+    assert configs[0] == ["config", "ready", "pass rate", "pass@1", "accept length", "restarted"]
     rows = {row[0]: row for row in configs[1:]}
     assert list(rows) == [c["label"] for c in report["configs"]]
     for c in report["configs"]:
@@ -56,8 +56,9 @@ def test_config_table_has_pass_rate_pass_at_k_accept_and_ready(report: dict[str,
             c["label"],
             f"{c['service']['ready_seconds']:.1f} s",
             f"{rate['passed']}/{rate['total']} ({rate['rate']:.0%})",
-            f"{c['pass_at_k']['1']:.2f}",
+            f"{c['pass_at_k'][0]['value']:.2f}",
             accept,
+            "yes",
         ]
 
 
@@ -172,8 +173,10 @@ def test_lossless_column_when_a_config_checked_it() -> None:
             config_entry(config_dict("DFLASH", 8, 2048), throughput=False),
         ]
     )
-    data["configs"][0]["lossless"] = {"t::base": {"passed": True, "detail": "baseline recorded"}}
-    data["configs"][1]["lossless"] = {"t::check": {"passed": False, "detail": "differs"}}
+    data["configs"][0]["lossless"] = [
+        {"nodeid": "t::base", "passed": True, "detail": "baseline recorded"}
+    ]
+    data["configs"][1]["lossless"] = [{"nodeid": "t::check", "passed": False, "detail": "differs"}]
     (configs,) = tables(render_markdown(data))
     assert [row[-1] for row in configs] == ["lossless", "pass", "FAILED (1/1)"]
 

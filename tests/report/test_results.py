@@ -97,4 +97,4 @@ def test_json_has_key_label_and_figures() -> None:
     assert entry["key"] == B8.key()
     assert entry["label"] == "DFLASH budget=8 window=2048"
     assert entry["pass_rate"] == {"rate": 1.0, "passed": 1, "total": 1}
-    assert entry["pass_at_k"] == {"1": 1.0}
+    assert entry["pass_at_k"] == [{"k": 1, "value": 1.0}]

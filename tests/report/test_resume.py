@@ -27,7 +27,7 @@ def coding(problem: str, nodeid: str, passed: bool = True) -> dict[str, Any]:
 
 
 REPORT: dict[str, Any] = {
-    "format": 1,
+    "format": 2,
     "started": "2026-12-01T10:00:00+00:00",
     "git_commit": "abc",
     "configs": [
@@ -38,7 +38,7 @@ REPORT: dict[str, Any] = {
             "service": {"restarted": True, "ready_seconds": 1.0},
             "coding": [],
             "throughput": [],
-            "lossless": {"t::lossless[NONE]": {"passed": True, "detail": "baseline"}},
+            "lossless": [{"nodeid": "t::lossless[NONE]", "passed": True, "detail": "baseline"}],
             "errors": [],
             "died_tests": [],
         },
@@ -49,7 +49,7 @@ REPORT: dict[str, Any] = {
             "service": {"restarted": True, "ready_seconds": 9.0},
             "coding": [coding("fib", "t::c[A-fib]"), coding("gcd", "t::c[A-gcd]", False)],
             "throughput": [],
-            "lossless": {},
+            "lossless": [],
             "errors": [],
             "died_tests": [],
         },
@@ -60,7 +60,7 @@ REPORT: dict[str, Any] = {
             "service": {"restarted": True, "ready_seconds": 9.0},
             "coding": [coding("fib", "t::c[B-fib]")],
             "throughput": [],
-            "lossless": {},
+            "lossless": [],
             "errors": ["t::c[B-gcd]"],
             "died_tests": ["t::c[B-gcd]"],
         },
@@ -131,9 +131,9 @@ def saved(tmp_path: Path, settings: Settings, problems: dict[str, str] | None = 
     """A report made with ``settings`` (and that problem set), as a run writes it."""
     made = json_report.result_settings(settings)
     if problems is not None:
-        made["problem set"] = problems
+        made["problem_set"] = json_report.problem_records(problems)
     path = tmp_path / "old.json"
-    path.write_text(json.dumps({"format": 1, "settings": made, "configs": [], "tests": []}))
+    path.write_text(json.dumps({"format": 2, "settings": made, "configs": [], "tests": []}))
     return path
 
 
@@ -141,13 +141,13 @@ def saved(tmp_path: Path, settings: Settings, problems: dict[str, str] | None = 
     ("change", "phrase"),
     [
         ({"domains": ("code", "chat")}, "cases: domains ['chat'] -> ['code', 'chat']"),
-        ({"request_rates": (4.0, 8.0)}, "cases: request rates [] -> [4.0, 8.0]"),
-        ({"max_concurrency": 4}, "cases: max concurrency None -> 4"),
-        ({"rate_requests": 32}, "cases: rate requests 16 -> 32"),
+        ({"request_rates": (4.0, 8.0)}, "cases: request_rates [] -> [4.0, 8.0]"),
+        ({"max_concurrency": 4}, "cases: max_concurrency None -> 4"),
+        ({"rate_requests": 32}, "cases: rate_requests 16 -> 32"),
         ({"slo": (("ttft", 0.5),)}, "cases: slo '' -> 'ttft:500ms'"),
         (
             {"sim_args": ("--sim-fault", "start-oom")},
-            "simulator arguments [] -> ['--sim-fault', 'start-oom']",
+            "simulator_arguments [] -> ['--sim-fault', 'start-oom']",
         ),
     ],
     ids=["domains", "request-rate", "max-concurrency", "rate-requests", "slo", "sim-knobs"],
@@ -179,7 +179,7 @@ def test_the_problem_set_is_names_and_definitions_whatever_the_source(tmp_path: 
     path = saved(tmp_path, Settings(), base)
     Resume.load(path, Settings(), tmp_path, lambda: dict(base))
     other = json_report.problem_set([problem("double", ((1,), (3,))), problem("fib", ((2,),))])
-    with pytest.raises(ResumeError, match=r"problem set: 'double' changed, 'fib' added, 'gcd' "
+    with pytest.raises(ResumeError, match=r"problem_set: 'double' changed, 'fib' added, 'gcd' "
                        r"removed; resume with that run's settings"):  # fmt: skip
         Resume.load(path, Settings(), tmp_path, lambda: other)
     # Problems that do not load now: their own collection error says so, not the resume.

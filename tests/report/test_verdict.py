@@ -74,7 +74,7 @@ def test_the_verdict_skips_configs_that_failed_a_gate_and_says_why() -> None:
     barred = judged(sweep_report(), excluded={best: ["not lossless"]})
     again = {(g["load"], g["domain"]): g for g in barred["verdict"]["groups"]}
     assert again[("c1", "chat")]["best"] != best
-    assert barred["verdict"]["excluded"] == {best: ["not lossless"]}
+    assert barred["verdict"]["excluded"] == [{"config": best, "reasons": ["not lossless"]}]
     assert all(
         not p["front"]
         for g in barred["verdict"]["pareto"]
