@@ -13,14 +13,14 @@ import time
 import httpx
 import pytest
 
-from pytest_specdecode.sim import cli, server
+from pytest_specdecode.sim import cli, generation, server
 from pytest_specdecode.sim.server import SimServer
 
 SLOW = 0.05  # seconds one tokenization takes here
 
 
 def _app(monkeypatch: pytest.MonkeyPatch) -> SimServer:
-    real = server.prompt_token_count
+    real = generation.prompt_token_count
 
     def slow_count(text: str) -> int:
         time.sleep(SLOW)  # the work before the sequence exists, made measurable
