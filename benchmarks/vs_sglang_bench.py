@@ -21,7 +21,17 @@ Hugging Face tokenizer directory, and a ShareGPT-shaped JSON file of prompts
 cut to 1024 of the simulator's tokens; ``HF_HUB_OFFLINE=1``.
 
 Requirement: plugin tok/s >= SGLang bench tok/s (ratio >= 1.0) at every
-concurrency; exits 1 otherwise. Figures are the simulator's and measure the
+concurrency; exits 1 otherwise. Two more checks of issue 21, each also a
+requirement of the exit status:
+
+- tokens: on the same simulator, one round at each of ``--token-levels``
+  (1, 8, 32, 256) sent by the load client in-process; the tokens it counts
+  equal the simulator's own ``sglang:generation_tokens_total`` delta within
+  0.5%;
+- ``--overhead``: a second simulator at ``--sim-time-scale 1`` and the suite
+  at concurrency 256 (``--dflash-load-mode rounds``, the default), whose
+  report's ``client_overhead_ms_p99`` must be at most 5 ms (client e2e minus
+  the server's own ``meta_info.e2e_latency``). Figures are the simulator's and measure the
 *clients*; they say nothing about a GPU. On a busy machine the two clients
 and the simulator compete for CPU: run it on an idle one for firm figures.
 
@@ -52,6 +62,8 @@ SGLANG_DEPS = [
 ]  # fmt: skip
 DEFAULT_VENV = Path.home() / ".cache" / "specdecode-bench" / "sglang-venv"
 REQUIREMENT = 1.0
+TOKEN_TOLERANCE = 0.005  # the client's token count against the server's own counter
+OVERHEAD_MS = 5.0  # client_overhead_ms_p99 at concurrency 256, --sim-time-scale 1
 # The built-in suite's default config (DFLASH, full-attention drafter), so external
 # mode runs it instead of skipping.
 SIM_FLAGS = [
@@ -180,16 +192,54 @@ def write_inputs(python: Path, url: str, n: int, work: Path) -> tuple[Path, Path
     return data, tokenizer
 
 
+def token_check(url: str, levels: list[int]) -> list[tuple[int, int, float]]:
+    """(concurrency, client tokens, server counter delta) for one round at each level."""
+    from pytest_specdecode.client import SGLangClient
+    from pytest_specdecode.throughput.accuracy import GENERATION_TOKENS
+    from pytest_specdecode.throughput.load import run_round
+    from pytest_specdecode.throughput.workload import PromptBuilder
+
+    rows = []
+    with SGLangClient(url) as client:
+        for conc in levels:
+            prompts = PromptBuilder(client.count_tokens, domain="chat").build(1024, conc)
+            before = client.metric_value(GENERATION_TOKENS)
+            result = run_round(client, prompts, 512)
+            after = client.metric_value(GENERATION_TOKENS)
+            if result.errors or before is None or after is None:
+                raise SystemExit(f"token check at c{conc} failed: {result.errors[:1]}")
+            mine = sum(r.completion_tokens for r in result.results)
+            rows.append((conc, mine, after - before))
+    return rows
+
+
+def overhead_p99(concurrency: int, work: Path) -> tuple[float, float]:
+    """The suite at ``concurrency`` on a simulator at scale 1: overhead p50, p99 (ms)."""
+    with simulator(1, work / "sim-scale1.log") as (_, port):
+        report = work / f"overhead-c{concurrency}.json"
+        run_suite(port, concurrency, work, "rounds", report)
+        data = json.loads(report.read_text())
+    return _find_metric(data, "client_overhead_ms_p50"), _find_metric(
+        data, "client_overhead_ms_p99"
+    )
+
+
 def plugin_tok_s(port: int, concurrency: int, work: Path, mode: str) -> float:
     """The built-in suite's throughput case at ``concurrency``, external mode.
 
     ``continuous``: 4 x C requests per round with C in flight, the load SGLang's
     client is given (``--num-prompts 4C --max-concurrency C``); ``rounds``: C at once.
     """
+    report = work / f"report-c{concurrency}-{time.monotonic_ns()}.json"
+    run_suite(port, concurrency, work, mode, report)
+    return float(_find_metric(json.loads(report.read_text()), "tok_s"))
+
+
+def run_suite(port: int, concurrency: int, work: Path, mode: str, report: Path) -> None:
+    """The built-in suite's throughput case in external mode, its report at ``report``."""
     load = ["--dflash-load-mode", mode]
     if mode == "continuous":
         load += ["--dflash-continuous-requests", str(4 * concurrency)]
-    report = work / f"report-c{concurrency}-{time.monotonic_ns()}.json"
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "pytest_specdecode.suite", "-m", "throughput",
         "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -200,7 +250,6 @@ def plugin_tok_s(port: int, concurrency: int, work: Path, mode: str) -> float:
     done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"plugin run failed ({done.returncode}):\n{done.stdout[-3000:]}")
-    return float(_find_metric(json.loads(report.read_text()), "tok_s"))
 
 
 def _find_metric(data: object, name: str) -> float:
@@ -257,14 +306,26 @@ def main(argv: list[str] | None = None) -> int:
         "--plugin-mode", choices=("continuous", "rounds"), default="continuous",
         help="the plugin's --dflash-load-mode. Default: %(default)r",
     )  # fmt: skip
+    parser.add_argument("--token-levels", default="1,8,32,256", help="Default: %(default)r")
+    parser.add_argument(
+        "--overhead", action="store_true",
+        help="also measure client_overhead_ms_p99 at c256 on a --sim-time-scale 1 simulator. "
+        "Default: off",
+    )  # fmt: skip
+    parser.add_argument("--no-race", action="store_true", help="skip the race. Default: off")
     args = parser.parse_args(argv)
-    levels = [int(c) for c in args.concurrency.split(",")]
-    python = ensure_venv(args.venv)
+    levels = [] if args.no_race else [int(c) for c in args.concurrency.split(",")]
+    token_levels = [int(c) for c in args.token_levels.split(",") if c]
+    python = ensure_venv(args.venv) if levels else Path(sys.executable)
     rows: list[tuple[int, float, float]] = []
+    tokens: list[tuple[int, int, float]] = []
+    overhead: tuple[float, float] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         with simulator(0, work / "sim.log") as (url, port):
-            data, tokenizer = write_inputs(python, url, 4 * max(levels), work)
+            tokens = token_check(url, token_levels)
+            if levels:
+                data, tokenizer = write_inputs(python, url, 4 * max(levels), work)
             for conc in levels:
                 plugin: list[float] = []
                 bench: list[float] = []
@@ -273,6 +334,24 @@ def main(argv: list[str] | None = None) -> int:
                     bench.append(sglang_tok_s(python, port, conc, data, tokenizer, work))
                 print(f"c{conc}: plugin {plugin} SGLang bench {bench}", flush=True)
                 rows.append((conc, max(plugin), max(bench)))
+        if args.overhead:
+            overhead = overhead_p99(256, work)
+    status = 0
+    print("\ntokens: the load client's count against sglang:generation_tokens_total's delta")
+    for conc, counted, server in tokens:
+        off = abs(counted - server) / server if server else 1.0
+        ok = off <= TOKEN_TOLERANCE
+        status |= 0 if ok else 1
+        print(f"  c{conc}: client {counted} server {server:.0f} off {off:.3%} "
+              f"{'ok' if ok else f'FAIL (> {TOKEN_TOLERANCE:.1%})'}")  # fmt: skip
+    if overhead is not None:
+        ok = overhead[1] <= OVERHEAD_MS
+        status |= 0 if ok else 1
+        print(f"overhead at c256, --sim-time-scale 1: p50 {overhead[0]:.2f} ms, "
+              f"p99 {overhead[1]:.2f} ms (requirement <= {OVERHEAD_MS:g} ms): "
+              f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
+    if not levels:
+        return status
     print(
         f"\nbest of {args.tries}, simulator --sim-time-scale 0, input 1024, output 512 tokens, "
         f"plugin --dflash-load-mode {args.plugin_mode}"
@@ -284,10 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         ratio = mine / theirs if theirs else 0.0
         ratios.append(ratio)
         print(f"| {conc} | {mine:,.0f} | {theirs:,.0f} | {ratio:.2f} |")
-    status = verdict(ratios)
+    raced = verdict(ratios)
     print(f"requirement: ratio >= {REQUIREMENT} at every concurrency: "
-          f"{'PASS' if status == 0 else 'FAIL'}")  # fmt: skip
-    return status
+          f"{'PASS' if raced == 0 else 'FAIL'}")  # fmt: skip
+    return status | raced
 
 
 if __name__ == "__main__":

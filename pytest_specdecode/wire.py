@@ -6,8 +6,9 @@ read is given a socket timeout of the smaller of the stall limit and the time
 left before the whole deadline, and the monotonic clock is checked after each
 read, so no sequence of slow bytes outlives the deadline. Nothing is buffered
 past a cap: an SSE line is split with a scan offset over one ``bytearray``
-(linear in the bytes read, however long the line), and the line, like the
-whole body, is refused as soon as it passes its cap.
+(:class:`SSESplitter`, linear in the bytes read, however long the line; the
+aiohttp load generator uses the same splitter), and the line, like the whole
+body, is refused as soon as it passes its cap.
 
 It imports nothing from the plugin: callers turn :class:`BoundExceeded` into
 their own one-line error.
@@ -113,30 +114,80 @@ def read_body(chunks: Iterator[tuple[float, bytes]]) -> bytes:
     return bytes(body)
 
 
+class SSESplitter:
+    """Splits a byte stream into the payloads of its SSE ``data:`` lines, as it arrives.
+
+    The one splitter of both paths (:func:`sse_data` for a ``requests``
+    response, the aiohttp load generator feeding it reads). The buffer is one
+    ``bytearray``: each feed appends, scans for newlines only from where the
+    last scan stopped and drops the consumed prefix, so a stream costs time
+    linear in its size however it is split. A line longer than ``max_line``
+    or a body longer than ``max_total`` raises :class:`BoundExceeded`
+    (``line`` / ``response``) at once; nothing is buffered past it.
+    """
+
+    __slots__ = ("_buf", "_scanned", "examined", "max_line", "max_total", "total")
+
+    def __init__(self, *, max_line: int, max_total: int | None = None) -> None:
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf already known to hold no newline
+        self.max_line = max_line
+        self.max_total = max_total
+        self.total = 0
+        self.examined = 0  # bytes searched for newlines: linear buffering keeps it <= total
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Payloads (after ``data:``, stripped) of the lines ``data`` completed."""
+        self.total += len(data)
+        if self.max_total is not None and self.total > self.max_total:
+            raise BoundExceeded(RESPONSE, f"sent more than {self.max_total} bytes (response cap)")
+        buf = self._buf
+        buf += data
+        self.examined += len(buf) - self._scanned
+        out: list[bytes] = []
+        start = 0
+        pos = buf.find(b"\n", self._scanned)
+        while pos >= 0:
+            if pos - start > self.max_line:
+                self._too_long()
+            if buf.startswith(b"data:", start):
+                out.append(bytes(buf[start + 5 : pos]).strip())
+            start = pos + 1
+            pos = buf.find(b"\n", start)
+        if start:
+            del buf[:start]  # CPython drops a bytearray's prefix without copying the rest
+        self._scanned = len(buf)
+        if len(buf) > self.max_line:
+            self._too_long()
+        return out
+
+    def close(self) -> list[bytes]:
+        """The payload of a last line without its newline, if the stream ended in one."""
+        buf, self._buf = self._buf, bytearray()
+        self._scanned = 0
+        if buf.startswith(b"data:"):
+            return [bytes(buf[5:]).strip()]
+        return []
+
+    def _too_long(self) -> None:
+        raise BoundExceeded(LINE, f"sent an SSE line over {self.max_line} bytes (line cap)")
+
+
 def sse_data(
     chunks: Iterator[tuple[float, bytes]], *, line_cap: int
 ) -> Iterator[tuple[float, bytes]]:
     """Yield ``(arrival, payload)`` for each SSE ``data:`` line of ``chunks``.
 
     Every event in one read gets that read's arrival time: they did arrive
-    together. A line longer than ``line_cap`` bytes raises at once.
+    together. A line longer than ``line_cap`` bytes raises at once (the
+    body's cap is :func:`read_chunks`'s).
     """
-    buffer = bytearray()
+    splitter = SSESplitter(max_line=line_cap)
     for now, data in chunks:
-        scan = len(buffer)  # no newline before this offset: never scanned twice
-        buffer += data
-        start = 0
-        while (end := buffer.find(b"\n", scan)) >= 0:
-            line = bytes(buffer[start:end])
-            if line.startswith(b"data:"):
-                yield now, line[5:].strip()
-            start = scan = end + 1
-        if start:
-            del buffer[:start]
-        if len(buffer) > line_cap:
-            raise BoundExceeded(LINE, f"sent an SSE line over {line_cap} bytes (line cap)")
-    if buffer.startswith(b"data:"):
-        yield time.perf_counter(), bytes(buffer[5:]).strip()
+        for payload in splitter.feed(data):
+            yield now, payload
+    for payload in splitter.close():
+        yield time.perf_counter(), payload
 
 
 def scrub_location(location: str, limit: int = 200) -> str:

@@ -123,6 +123,7 @@ class OpenAIEndpoints:
         self.server = server
 
     async def completions(self, request: Request) -> Response:
+        received = time.monotonic()
         chat = request.url.path.endswith("/chat/completions")
         try:
             body = json.loads(await request.body())
@@ -143,7 +144,7 @@ class OpenAIEndpoints:
             ]
         except BadRequest as exc:
             return error(str(exc), REFUSED)
-        started = [await self.server._start(r) for r in reqs]
+        started = [await self.server._start(r, received) for r in reqs]
         seqs = [seq for seq, _ in started]
         stops = [stop for _, stop in started]
         if ask.stream:

@@ -171,8 +171,15 @@ class SimServer:
             raise BadRequest(f"request body must be a JSON object, got {type(body).__name__}")
         return body
 
-    async def _start(self, req: GenRequest) -> tuple[Sequence, str | None]:
-        """Count the request, apply faults, create the sequence and submit it."""
+    async def _start(
+        self, req: GenRequest, received: float | None = None
+    ) -> tuple[Sequence, str | None]:
+        """Count the request, apply faults, create the sequence and submit it.
+
+        ``received`` (``time.monotonic()`` when the handler got the request) is
+        where ``meta_info.e2e_latency`` counts from, as SGLang counts from the
+        request's arrival: reading and tokenizing the prompt are the server's time.
+        """
         self.generate_requests += 1
         die_after = self.args.faults.die_after
         if die_after is not None and self.generate_requests > die_after:
@@ -180,6 +187,8 @@ class SimServer:
         self.metrics.requests += 1
         self.metrics.prompt_tokens += req.prompt_tokens
         seq, stop_text = self.generator.sequence(req)
+        if received is not None:
+            seq.created = received
         if self.args.faults.slow_first_token:
             await asyncio.sleep(self.args.faults.slow_first_token)
         self.metrics.running += 1
@@ -204,6 +213,7 @@ class SimServer:
         self.exit_process(1)
 
     async def generate(self, request: Request) -> Response:
+        received = time.monotonic()
         try:
             body = await self._body(request)
             text = body.get("text")
@@ -212,7 +222,7 @@ class SimServer:
                 if body.get("stream"):
                     raise BadRequest("streaming a batch of prompts is not supported")
                 items = [dict(body, text=t) for t in text]
-                results = await asyncio.gather(*(self._generate_one(b) for b in items))
+                results = await asyncio.gather(*(self._generate_one(b, received) for b in items))
                 return JSONResponse(results)
             if text is None and ids is None:
                 raise BadRequest("Either text or input_ids should be provided.")
@@ -224,14 +234,14 @@ class SimServer:
                 raise BadRequest(f"input_ids must be a list of integers, got {ids!r}")
             if body.get("stream"):
                 req = self._gen_request(body)
-                seq, stop_text = await self._start(req)
+                seq, stop_text = await self._start(req, received)
                 event = streams.generate_events(self.drafts_per_step, stop_text)
 
                 async def produce(write: Callable[[bytes], Any]) -> None:
                     await streams.pump(seq, write, event, self.metrics)
 
                 return streams.SSEResponse(seq, produce, self._finished)
-            return JSONResponse(await self._generate_one(body))
+            return JSONResponse(await self._generate_one(body, received))
         except BadRequest as exc:
             return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
 
@@ -249,8 +259,10 @@ class SimServer:
             prompt_tokens=n_prompt,
         )
 
-    async def _generate_one(self, body: dict[str, Any]) -> dict[str, Any]:
-        seq, stop_text = await self._start(self._gen_request(body))
+    async def _generate_one(
+        self, body: dict[str, Any], received: float | None = None
+    ) -> dict[str, Any]:
+        seq, stop_text = await self._start(self._gen_request(body), received)
         try:
             verify_ct = await streams.collect(seq, self.metrics)
         finally:

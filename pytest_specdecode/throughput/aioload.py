@@ -4,10 +4,12 @@ One thread per request (and the GIL shared between them) made the client the
 limit at high concurrency; an event loop on aiohttp (what SGLang's and vLLM's
 bench clients use) keeps one connection per in-flight request at a small cost
 per byte. Each read is stamped with ``time.perf_counter()`` as it returns, the
-SSE lines are split incrementally (:mod:`~pytest_specdecode.throughput.sse`)
-and every event is decoded with orjson. Every request has the bounds of
-:mod:`pytest_specdecode.limits`: a whole deadline from the tokens asked, a
-stall limit between reads, size caps; redirects are never followed.
+SSE lines are split incrementally (:class:`~pytest_specdecode.wire.SSESplitter`,
+the one splitter of both paths) and events are decoded with orjson (a
+cumulative stream's events for their ``meta_info`` alone, but the last).
+Every request has the bounds of :mod:`pytest_specdecode.limits`: a whole
+deadline from the tokens asked, a stall limit between reads, size caps;
+redirects are never followed.
 
 The result of each request is the same :class:`~pytest_specdecode.client.GenerateResult`
 the ``requests`` client builds, so every figure and check downstream applies
@@ -27,8 +29,8 @@ import aiohttp
 import orjson
 
 from pytest_specdecode.client import GenerateResult, ServerError, _error_text, _generate_result
-from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_SSE_LINE, Limits
-from pytest_specdecode.throughput.sse import SSELimitError, SSESplitter
+from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
+from pytest_specdecode.wire import BoundExceeded, SSESplitter
 
 T = TypeVar("T")
 _ERROR_BODY = 64 << 10  # bytes of an error reply read for its message
@@ -56,12 +58,59 @@ class Request:
     error: str | None = None
 
 
+_META = b'"meta_info":'
+_META_AT = len(_META)
+
+
+def _meta_count(payload: bytes) -> int | None:
+    """``meta_info.completion_tokens`` of an event, decoding only its ``meta_info``.
+
+    SGLang (and the simulator) put ``meta_info`` last, after the cumulative
+    text and ids: this decodes the object after the last ``"meta_info":`` up to
+    the event's closing brace. None whenever that is not plainly the case (no
+    such key, not an object, an ``"error"`` anywhere, a count that is not an
+    integer): the caller then decodes the whole event and its checks apply.
+    """
+    if b'"error"' in payload or not payload.endswith(b"}"):
+        return None
+    at = payload.rfind(_META)
+    if at < 0:
+        return None
+    try:
+        meta = orjson.loads(memoryview(payload)[at + _META_AT : -1])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    count = meta.get("completion_tokens")
+    return count if type(count) is int else None
+
+
 class _Stream:
     """Folds a ``/generate`` stream's events into a GenerateResult, event by event
     (the same rules as the ``requests`` client: cumulative or incremental text,
-    token counts from ``meta_info.completion_tokens``)."""
+    token counts from ``meta_info.completion_tokens``).
 
-    __slots__ = ("ids", "last", "seen", "send", "text", "times", "tokens")
+    Once two events decoded whole show a cumulative stream (SGLang's default:
+    each event repeats all the text and ids so far), later events are read for
+    their ``meta_info`` alone and only the last one is decoded whole, when the
+    stream ends: decoding every cumulative event is quadratic in the answer's
+    length and was most of the client's time at high concurrency. An
+    incremental stream (small deltas) is decoded event by event.
+    """
+
+    __slots__ = (
+        "cumulative",
+        "decoded",
+        "ids",
+        "last",
+        "pending",
+        "seen",
+        "send",
+        "text",
+        "times",
+        "tokens",
+    )
 
     def __init__(self, send: float) -> None:
         self.send = send
@@ -71,8 +120,24 @@ class _Stream:
         self.times: list[float] = []
         self.tokens: list[int] = []
         self.seen = 0
+        self.decoded = 0  # events decoded whole
+        self.cumulative = False
+        self.pending: bytes | None = None  # the last event, its meta_info alone read
 
     def event(self, arrival: float, payload: bytes) -> None:
+        count = _meta_count(payload) if self.cumulative else None
+        if count is None:
+            count = self._decode(payload)
+            self.pending = None
+        else:
+            self.pending = payload
+        if count > self.seen:
+            self.times.append(arrival)
+            self.tokens.append(count - self.seen)
+            self.seen = count
+
+    def _decode(self, payload: bytes) -> int:
+        """Decode a whole event into the text, ids and ``last``; its token count."""
         try:
             event = orjson.loads(payload)
         except orjson.JSONDecodeError:
@@ -93,22 +158,29 @@ class _Stream:
         chunk_text = event.get("text", "")
         chunk_text = chunk_text if isinstance(chunk_text, str) else str(chunk_text)
         # SGLang streams cumulative text by default, deltas with --incremental-streaming-output.
-        self.text = chunk_text if chunk_text.startswith(self.text) else self.text + chunk_text
+        continues = chunk_text.startswith(self.text)
+        self.text = chunk_text if continues else self.text + chunk_text
         chunk_ids = event.get("output_ids")
+        whole_ids = True
         if isinstance(chunk_ids, list):
             # Cumulative ids replace what came before, deltas add to it. The lists are
-            # kept as sent and checked once at the end: converting every cumulative
-            # list as it arrives is quadratic in the answer's length.
-            if len(chunk_ids) == count or self.ids is None:
+            # kept as sent and checked once at the end.
+            whole_ids = len(chunk_ids) == count
+            if whole_ids or self.ids is None:
                 self.ids = [chunk_ids]
             else:
                 self.ids.append(chunk_ids)
-        if count > self.seen:
-            self.times.append(arrival)
-            self.tokens.append(count - self.seen)
-            self.seen = count
+        self.decoded += 1
+        # The first event reads the same either way; the second tells them apart.
+        self.cumulative = self.decoded >= 2 and continues and whole_ids
+        return count
 
     def result(self, end: float) -> GenerateResult:
+        if self.pending is not None:
+            # A cumulative stream's last event holds all of its text and ids.
+            self.text, self.ids = "", None
+            self._decode(self.pending)
+            self.pending = None
         if not self.last:
             raise ServerError("POST", "/generate", 200, "stream ended without any event")
         result = _generate_result(self.last, self.send)
@@ -154,7 +226,7 @@ async def stream_one(
                     "POST", "/generate", resp.status, _error_text(body.decode("utf-8", "replace"))
                 )
             stream = _Stream(send)
-            splitter = SSESplitter(max_line=target.max_line)
+            splitter = SSESplitter(max_line=target.max_line, max_total=MAX_RESPONSE)
             content = resp.content
             end = send
             done = False
@@ -176,8 +248,11 @@ async def stream_one(
                     if payload != b"[DONE]":
                         stream.event(end, payload)
             result = stream.result(end)
-    except (ServerError, SSELimitError) as exc:
+    except ServerError as exc:
         request.error = str(exc)
+        return
+    except BoundExceeded as exc:  # the same words as the requests client's LimitError
+        request.error = f"POST {url} {exc}; refused"
         return
     except aiohttp.ServerTimeoutError:
         # sock_read: the stall limit between two reads (a subclass of TimeoutError,

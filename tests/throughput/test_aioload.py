@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.client import GenerateResult, SGLangClient
-from pytest_specdecode.limits import Limits
+from pytest_specdecode.limits import MAX_SSE_LINE, Limits
 from pytest_specdecode.throughput import fdlimit
 from pytest_specdecode.throughput.accuracy import GENERATION_TOKENS
 from pytest_specdecode.throughput.aioload import Request, Target, body_bytes, drive, run_sync
 from pytest_specdecode.throughput.load import RequestRecord, RoundResult, run_case, run_round
 from pytest_specdecode.throughput.metrics import case_metrics
-from pytest_specdecode.throughput.sse import SSELimitError, SSESplitter
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase
+from pytest_specdecode.wire import LINE, RESPONSE, BoundExceeded, SSESplitter
 
 from .conftest import Script, fake_token_count
 
@@ -43,7 +43,7 @@ def _stream(events: list[bytes]) -> bytes:
 def test_any_split_of_a_stream_gives_the_same_events(events: list[bytes], cuts: list[int]) -> None:
     raw = _stream(events)
     points = sorted({c % (len(raw) + 1) for c in cuts})
-    splitter = SSESplitter()
+    splitter = SSESplitter(max_line=MAX_SSE_LINE)
     out: list[bytes] = []
     for a, b in zip([0, *points], [*points, len(raw)], strict=True):
         out += splitter.feed(raw[a:b])
@@ -53,7 +53,7 @@ def test_any_split_of_a_stream_gives_the_same_events(events: list[bytes], cuts: 
 
 
 def test_a_last_line_without_newline_is_kept_at_close() -> None:
-    splitter = SSESplitter()
+    splitter = SSESplitter(max_line=MAX_SSE_LINE)
     assert splitter.feed(b"data: 1\ndata: 2") == [b"1"]
     assert splitter.close() == [b"2"]
 
@@ -61,16 +61,22 @@ def test_a_last_line_without_newline_is_kept_at_close() -> None:
 def test_a_line_over_the_cap_is_an_error_before_it_ends() -> None:
     splitter = SSESplitter(max_line=100)
     splitter.feed(b"data: " + b"x" * 90)
-    with pytest.raises(SSELimitError, match=r"passed 100 bytes \(MAX_SSE_LINE\)"):
+    with pytest.raises(
+        BoundExceeded, match=r"^sent an SSE line over 100 bytes \(line cap\)$"
+    ) as info:
         splitter.feed(b"x" * 20)  # no newline yet: the cap holds without one
+    assert info.value.kind == LINE
 
 
 def test_a_body_over_the_cap_is_an_error() -> None:
-    splitter = SSESplitter(max_total=1000)
+    splitter = SSESplitter(max_line=MAX_SSE_LINE, max_total=1000)
     for _ in range(62):
         splitter.feed(b"data: 123456789\n")  # 992 bytes
-    with pytest.raises(SSELimitError, match=r"passed 1000 bytes \(MAX_RESPONSE\)"):
+    with pytest.raises(
+        BoundExceeded, match=r"^sent more than 1000 bytes \(response cap\)$"
+    ) as info:
         splitter.feed(b"data: 123456789\n")
+    assert info.value.kind == RESPONSE
 
 
 def test_a_long_line_in_small_reads_is_scanned_once() -> None:
@@ -136,7 +142,7 @@ def test_an_event_over_the_line_cap_fails_the_request(fake_server: tuple[str, Sc
     run_sync(drive(Target(url, max_line=64), [req], clock=__import__("time").perf_counter))
     assert req.result is None
     assert req.error is not None
-    assert "MAX_SSE_LINE" in req.error
+    assert req.error == f"POST {url}/generate sent an SSE line over 64 bytes (line cap); refused"
 
 
 def test_continuous_mode_keeps_c_in_flight(
