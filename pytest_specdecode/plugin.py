@@ -161,7 +161,12 @@ def dflash_throughput(
     quiet = request.config.get_verbosity() < 0
     progress = None if quiet else session.progress
     return ThroughputRunner(
-        session.settings, dflash_service, request.node, progress, session.lossless_baseline
+        session.settings,
+        dflash_service,
+        request.node,
+        progress,
+        session.lossless_baseline,
+        alone=session.holds_host_alone(),
     )
 
 
