@@ -10,8 +10,8 @@ with ``nextitem=None``: the next config is not known until this one has been
 measured, so the session-scoped fixtures are torn down then, once per config.
 
 Under pytest-xdist with several hosts the run order is xdist's: the config
-scheduler asks :class:`~.hosts.HostsSearch` (built here) for each host's next
-config, and the workers skip the configs never visited (:mod:`.hosts`).
+scheduler asks :class:`~.distributed.HostsSearch` (built here) for each host's next
+config, and the workers skip the configs never visited (:mod:`.distributed`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pytest_specdecode.report import gates
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.search import record
-from pytest_specdecode.search.hosts import HostsSearch, WorkerSide
+from pytest_specdecode.search.distributed import HostsSearch, WorkerSide
 from pytest_specdecode.search.objective import measure
 from pytest_specdecode.search.optimizer import GridSearch, Measured, default_restarts
 from pytest_specdecode.search.space import ConfigOf, Space, build_space, metric_of

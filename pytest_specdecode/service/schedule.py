@@ -97,6 +97,7 @@ class ConfigPlan:
             self.group_of.append(by_key[key])
         # Held back for the chooser: handed out only once it picks them.
         self.held = {g for g, group in enumerate(self.groups) if group.key in chosen}
+        self.released: set[str] = set()  # never chosen: their tests skip
         self.unassigned: deque[int] = deque(
             g for g in range(len(self.groups)) if g not in self.held
         )
@@ -165,8 +166,8 @@ class ConfigPlan:
         return sum(self.groups[g].incomplete > 0 for g in self.assigned.get(host, []))
 
     def key_done(self, key: str) -> bool:
-        """Whether every test of config ``key`` has completed (none held back)."""
-        return all(
+        """Whether every test of config ``key`` has completed (none held back or released)."""
+        return key not in self.released and all(
             group.incomplete == 0 and g not in self.held
             for g, group in enumerate(self.groups)
             if group.key == key
@@ -179,6 +180,7 @@ class ConfigPlan:
         for g in sorted(self.held):
             group = self.groups[g]
             keys.append(group.key)
+            self.released.add(group.key)
             for index in group.pool:
                 self.group_of[index] = None
                 self.free.append(index)

@@ -151,10 +151,12 @@ def holds_host_alone(config: pytest.Config, settings: Settings, current: Host | 
     """On an xdist worker: whether no other worker can use its server while it measures.
 
     True when the hosts are remote and distinct per worker (no more workers than
-    hosts, worker N on host N) and the worker still serves the host it is bound to
-    (a lost host's worker that moved to another host shares that one)."""
+    hosts, worker N on host N) and no host of the run was lost (a lost host's
+    workers move to a live host, which they then share with its own)."""
     info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or not settings.remote or len(settings.hosts) < 2:
+    if not info or not settings.remote or len(settings.hosts) < 2 or LEASE_DIR not in info:
+        return False
+    if down_hosts(Path(info[LEASE_DIR])):
         return False
     workers = int(info.get("workercount") or 0)
     if not 0 < workers <= len(settings.hosts):
@@ -388,12 +390,16 @@ class ConfigScheduling:
                 self._told.add(key)
                 chooser.completed(key)
 
-    def _choose(self, host: str) -> str | None:
+    def _choose(self, host: str, stuck: bool) -> str | None:
         """A search's next config for ``host``: asked only when ``host`` has at most one
         config left to finish (the one whose last tests are running), so each config is
-        chosen knowing every config finished before it."""
+        chosen knowing every config finished before it; or when the worker asking is
+        ``stuck`` (it holds one test, which it runs only once it holds the next: after a
+        lost host's config joined this host's, say)."""
         plan, chooser = self.plan, self.chooser
-        if plan is None or chooser is None or plan.ahead(host) > 1 or host in plan.down:
+        if plan is None or chooser is None or host in plan.down:
+            return None
+        if plan.ahead(host) > 1 and not stuck:
             return None
         key = chooser.ask(host) if chooser.open else None
         if key is None and not chooser.open and plan.held:
@@ -411,7 +417,9 @@ class ConfigScheduling:
         pending = self.node2pending[node]
         sent: list[int] = []
         ran_out = False
-        choose = (lambda: self._choose(host)) if self.chooser is not None else None
+        choose = None
+        if self.chooser is not None:
+            choose = lambda: self._choose(host, len(pending) == 1)  # noqa: E731
         while len(pending) < PENDING_PER_WORKER:
             index = self.plan.next_for(host, orphans=orphans, holding=pending, choose=choose)
             if index is None and self.plan.free:
