@@ -13,7 +13,7 @@ import json
 import random
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,7 +250,7 @@ class FakeChooser:
         assert key not in self.told
         self.told.append(key)
 
-    def closed(self, unvisited: list[str]) -> None:
+    def closed(self, unvisited: Sequence[str]) -> None:
         assert self.unvisited is None
         assert not {t for t in self.ran if self.groups.get(t) in unvisited}
         self.unvisited = list(unvisited)
