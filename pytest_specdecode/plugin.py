@@ -64,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         loop = register(config, session.settings, session.outputs, session.results, item_config)
         loop.workers_asked = session.dry_workers
+        loop.before_space = session.carry_from_workers  # a resumed run's, under xdist
 
 
 def _session(request: pytest.FixtureRequest) -> SpecDecodeSession:

@@ -403,6 +403,10 @@ class SpecDecodeSession:
             lines.append(f"dflash: {'restart command' if script else 'launch'} {command}")
         return self.redactor.lines(lines)
 
+    def carry_from_workers(self) -> None:
+        """On the xdist controller: take in what the workers' resume carried (once)."""
+        self._carry_from_workers()
+
     def _carry_from_workers(self) -> None:
         """Under xdist the controller collects nothing: it carries what the workers deselected."""
         if self.resume is not None and self.controller and self.results.resumed_from is None:

@@ -71,6 +71,7 @@ class HostsSearch:
                 self._head.add(key)
                 continue
             space.add(key, label, dict(data))
+        self.loop.before_space()
         carry_whole(space, self.loop.results)
         self.loop.prepare_space(space)
         self._index = {key: index for index, key in enumerate(space.keys)}

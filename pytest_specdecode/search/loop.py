@@ -16,7 +16,7 @@ config, and the workers skip the configs never visited (:mod:`.distributed`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ class SearchLoop:
         # the worker's side (space file, skips); None: this loop runs the search.
         self.hosts: HostsSearch | None = None
         self.worker: WorkerSide | None = None
+        # Under xdist: brings what a resumed run carried into ``results`` first.
+        self.before_space: Callable[[], None] = lambda: None
 
     def pytest_report_header(self) -> list[str]:
         if self.hosts is not None:

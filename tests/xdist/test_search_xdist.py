@@ -82,3 +82,25 @@ def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
     for config in data["configs"]:
         for case in config.get("throughput") or []:
             assert "off under pytest-xdist" in case["metrics"]["pytest_benchmark"]
+
+
+def test_a_resumed_search_under_n_2_starts_only_new_configs(
+    pytester: pytest.Pytester, sshd: SSHD, remote: Path
+) -> None:
+    port = free_port()
+    script = write_script(remote, port, load=0.2)
+    pytester.makepyfile(test_search=TESTS)
+    hosts = [f"127.0.0.1:{sshd.port}", f"127.0.0.2:{sshd.port}"]
+    args = search_args(sshd, script, port, *hosts)
+    first = pytester.runpytest(*args, "--dflash-search-restarts=2")
+    first.assert_outcomes(passed=2, skipped=4)
+    again = pytester.runpytest(*args, "--dflash-resume=report.json")
+    again.assert_outcomes(passed=2, skipped=2)
+    search = json.loads((pytester.path / "report.json").read_text())["search"]
+    carried = [v["label"] for v in search["visited"] if v.get("carried")]
+    new = [v["label"] for v in search["visited"] if not v.get("carried")]
+    assert len(carried) == 2
+    assert len(new) == 2
+    assert not set(carried) & set(new)
+    applied = (remote / "applied.txt").read_text().splitlines()
+    assert len(applied) == 4, applied  # the carried configs were not started again
