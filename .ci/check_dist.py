@@ -14,6 +14,8 @@ from pathlib import Path
 SDIST_NEEDS = (
     "PKG-INFO",
     "README.md",
+    "CONTRIBUTING.md",
+    "docs/index.md",
     "LICENSE",
     "pyproject.toml",
     "MANIFEST.in",

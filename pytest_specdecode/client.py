@@ -5,7 +5,7 @@ SSE events by hand: ``iter_lines`` on small reads costs more CPU than the
 simulator spends producing tokens, and a blocking ``read(n)`` would delay the
 arrival timestamps. Token counts always come from the server
 (``meta_info.completion_tokens`` or ``usage``), never from chunk counts, since
-with speculative decoding one chunk carries several tokens (DESIGN.md section 5).
+with speculative decoding one chunk carries several tokens (docs/metrics.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ with them). This module finds, never assumes, a place to create one:
 Children of the own cgroup keep the answer inside whatever limits the run
 itself has. Where nothing is writable (an ordinary user without a delegated
 cgroup, most containers) :func:`AnswerGroup.create` returns None and the
-sandbox keeps to per-process rlimits (see the README's sandbox section).
+sandbox keeps to per-process rlimits (see docs/coding.md, "The sandbox").
 
 The answer's first process joins from inside ``preexec_fn`` (before it
 execs, so everything it starts is inside): it writes ``0`` to

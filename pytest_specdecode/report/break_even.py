@@ -6,7 +6,7 @@ limits from the load where a config stops paying. With a NONE baseline and at
 least two loads of one kind (concurrency ``cN`` or request rate ``rN``), each
 config and domain gets one record:
 
-- the speedup at each load: baseline TPOT / config TPOT (DESIGN.md section 5),
+- the speedup at each load: baseline TPOT / config TPOT (docs/metrics.md),
   the geometric mean over the load's contexts, as the verdict ranks; its 95%
   interval is the geometric mean of the contexts' interval bounds (exact when
   the contexts' errors move together, wider than needed otherwise);

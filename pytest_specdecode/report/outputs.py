@@ -274,7 +274,7 @@ class RunOutputs:
 
             written = html.write(self.data(), path)
             size = written.stat().st_size
-        except Exception as exc:  # an output never crashes the run (DESIGN.md section 13)
+        except Exception as exc:  # an output never crashes the run (docs/report.md)
             reason = (exc.strerror if isinstance(exc, OSError) else None) or exc
             self.notes.append(
                 f"dflash warning: could not write the HTML report {str(path)!r}: "

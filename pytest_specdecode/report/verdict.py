@@ -1,6 +1,6 @@
 """What a sweep decides: speedup over the baseline, the best config, the Pareto front.
 
-Speedup (DESIGN.md section 5) is the baseline's TPOT over the config's TPOT
+Speedup (docs/metrics.md) is the baseline's TPOT over the config's TPOT
 for the same case (context, load and domain), the baseline being algorithm
 NONE on the same server build: a config of this run, else the NONE cases of
 a saved run (``--dflash-baseline``, then the compared run). The output tok/s

@@ -1,4 +1,4 @@
-"""The metrics of DESIGN.md section 5, computed from finished rounds.
+"""The metrics defined in docs/metrics.md, computed from finished rounds.
 
 Token counts come from the server's ``completion_tokens``; chunk counts only
 feed the chunk metrics (ITL, tokens per chunk), because one chunk may carry
@@ -79,7 +79,7 @@ _PERCENTILE_FIELDS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "req_tok_s", "to
 
 @dataclass(frozen=True)
 class CaseMetrics:
-    """Section 5 metrics of one throughput case over its counted rounds."""
+    """The metrics (docs/metrics.md) of one throughput case over its counted rounds."""
 
     case: str
     context: int

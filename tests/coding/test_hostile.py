@@ -130,7 +130,7 @@ HOSTILE = {
 
 
 # Without root the fallback runs answers as the user itself: it cannot keep them
-# from the user's files (the README's sandbox section says so), so only bwrap holds.
+# from the user's files (docs/coding.md's sandbox section says so), so only bwrap holds.
 FALLBACK_OWN_UID = pytest.mark.skipif(
     os.geteuid() != 0, reason="fallback has no own uid without root"
 )

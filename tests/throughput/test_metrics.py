@@ -1,4 +1,4 @@
-"""Section 5 metric formulas on synthetic timings."""
+"""The metric formulas of docs/metrics.md on synthetic timings."""
 
 from __future__ import annotations
 
