@@ -67,8 +67,8 @@ class SpecDecodeSession:
         # A dry run plans here, in this process: no workers, no servers.
         # A search chooses each config from the last one's figures: with fewer than two
         # hosts for the workers it runs here too, serially (search/loop.py says so).
-        alone = distributed.parallel_hosts(config, settings) > 1
-        serial = settings.dry_run or (bool(settings.search) and not alone)
+        parallel = distributed.parallel_hosts(config, settings) > 1
+        serial = settings.dry_run or (bool(settings.search) and not parallel)
         self.dry_workers = distributed.serial_for_dry_run(config) if serial else 0
         distributed.check_options(config, settings)
         self.resume = self._load_resume(shared) if settings.resume else None
