@@ -93,6 +93,7 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
 
         loop = register(config, session.settings, session.outputs, session.results, item_config)
         loop.workers_asked = session.dry_workers
+        loop.before_space = session.carry_from_workers  # a resumed run's, under xdist
     return session
 
 
@@ -193,7 +194,12 @@ def dflash_throughput(
     quiet = request.config.get_verbosity() < 0
     progress = None if quiet else session.progress
     return ThroughputRunner(
-        session.settings, dflash_service, request.node, progress, session.lossless_baseline
+        session.settings,
+        dflash_service,
+        request.node,
+        progress,
+        session.lossless_baseline,
+        alone=session.holds_host_alone(),
     )
 
 

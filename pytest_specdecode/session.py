@@ -68,9 +68,10 @@ class SpecDecodeSession:
 
             require_bwrap()  # a SettingsError: a usage error when bubblewrap cannot run
         # A dry run plans here, in this process: no workers, no servers.
-        # A search chooses each config from the last one's figures, and throughput cases
-        # skip under xdist: it runs here too, serially (search/loop.py says so).
-        serial = settings.dry_run or bool(settings.search)
+        # A search chooses each config from the last one's figures: with fewer than two
+        # hosts for the workers it runs here too, serially (search/loop.py says so).
+        parallel = distributed.parallel_hosts(config, settings) > 1
+        serial = settings.dry_run or (bool(settings.search) and not parallel)
         self.dry_workers = distributed.serial_for_dry_run(config) if serial else 0
         distributed.check_options(config, settings)
         self.resume = self._load_resume(shared) if settings.resume else None
@@ -115,6 +116,11 @@ class SpecDecodeSession:
         copy = distributed.shared_resume(Path(shared)) if shared else None
         path = copy or self.settings.resume or ""
         return Resume.load(path, self.settings, self.config.rootpath, self.problem_set)
+
+    def holds_host_alone(self) -> bool:
+        """On an xdist worker: whether no other worker can load its server (throughput
+        cases are then measured without pytest-benchmark, which is off under xdist)."""
+        return distributed.holds_host_alone(self.config, self.settings, self.services.target)
 
     def problem_set(self) -> dict[str, str] | None:
         """The run's problems by name and definition digest (for --dflash-resume); None
@@ -415,6 +421,10 @@ class SpecDecodeSession:
             return
         for line in self.pytest_report_header(self.config):
             reporter.write_line(line)
+
+    def carry_from_workers(self) -> None:
+        """On the xdist controller: take in what the workers' resume carried (once)."""
+        self._carry_from_workers()
 
     def _carry_from_workers(self) -> None:
         """Under xdist the controller collects nothing: it carries what the workers deselected."""

@@ -8,81 +8,30 @@ objective is told back; at the end the tests of the configs never visited
 are reported as skipped with the reason. The last test of each config is run
 with ``nextitem=None``: the next config is not known until this one has been
 measured, so the session-scoped fixtures are torn down then, once per config.
+
+Under pytest-xdist with several hosts the run order is xdist's: the config
+scheduler asks :class:`~.distributed.HostsSearch` (built here) for each host's next
+config, and the workers skip the configs never visited (:mod:`.distributed`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.config.spec import SpecConfig, config_to_dict
 from pytest_specdecode.report import gates
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.search import record
+from pytest_specdecode.search.distributed import HostsSearch, WorkerSide
 from pytest_specdecode.search.objective import measure
 from pytest_specdecode.search.optimizer import GridSearch, Measured, default_restarts
-
-ConfigOf = Callable[[pytest.Item], SpecConfig | None]
-
-
-@dataclass
-class Space:
-    """The configs a search chooses among, in collection order, and their tests."""
-
-    keys: list[str] = field(default_factory=list)  # canonical config keys
-    labels: list[str] = field(default_factory=list)
-    data: list[dict[str, Any]] = field(default_factory=list)  # config_to_dict of each
-    items: list[list[pytest.Item]] = field(default_factory=list)
-    head: list[pytest.Item] = field(default_factory=list)  # run first, outside the search
-
-    def add(self, key: str, label: str, data: dict[str, Any]) -> int:
-        if key not in self.keys:
-            self.keys.append(key)
-            self.labels.append(label)
-            self.data.append(data)
-            self.items.append([])
-        return self.keys.index(key)
-
-    def points(self) -> list[dict[str, Hashable]]:
-        """Each config as the values of the keys that vary over the space."""
-        flat = [{k: _hashable(v) for k, v in d.items()} for d in self.data]
-        varying = [k for k in dict.fromkeys(k for d in flat for k in d) if _varies(flat, k)]
-        return [{k: d.get(k) for k in varying} for d in flat]
-
-
-def build_space(items: list[pytest.Item], config_of: ConfigOf, results: RunResults) -> Space:
-    """Group the collected items by config; configs a resumed report carries whole are in the
-    space too (visited), though none of their tests was collected to run."""
-    space = Space()
-    for item in items:
-        config = config_of(item)
-        if config is None or config.algorithm == "NONE":
-            space.head.append(item)
-            continue
-        index = space.add(config.key(), config.label(), config_to_dict(config))
-        space.items[index].append(item)
-    for key, found in results.configs.items():
-        whole = found.carried and found.carried.get("whole")
-        if whole and found.config.get("algorithm") != "NONE":
-            space.add(key, found.label, dict(found.config))
-    return space
-
-
-def metric_of(
-    settings: Settings, space: Space, head: list[pytest.Item], config_of: ConfigOf
-) -> str:
-    """speedup when the run has a non-speculative baseline (or a saved one), else tok/s."""
-    if settings.search_metric:
-        return settings.search_metric
-    baseline = settings.baseline or any(
-        (c := config_of(i)) is not None and c.algorithm == "NONE" for i in head
-    )
-    return "speedup" if baseline else "tok_s"
+from pytest_specdecode.search.space import ConfigOf, Space, build_space, metric_of
+from pytest_specdecode.service.shared_files import LEASE_DIR
 
 
 class SearchLoop:
@@ -99,35 +48,54 @@ class SearchLoop:
         self.space: Space | None = None
         self.metric = "tok_s"
         self.workers_asked = 0  # -n N given: the search runs serially here instead
+        # Under xdist over several hosts: the xdist scheduler's chooser (controller), or
+        # the worker's side (space file, skips); None: this loop runs the search.
+        self.hosts: HostsSearch | None = None
+        self.worker: WorkerSide | None = None
+        # Under xdist: brings what a resumed run carried into ``results`` first.
+        self.before_space: Callable[[], None] = lambda: None
 
     def pytest_report_header(self) -> list[str]:
+        if self.hosts is not None:
+            return [self.hosts.header()]
         if not self.workers_asked:
             return []
         return [
             f"dflash: --dflash-search runs in this process, one config at a time (-n "
-            f"{self.workers_asked} starts no workers): each config is chosen from the figures "
-            "of the ones before, and throughput cases skip under xdist; a lost host's config "
-            "moves to the next live host"
+            f"{self.workers_asked} starts no workers: it needs two --dflash-hosts or more to "
+            "run configs in parallel): each config is chosen from the figures of the ones "
+            "before; a lost host's config moves to the next live host"
         ]
 
     def prepare(self, items: list[pytest.Item]) -> GridSearch:
         """The space and the optimiser, told what a resumed report carries."""
-        space = self.space = build_space(items, self.config_of, self.results)
-        self.metric = metric_of(self.settings, space, space.head, self.config_of)
+        return self.prepare_space(build_space(items, self.config_of, self.results))
+
+    def prepare_space(self, space: Space) -> GridSearch:
+        """The optimiser over ``space``, told what a resumed report carries."""
+        self.space = space
+        self.metric = metric_of(self.settings, space)
         size = len(space.keys)
         restarts = min(size, self.settings.search_restarts or default_restarts(size))
         search = self.search = GridSearch(space.points(), restarts, seed=self.settings.search_seed)
         data = self.outputs.data() if self.results.configs else {}
-        for index, items_of in enumerate(space.items):
-            if not items_of:  # carried whole by --dflash-resume
-                search.tell(index, self._measure(data, index), carried=True)
+        for index in sorted(space.carried):  # carried whole by --dflash-resume
+            search.tell(index, self._measure(data, index), carried=True)
         self._publish()
         return search
+
+    def measure(self, index: int) -> Measured:
+        """The objective of config ``index`` from the run's report as it stands."""
+        return self._measure(self.outputs.data(), index)
 
     def _measure(self, data: Mapping[str, Any], index: int) -> Measured:
         assert self.space is not None
         excluded = gates.config_failures(self.settings, self.results)
         return measure(data, self.space.keys[index], self.metric, excluded)
+
+    def publish(self, stopped: str | None = None) -> None:
+        """The report's ``search`` section as the search stands now."""
+        self._publish(stopped)
 
     def _publish(self, stopped: str | None = None) -> None:
         assert self.search is not None
@@ -136,7 +104,11 @@ class SearchLoop:
             self.search, self.space.labels, self.metric, stopped, self.settings.search_seed
         )
 
+    @pytest.hookimpl(tryfirst=True)  # a worker's space file, before xdist sends the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.worker is not None:
+            self.worker.write_space(session.items)
+            return
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if self.settings.dry_run and reporter is not None:
             reporter.section("dflash search (dry run)")
@@ -168,10 +140,22 @@ class SearchLoop:
         return lines
 
     @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.worker is not None:
+            self.worker.skip_unvisited(item)
+
+    @pytest.hookimpl(tryfirst=True)  # before the session writes the report
+    def pytest_sessionfinish(self) -> None:
+        if self.hosts is not None:
+            self.hosts.finish()
+
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         option = session.config.option
         if self.settings.dry_run or getattr(option, "collectonly", False):
             return None  # the session's own loop (a dry run plans, nothing runs)
+        if self.hosts is not None or self.worker is not None:
+            return None  # pytest-xdist's loop; its scheduler asks self.hosts
         if session.testsfailed and not getattr(option, "continue_on_collection_errors", False):
             raise session.Interrupted(f"{session.testsfailed} errors during collection")
         search = self.prepare(session.items)
@@ -204,8 +188,17 @@ def register(
     results: RunResults,
     config_of: ConfigOf,
 ) -> SearchLoop:
-    """Register the search's run loop (only with --dflash-search; inert otherwise)."""
+    """Register the search's run loop (only with --dflash-search; inert otherwise).
+
+    Under pytest-xdist (the session started workers: several hosts) the xdist
+    controller's scheduler gets the search as its chooser, and each worker its side."""
     loop = SearchLoop(settings, outputs, results, config_of)
+    info = getattr(config, "workerinput", None)
+    if info is not None and LEASE_DIR in info:
+        loop.worker = WorkerSide(Path(info[LEASE_DIR]), config_of)
+    elif (controller := config.pluginmanager.get_plugin("specdecode-xdist")) is not None:
+        hosts = HostsSearch(loop, controller.lease_dir, len(settings.hosts))
+        loop.hosts = controller.chooser = hosts
     config.pluginmanager.register(loop, "specdecode-search")
     return loop
 
@@ -219,13 +212,3 @@ def _run(session: pytest.Session, items: list[pytest.Item]) -> None:
             raise session.Failed(session.shouldfail)
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
-
-
-def _hashable(value: Any) -> Hashable:
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    return value  # type: ignore[no-any-return]
-
-
-def _varies(points: list[dict[str, Hashable]], key: str) -> bool:
-    return len({p.get(key) for p in points}) > 1

@@ -22,13 +22,20 @@ taken the server with it anyway).
 A lost host (:meth:`ConfigPlan.lose_host`) hands its groups with tests left
 to one live host, after that host's own groups: its workers move there too
 (the scheduler rebinds them), so every worker still receives groups in order.
+
+Under a search (``chosen``: the keys a :class:`Chooser` picks among) those
+groups are held back: a host that has nothing left asks the chooser for its
+next config (``choose`` of :meth:`ConfigPlan.next_for`) instead of taking the
+next group in order; once the chooser stops, :meth:`ConfigPlan.release` hands
+the tests of the configs it never chose to anyone (they skip, serving nothing).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass
@@ -42,10 +49,34 @@ class Group:
     sent_any: bool = False
 
 
+class Chooser(Protocol):
+    """Who picks the next config of a host (a search), for :class:`ConfigScheduling`.
+
+    ``keys()``: the config keys it picks among (their groups are held back);
+    ``ask(host)``: the next key for ``host`` (None: nothing now); ``open``: whether
+    it may still pick one (False once it stopped, for good); ``completed(key)``:
+    every test of ``key`` (any config's) has completed, its reports are in;
+    ``closed(unvisited)``: it stopped, the tests of ``unvisited`` are about to be
+    handed out (to skip: the moment to publish their reason).
+    """
+
+    @property
+    def open(self) -> bool: ...
+    def keys(self) -> Collection[str]: ...
+    def ask(self, host: str) -> str | None: ...
+    def completed(self, key: str) -> None: ...
+    def closed(self, unvisited: Sequence[str]) -> None: ...
+
+
 class ConfigPlan:
     """Tests grouped by config key, handed out per host in group order."""
 
-    def __init__(self, collection: Sequence[str], groups: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        collection: Sequence[str],
+        groups: Mapping[str, str],
+        chosen: Collection[str] = (),
+    ) -> None:
         self.collection = list(collection)
         self.free: deque[int] = deque()
         self.groups: list[Group] = []
@@ -64,7 +95,12 @@ class ConfigPlan:
             group.pool.append(index)
             group.incomplete += 1
             self.group_of.append(by_key[key])
-        self.unassigned: deque[int] = deque(range(len(self.groups)))
+        # Held back for the chooser: handed out only once it picks them.
+        self.held = {g for g, group in enumerate(self.groups) if group.key in chosen}
+        self.released: set[str] = set()  # never chosen: their tests skip
+        self.unassigned: deque[int] = deque(
+            g for g in range(len(self.groups)) if g not in self.held
+        )
         self.assigned: dict[str, list[int]] = {}
         self.done: set[int] = set()
         self.down: set[str] = set()
@@ -75,7 +111,12 @@ class ConfigPlan:
         return None if group is None else self.groups[group].key
 
     def next_for(
-        self, host: str, *, orphans: Iterable[str] = (), holding: Iterable[int] = ()
+        self,
+        host: str,
+        *,
+        orphans: Iterable[str] = (),
+        holding: Iterable[int] = (),
+        choose: Callable[[], str | None] | None = None,
     ) -> int | None:
         """The next test for a worker bound to ``host``, or None when ``host`` has no more.
 
@@ -84,6 +125,8 @@ class ConfigPlan:
         are the tests the worker holds: it is never handed a group that comes
         before one of theirs (after a lost host's groups joined ``host``'s, a
         worker that moved with them holds groups further down the list).
+        ``choose`` (a search) names a held-back config for ``host`` when
+        nothing else is left (None: none now).
         """
         if self.free:
             return self.free.popleft()
@@ -105,7 +148,46 @@ class ConfigPlan:
                     self.assigned[other].remove(g)
                     mine.append(g)
                     return self._take(g)
+        key = choose() if choose is not None else None
+        chosen = self.held_group(key) if key is not None else None
+        if chosen is not None:
+            self.held.discard(chosen)
+            mine.append(chosen)
+            return self._take(chosen)
         return None
+
+    def held_group(self, key: str) -> int | None:
+        """The held-back group of config ``key`` (None: not held, or already chosen)."""
+        return next((g for g in sorted(self.held) if self.groups[g].key == key), None)
+
+    def ahead(self, host: str) -> int:
+        """How many of ``host``'s configs have tests left to complete (the live one and
+        those waiting for it)."""
+        return sum(self.groups[g].incomplete > 0 for g in self.assigned.get(host, []))
+
+    def key_done(self, key: str) -> bool:
+        """Whether every test of config ``key`` has completed (none held back or released)."""
+        return key not in self.released and all(
+            group.incomplete == 0 and g not in self.held
+            for g, group in enumerate(self.groups)
+            if group.key == key
+        )
+
+    def release(self) -> list[str]:
+        """The chooser stopped: the tests of the configs it never picked go to anyone, as
+        tests without a config do (they skip at setup). Their keys, in group order."""
+        keys = []
+        for g in sorted(self.held):
+            group = self.groups[g]
+            keys.append(group.key)
+            self.released.add(group.key)
+            for index in group.pool:
+                self.group_of[index] = None
+                self.free.append(index)
+            group.pool.clear()
+            group.incomplete = 0
+        self.held.clear()
+        return keys
 
     def _take(self, g: int) -> int:
         group = self.groups[g]
@@ -185,4 +267,4 @@ class ConfigPlan:
     @property
     def exhausted(self) -> bool:
         """Every test has been handed out."""
-        return not self.free and not any(group.pool for group in self.groups)
+        return not self.held and not self.free and not any(g.pool for g in self.groups)

@@ -15,9 +15,17 @@ host down says so in the lease directory (:mod:`.placement`); the scheduler,
 which watches for that in a thread of its own (the other workers may all be
 idle, so no event would come), moves the host's configs not yet done and its
 workers to a live host and publishes where each config runs now. At the end the controller
-stops the local servers the workers left running. Throughput cases skip under
-xdist (pytest-benchmark switches itself off there): they need the server to
-themselves.
+stops the local servers the workers left running.
+
+Under ``--dflash-search`` with several hosts, a :class:`~.schedule.Chooser`
+(the search, registered by :mod:`pytest_specdecode.search.loop`) picks each
+host's next config when the host has nothing left; it hears when a config's
+tests are done (their reports have reached this process by then).
+
+Throughput cases need the server to themselves: pytest-benchmark switches
+itself off under xdist, and a case is measured by the plugin's own load
+client only where each worker holds its host alone (:func:`holds_host_alone`);
+elsewhere it skips.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from pytest_specdecode.service.placement import (
     host_key,
     write_placement,
 )
-from pytest_specdecode.service.schedule import ConfigPlan
+from pytest_specdecode.service.schedule import Chooser, ConfigPlan
 from pytest_specdecode.service.shared_files import (
     GROUPS,
     LEASE_DIR,
@@ -139,6 +147,24 @@ def parallel_hosts(config: pytest.Config, settings: Settings) -> int:
     return max(1, min(workers, len(settings.hosts) if settings.remote else 1))
 
 
+def holds_host_alone(config: pytest.Config, settings: Settings, current: Host | None) -> bool:
+    """On an xdist worker: whether no other worker can use its server while it measures.
+
+    True when the hosts are remote and distinct per worker (no more workers than
+    hosts, worker N on host N) and no host of the run was lost (a lost host's
+    workers move to a live host, which they then share with its own)."""
+    info: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if not info or not settings.remote or len(settings.hosts) < 2 or LEASE_DIR not in info:
+        return False
+    if down_hosts(Path(info[LEASE_DIR])):
+        return False
+    workers = int(info.get("workercount") or 0)
+    if not 0 < workers <= len(settings.hosts):
+        return False
+    bound = bound_host(settings, str(info.get("workerid", "")))
+    return bound is not None and current == bound
+
+
 class ConfigScheduling:
     """xdist scheduling: per host, one config's tests at a time (see :mod:`.schedule`).
 
@@ -162,6 +188,7 @@ class ConfigScheduling:
         hosts: Sequence[str] = (),
         names: Mapping[str, str] | None = None,
         watch: float = 0.2,
+        chooser: Chooser | None = None,
     ) -> None:
         self.numnodes = len(parse_tx_spec_config(config))
         self.config = config
@@ -185,6 +212,8 @@ class ConfigScheduling:
         self._stopped = threading.Event()
         self._watch = watch
         self._thread: threading.Thread | None = None
+        self.chooser = chooser
+        self._told: set[str] = set()  # config keys whose completion the chooser heard
 
     # --- the protocol's properties --------------------------------------
 
@@ -236,7 +265,11 @@ class ConfigScheduling:
             self.node2pending[node].remove(item_index)
             self.plan.complete(item_index)
             self._lost_hosts()
-            self._top_up(node)
+            self._tell_completed()
+            # A search may have held a worker back (its host had a config queued): any
+            # completion can free it, not only its own.
+            for other in self.nodes if self.chooser is not None else [node]:
+                self._top_up(other)
             self._write_actives()
 
     def mark_test_pending(self, item: str) -> None:
@@ -278,7 +311,8 @@ class ConfigScheduling:
                 if any(c != collections[0] for c in collections[1:]):
                     self.log("**Different tests collected, aborting run**")
                     return
-                self.plan = ConfigPlan(collections[0], self._read_groups())
+                chosen = self.chooser.keys() if self.chooser is not None else ()
+                self.plan = ConfigPlan(collections[0], self._read_groups(), chosen)
                 self._start_watching()
             for node in self.nodes:
                 self._top_up(node)
@@ -346,6 +380,34 @@ class ConfigScheduling:
     def _read_groups(self) -> dict[str, str]:
         return read_groups(self.lease_dir)
 
+    def _tell_completed(self) -> None:
+        """Tell the chooser of every config whose tests have all completed (once each)."""
+        plan, chooser = self.plan, self.chooser
+        if plan is None or chooser is None:
+            return
+        for key in dict.fromkeys(group.key for group in plan.groups):
+            if key not in self._told and plan.key_done(key):
+                self._told.add(key)
+                chooser.completed(key)
+
+    def _choose(self, host: str, stuck: bool) -> str | None:
+        """A search's next config for ``host``: asked only when ``host`` has at most one
+        config left to finish (the one whose last tests are running), so each config is
+        chosen knowing every config finished before it; or when the worker asking is
+        ``stuck`` (it holds one test, which it runs only once it holds the next: after a
+        lost host's config joined this host's, say)."""
+        plan, chooser = self.plan, self.chooser
+        if plan is None or chooser is None or host in plan.down:
+            return None
+        if plan.ahead(host) > 1 and not stuck:
+            return None
+        key = chooser.ask(host) if chooser.open else None
+        if key is None and not chooser.open and plan.held:
+            unvisited = [plan.groups[g].key for g in sorted(plan.held)]
+            chooser.closed(unvisited)  # before their tests go out: workers read the reasons
+            plan.release()
+        return key
+
     def _top_up(self, node: WorkerController) -> None:
         if self.plan is None or node.shutting_down:
             return
@@ -355,10 +417,16 @@ class ConfigScheduling:
         pending = self.node2pending[node]
         sent: list[int] = []
         ran_out = False
+        choose = None
+        if self.chooser is not None:
+            choose = lambda: self._choose(host, len(pending) == 1)  # noqa: E731
         while len(pending) < PENDING_PER_WORKER:
-            index = self.plan.next_for(host, orphans=orphans, holding=pending)
+            index = self.plan.next_for(host, orphans=orphans, holding=pending, choose=choose)
+            if index is None and self.plan.free:
+                continue  # the search just stopped: its unvisited tests were released
             if index is None:
-                ran_out = True
+                # A search still going may pick a config for this host later.
+                ran_out = self.chooser is None or not self.chooser.open
                 break
             pending.append(index)
             sent.append(index)
@@ -409,6 +477,7 @@ class XdistController:
         self.port = port
         self.lease_dir = Path(tempfile.mkdtemp(prefix="dflash-lease-"))
         self.scheduler: ConfigScheduling | None = None
+        self.chooser: Chooser | None = None  # set by a search over several hosts
 
     def host_of(self, worker: str) -> str:
         return host_key(self.settings, bound_host(self.settings, worker), self.port)
@@ -416,7 +485,13 @@ class XdistController:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> Any:
         names = {host_key(self.settings, h, self.port): str(h) for h in self.settings.hosts}
         self.scheduler = ConfigScheduling(
-            config, log, self.lease_dir, self.host_of, hosts=list(names), names=names
+            config,
+            log,
+            self.lease_dir,
+            self.host_of,
+            hosts=list(names),
+            names=names,
+            chooser=self.chooser,
         )
         # What xdist (or another plugin) would run: used when no test has a config.
         theirs = config.pluginmanager.subset_hook_caller(

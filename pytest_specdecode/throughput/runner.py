@@ -38,6 +38,11 @@ LOSSLESS_PROMPTS = {
     "chat": "Explain speculative decoding to a new engineer in three sentences.",
 }
 LOSSLESS_TOKENS = 128
+# In a record measured under pytest-xdist, where pytest-benchmark is off.
+PYTEST_BENCHMARK_OFF = (
+    "off under pytest-xdist: measured by the plugin's load client alone (this worker held its "
+    "host alone); not in pytest-benchmark's table, --benchmark-save or --benchmark-compare"
+)
 
 
 class ThroughputRunner:
@@ -50,6 +55,7 @@ class ThroughputRunner:
         node: pytest.Item,
         progress: Progress | None = None,
         baseline: LosslessBaseline | None = None,
+        alone: bool = False,
     ) -> None:
         self.settings = settings
         self.service = service
@@ -57,15 +63,23 @@ class ThroughputRunner:
         self.progress = progress
         # The run's NONE baseline, for its output repetition per case (beside this one's).
         self.baseline = baseline
+        # An xdist worker that holds its host alone (no other worker can load its server).
+        self.alone = alone
 
     def run(self, case: ThroughputCase, benchmark: BenchmarkLike | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
         label = self.service.config.label()
+        unbenched = False
         if benchmark is not None and getattr(benchmark, "disabled", False):
-            pytest.skip(
-                "pytest-benchmark is disabled (it switches itself off under pytest-xdist and "
-                "with --benchmark-disable): run throughput cases without -n"
-            )
+            if not self.alone:
+                pytest.skip(
+                    "pytest-benchmark is disabled (it switches itself off under pytest-xdist "
+                    "and with --benchmark-disable): run throughput cases without -n, or with "
+                    "no more workers than --dflash-hosts (each worker then holds its host alone)"
+                )
+            # Under xdist with a host to itself: the plugin's own load client times the
+            # rounds; pytest-benchmark's table, saves and compares do not have them.
+            benchmark, unbenched = None, True
         started = time.monotonic()
         failure: str | None = None
 
@@ -100,6 +114,8 @@ class ThroughputRunner:
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         info = metrics.to_extra_info()
+        if unbenched:
+            info["pytest_benchmark"] = PYTEST_BENCHMARK_OFF
         beside = self._repetition_baseline(case.id, metrics.repetition)
         if beside is not None:
             info["repetition_baseline"] = beside

@@ -126,3 +126,15 @@ def test_a_resumed_search_carries_the_visited_configs_and_starts_new_ones(
     assert len(fresh) == 2
     assert not set(fresh) & set(before), "a finished config ran again"
     assert data["stopped"] == "restart budget spent (4 configs started)"
+
+
+def test_with_n_2_and_one_host_a_search_runs_in_the_controller(project: pytest.Pytester) -> None:
+    # One server for both workers: a throughput figure would share it, so no workers start.
+    result = run(project, "n2", "-n", "2", "--dflash-search-restarts=2")
+    result.stdout.fnmatch_lines(
+        ["dflash: --dflash-search runs in this process, one config at a time (-n 2 starts no "
+         "workers: it needs two --dflash-hosts or more*"]
+    )  # fmt: skip
+    result.assert_outcomes(passed=2, skipped=4)
+    assert len(starts(project.path / "n2")) == 2
+    assert all(v["feasible"] for v in report(project)["search"]["visited"])

@@ -13,7 +13,7 @@ import json
 import random
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,7 @@ def simulate(
     crash: int | None = None,
     hosts: list[str] | None = None,
     lose: tuple[int, str] | None = None,
+    chooser: FakeChooser | None = None,
 ) -> dict[str, list[str]]:
     """Run the schedule to the end; return each host's sequence of live configs.
 
@@ -104,7 +105,10 @@ def simulate(
         publish=publish,
         hosts=hosts or [],
         watch=0,
+        chooser=chooser,
     )
+    if chooser is not None:
+        chooser.sched = sched
 
     def arrived(node: FakeNode) -> None:
         # The worker's lease reads the host's active config as the test arrives: it
@@ -142,6 +146,8 @@ def simulate(
         if key is not None and (not live.get(host) or live[host][-1] != key):
             live.setdefault(host, []).append(key)
         ran += 1
+        if chooser is not None:
+            chooser.ran.append(collection[index])
         if lose is not None and ran == lose[0]:
             write_down(tmp_path, lose[1], "SSH connection refused", node.gateway.id, "?")
         if crash is not None and ran == crash:
@@ -202,6 +208,107 @@ def test_a_crashed_worker_does_not_bring_a_config_back(tmp_path: Path) -> None:
                 crash=crash,
             )
             assert live == {"h": ["b4", "b8"]}, (seed, crash)
+
+
+class FakeChooser:
+    """A search over every config key but ``head``: picks at random, at most ``budget``."""
+
+    def __init__(self, groups: dict[str, str], budget: int, seed: int, head: str = "") -> None:
+        self.groups = groups
+        self.budget = budget
+        self.rng = random.Random(seed)
+        self.head = head
+        self.open = True
+        self.asked: list[tuple[str, str]] = []  # (host, key)
+        self.told: list[str] = []
+        self.unvisited: list[str] | None = None
+        self.ran: list[str] = []  # test ids in the order they ran
+        self.sched: ConfigScheduling | None = None
+        self.crowded = 0  # asks while the host had two configs left to finish
+
+    def keys(self) -> list[str]:
+        return sorted({k for k in self.groups.values() if k != self.head})
+
+    def ask(self, host: str) -> str | None:
+        assert self.sched is not None
+        assert self.sched.plan is not None
+        # Asked only while the host has at most one config left to finish, or a worker
+        # would be stuck (after a lost host's config joined this host's).
+        self.crowded += self.sched.plan.ahead(host) > 1
+        free = [k for k in self.keys() if k not in {key for _, key in self.asked}]
+        if len(self.asked) >= self.budget or not free:
+            self.open = False
+            return None
+        key = self.rng.choice(free)
+        assert host not in self.sched.plan.down, "asked for a lost host"
+        self.asked.append((host, key))
+        return key
+
+    def completed(self, key: str) -> None:
+        tests = [t for t, k in self.groups.items() if k == key]
+        assert set(tests) <= set(self.ran), f"{key} told before its tests ran"
+        assert key not in self.told
+        self.told.append(key)
+
+    def closed(self, unvisited: Sequence[str]) -> None:
+        assert self.unvisited is None
+        assert not {t for t in self.ran if self.groups.get(t) in unvisited}
+        self.unvisited = list(unvisited)
+
+
+@pytest.mark.parametrize("tests_per_config", [1, 3])
+def test_a_search_asks_each_host_for_one_config_at_a_time(
+    tmp_path: Path, tests_per_config: int
+) -> None:
+    ids = [f"t::base_{n}" for n in range(2)]
+    ids += [f"t::c{c}_{n}" for c in range(6) for n in range(tests_per_config)]
+    groups = {nodeid: nodeid.split("::")[1].split("_")[0] for nodeid in ids}
+    both = 0
+    for seed in range(40):
+        chooser = FakeChooser(groups, budget=3, seed=seed, head="base")
+        live = simulate(
+            tmp_path, ids, groups, workers=2, host_of={"gw0": "h1", "gw1": "h2"}.__getitem__,
+            seed=seed, hosts=["h1", "h2"], chooser=chooser,
+        )  # fmt: skip
+        asked = [key for _, key in chooser.asked]
+        assert len(asked) == 3, (seed, chooser.asked)
+        assert chooser.crowded == 0, (seed, chooser.asked)
+        both += {host for host, _ in chooser.asked} == {"h1", "h2"}
+        # What ran under a config is the baseline and the asked ones, each once on one host.
+        applied = [key for keys in live.values() for key in keys]
+        assert sorted(applied) == sorted(["base", *asked]), (seed, live)
+        assert sorted(chooser.told) == sorted(["base", *asked])
+        assert chooser.unvisited is not None
+        assert sorted(chooser.unvisited) == sorted(set(chooser.keys()) - set(asked))
+        # Every test was handed out and run: the unvisited ones too (they skip).
+        assert sorted(chooser.ran) == sorted(ids), seed
+    # The hosts work in parallel (a fast host may also take every config of a run).
+    assert both > 10
+
+
+@pytest.mark.parametrize("lost_after", [1, 3])
+def test_a_search_finishes_a_lost_hosts_config_on_the_other_host(
+    tmp_path: Path, lost_after: int
+) -> None:
+    ids = [f"t::c{c}_{n}" for c in range(6) for n in range(2)]
+    groups = {nodeid: nodeid.split("::")[1].split("_")[0] for nodeid in ids}
+    for seed in range(20):
+        chooser = FakeChooser(groups, budget=4, seed=seed)
+        live = simulate(
+            tmp_path, ids, groups, workers=2, host_of={"gw0": "h1", "gw1": "h2"}.__getitem__,
+            seed=seed, hosts=["h1", "h2"], chooser=chooser, lose=(lost_after, "h2"),
+        )  # fmt: skip
+        asked = {key for _, key in chooser.asked}
+        assert len(asked) == 4, (seed, chooser.asked)
+        # Every config asked ran to the end and was told once; h2 took none once lost.
+        assert sorted(chooser.told) == sorted(asked), (seed, chooser.told)
+        assert {key for keys in live.values() for key in keys} == asked, (seed, live)
+        assert chooser.sched is not None
+        assert chooser.sched.plan is not None
+        assert chooser.sched.plan.down == {"h2"}
+        placement = read_placement(tmp_path)
+        assert placement is not None
+        assert "h2" not in placement["where"].values(), (seed, placement)
 
 
 def nine_configs() -> tuple[list[str], dict[str, str]]:
