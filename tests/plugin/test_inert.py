@@ -174,9 +174,10 @@ def test_under_xdist_each_dist_mode_places_tests_as_without_the_plugin(
     # xdist's own scheduler, under its own name, said nothing about.
     assert scheduler(used) == name
     assert not dflash_lines(used["out"]), used["out"]
-    # pytest-benchmark's own directory, made without this plugin too (compared in the
-    # serial test above): nothing else, nothing of ours.
-    assert used["left"] <= {".benchmarks"}, used["left"]
+    # pytest-benchmark's own directory and Python's bytecode of the test files (when
+    # bytecode is written), made without this plugin too (compared in the serial test
+    # above): nothing else, nothing of ours.
+    assert used["left"] <= {".benchmarks", "__pycache__"}, used["left"]
     runs = sorted(r["test"] for r in used["ran"])
     assert runs == sorted([*EXPECTED_TESTS] * (2 if dist == "each" else 1))
     if together is not None:
