@@ -50,14 +50,20 @@ def search_args(sshd: SSHD, script: Path, port: int, *hosts: str) -> list[str]:
     ]  # fmt: skip
 
 
-def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
-    pytester: pytest.Pytester, sshd: SSHD, remote: Path
-) -> None:
+@pytest.fixture
+def two_hosts(pytester: pytest.Pytester, sshd: SSHD, remote: Path) -> list[str]:
+    """The search's arguments over two loopback hosts (one sshd) and its test file."""
     port = free_port()
     script = write_script(remote, port, load=0.2)
     pytester.makepyfile(test_search=TESTS)
     hosts = [f"127.0.0.1:{sshd.port}", f"127.0.0.2:{sshd.port}"]
-    result = pytester.runpytest(*search_args(sshd, script, port, *hosts))
+    return search_args(sshd, script, port, *hosts)
+
+
+def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
+    pytester: pytest.Pytester, remote: Path, two_hosts: list[str]
+) -> None:
+    result = pytester.runpytest(*two_hosts)
     result.assert_outcomes(passed=4, skipped=2)
     result.stdout.fnmatch_lines(
         ["dflash: --dflash-search over 2 hosts: one config per host at a time*",
@@ -85,13 +91,9 @@ def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
 
 
 def test_a_resumed_search_under_n_2_starts_only_new_configs(
-    pytester: pytest.Pytester, sshd: SSHD, remote: Path
+    pytester: pytest.Pytester, remote: Path, two_hosts: list[str]
 ) -> None:
-    port = free_port()
-    script = write_script(remote, port, load=0.2)
-    pytester.makepyfile(test_search=TESTS)
-    hosts = [f"127.0.0.1:{sshd.port}", f"127.0.0.2:{sshd.port}"]
-    args = search_args(sshd, script, port, *hosts)
+    args = two_hosts
     first = pytester.runpytest(*args, "--dflash-search-restarts=2")
     first.assert_outcomes(passed=2, skipped=4)
     again = pytester.runpytest(*args, "--dflash-resume=report.json")
