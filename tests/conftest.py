@@ -21,6 +21,7 @@ import hypothesis  # noqa: F401  (see below)
 import pytest
 
 from pytest_specdecode.service.ssh import SSHTarget
+from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
 # Imported here so it stays in sys.modules: pytester's in-process runs drop the
 # modules a run imported, and hypothesis's terminal summary imports the whole
@@ -30,20 +31,22 @@ from pytest_specdecode.service.ssh import SSHTarget
 def process_gone(pid: int, timeout: float = 30) -> bool:
     """Wait up to ``timeout`` s for process ``pid`` to be gone (a zombie counts: nothing
     runs); polled every 50 ms, the finest event a process's end offers to a non-parent."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return True
-        except OSError:
-            return True
-        time.sleep(0.05)
-    return False
+    try:
+        return wait_until(lambda: _gone(pid), timeout=timeout, what=f"pid {pid}", poll=0.05)
+    except WaitTimeout:
+        return False
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
 
 
 # The modules with the longest tests (whole pytest sessions under -n 2, several
@@ -146,17 +149,21 @@ class Sim:
 
     def wait_healthy(self, timeout: float = 30.0, path: str = "/health") -> None:
         """Until ``path`` answers 200 (fails at once if the simulator exits)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             assert self.proc.poll() is None, f"simulator exited early:\n{self.stderr()[-2000:]}"
             try:
                 with urllib.request.urlopen(self.url + path, timeout=2) as reply:
-                    if reply.status == 200:
-                        return
+                    return bool(reply.status == 200)
             except OSError:
-                pass
-            time.sleep(0.02)
-        raise AssertionError(f"simulator not healthy after {timeout} s:\n{self.stderr()[-2000:]}")
+                return False
+
+        try:
+            wait_until(healthy, timeout=timeout, what="simulator healthy", poll=0.02)
+        except WaitTimeout:
+            raise AssertionError(
+                f"simulator not healthy after {timeout} s:\n{self.stderr()[-2000:]}"
+            ) from None
 
 
 @contextlib.contextmanager

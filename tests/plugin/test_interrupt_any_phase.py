@@ -13,11 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
 from ..conftest import free_port, process_gone, sim_launch
 
@@ -41,11 +42,14 @@ def test_a(dflash_service):
 
 
 def wait_for(path: Path, proc: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
+    def there() -> bool:
         assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[0]!r}"
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.02)
+        return path.exists()
+
+    try:
+        wait_until(there, timeout=timeout, what=what, poll=0.02)
+    except WaitTimeout:
+        raise AssertionError(f"{what} never happened") from None
 
 
 def start(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[bytes]:
