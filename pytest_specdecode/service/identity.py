@@ -129,17 +129,22 @@ def listener(port: int, proc: str = _PROC) -> Listener | None:
     return Listener(port, frozenset(pids_holding(inodes, proc)))
 
 
-def session_of(pid: int, proc: str = _PROC) -> int | None:
-    """The session id of ``pid`` (a launched server is its own session leader)."""
+def stat_fields(pid: int, proc: str = _PROC) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the parenthesised command (state, ppid,
+    pgrp, session, ...; field 3 of proc(5) is index 0); None when unreadable."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except OSError:
         return None
-    # Fields after the parenthesised command: state, ppid, pgrp, session, ...
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def session_of(pid: int, proc: str = _PROC) -> int | None:
+    """The session id of ``pid`` (a launched server is its own session leader)."""
+    fields = stat_fields(pid, proc)
     try:
-        return int(fields[3])
+        return int(fields[3]) if fields is not None else None
     except (IndexError, ValueError):
         return None
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode import statefiles
+from pytest_specdecode.service.identity import stat_fields
 
 PR_SET_PDEATHSIG = 1
 
@@ -53,13 +54,8 @@ def parent_death_signal() -> Callable[[], None] | None:
 
 def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (/proc), to tell a reused pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else None
+    fields = stat_fields(pid)
+    return fields[19].decode() if fields is not None and len(fields) > 19 else None
 
 
 class Registry:
