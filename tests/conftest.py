@@ -19,6 +19,7 @@ from pathlib import Path
 
 import hypothesis  # noqa: F401  (see below)
 import pytest
+import requests  # noqa: F401  (see below)
 
 from pytest_specdecode.service.ssh import SSHTarget
 from pytest_specdecode.statefiles import WaitTimeout, wait_until
@@ -26,6 +27,10 @@ from pytest_specdecode.statefiles import WaitTimeout, wait_until
 # Imported here so it stays in sys.modules: pytester's in-process runs drop the
 # modules a run imported, and hypothesis's terminal summary imports the whole
 # package at the end of every run (1.5 s each; 0.1 s once it is loaded).
+# requests likewise: once a run dropped it, the next run's `requests.compat` does
+# `from http import cookiejar`, which takes the dropped module still set on the kept
+# `http` package, while `requests.cookies` imports a fresh one, and requests 2.34's
+# `merge_cookies` then refuses its own jar ("You can only merge into CookieJar").
 
 
 def process_gone(pid: int, timeout: float = 30) -> bool:

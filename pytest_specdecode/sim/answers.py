@@ -353,18 +353,24 @@ class AnswerBook:
 
     def text(self, prompt: str, sample: int | None = None) -> str:
         """The reply text; ``sample`` is None for greedy decoding, else the sample number."""
+        return self._reply(prompt, sample)[0]
+
+    def _reply(self, prompt: str, sample: int | None) -> tuple[str, int | None]:
+        """The reply text and its kind; None for a scripted or coding reply (classed by
+        its fences). The prompt is read once: this runs for every request admitted."""
         for entry in self.scripted:
             if entry.match in prompt:
-                return entry.response
+                return entry.response, None
         rng = random.Random(f"{self.seed}:{prompt}:{'greedy' if sample is None else sample}")
         name = recognize(prompt)
         if name is None:
-            return domain_text(rng, self.kind(prompt), rng.randint(120, 360))
+            kind = self.kind(prompt)
+            return domain_text(rng, kind, rng.randint(120, 360)), kind
         correct = rng.random() < self.quality
         code = PROBLEMS[name](prompt, correct, rng.randrange(VARIANTS))
         intro = rng.choice(_INTROS).format(name=name)
         outro = rng.choice(_OUTROS)
-        return f"{intro}\n\n```python\n{code}```\n\n{outro}"
+        return f"{intro}\n\n```python\n{code}```\n\n{outro}", None
 
     def answer(self, prompt: str, sample: int | None = None) -> Answer:
         """The reply as tokens; greedy replies are cached per prompt."""
@@ -378,9 +384,7 @@ class AnswerBook:
         return cached
 
     def _build(self, prompt: str, sample: int | None) -> Answer:
-        text = self.text(prompt, sample)
-        scripted = any(entry.match in prompt for entry in self.scripted)
-        if scripted or recognize(prompt) is not None:
+        text, kind = self._reply(prompt, sample)
+        if kind is None:
             return build_answer(text)
-        kind = self.kind(prompt)
         return build_answer(text, kind, kind)

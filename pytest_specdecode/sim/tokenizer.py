@@ -20,6 +20,9 @@ _VOCAB = 32000
 _PIECE = re.compile(r" ?[A-Za-z_]{1,12}| ?\d{1,3}| ?[^\sA-Za-z_\d]{1,4}|\n+|[ \t]+(?=\S)|\s+")
 
 _id_cache: dict[str, int] = {}
+# A piece escaped for a JSON string literal, and its id as text, worked out once per
+# piece: replies are built for every request admitted, from a bounded set of pieces.
+_literal_cache: dict[str, tuple[str, str]] = {}
 
 
 def split(text: str) -> list[str]:
@@ -34,6 +37,15 @@ def piece_id(piece: str) -> int:
         cached = _RESERVED + zlib.crc32(piece.encode()) % (_VOCAB - _RESERVED)
         _id_cache[piece] = cached
     return cached
+
+
+def _literal(piece: str) -> tuple[str, str]:
+    found = _literal_cache.get(piece)
+    if found is None:
+        if len(_literal_cache) > 1 << 16:  # prompts' pieces too: keep it bounded
+            _literal_cache.clear()
+        found = _literal_cache[piece] = (json.dumps(piece)[1:-1], str(piece_id(piece)))
+    return found
 
 
 def encode(text: str) -> list[int]:
@@ -59,8 +71,9 @@ class Pieces:
     def __init__(self, pieces: Sequence[str]) -> None:
         self.pieces = list(pieces)
         self.ids = [piece_id(p) for p in self.pieces]
-        self.escaped = [json.dumps(p)[1:-1] for p in self.pieces]
-        self.id_strs = [str(i) for i in self.ids]
+        literals = [_literal(p) for p in self.pieces]
+        self.escaped = [e for e, _ in literals]
+        self.id_strs = [i for _, i in literals]
 
     def __len__(self) -> int:
         return len(self.pieces)

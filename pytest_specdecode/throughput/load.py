@@ -19,17 +19,19 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_specdecode import replies
 from pytest_specdecode.client import GenerateResult, SGLangClient
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.limits import DEFAULT_LIMITS, Limits
-from pytest_specdecode.throughput.aioload import Request, Sleep, Target, body_bytes, drive, run_sync
 from pytest_specdecode.throughput.fdlimit import FdLimitError, ensure_fds
 from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
 from pytest_specdecode.throughput.workload import Prompt, PromptBuilder, ThroughputCase
+
+if TYPE_CHECKING:
+    from pytest_specdecode.throughput.aioload import Sleep
 
 
 class ThroughputError(SpecDecodeError):
@@ -137,6 +139,10 @@ def run_round(
         made.close()
     else:
         base_url, api_key = client.base_url, client.api_key
+    # Imported here: aiohttp is a fifth of a run's start-up, and a run without
+    # throughput cases never sends a round.
+    from pytest_specdecode.throughput.aioload import Request, Target, body_bytes, drive, run_sync
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     target = Target(base_url, headers, limits)
     requests = [

@@ -75,14 +75,16 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
         ["compared with 0001_b8.json (saved run of DFLASH budget=8 window=2048):"]
     )
     # A run clearly slower than its baseline fails the gate. The baseline's figures are
-    # made ten times faster rather than measuring a slower config, so the verdict does not
-    # hang on the load of the machine (benchmarks/compare_gate.py measures budget=1 vs 8).
+    # made a thousand times faster rather than measuring a slower config, so the verdict does
+    # not hang on the load of the machine: three rounds of a c1 case on a loaded CI machine
+    # spread by +-63% (a 95% interval from -96% to +29% at ten times), which no factor of ten
+    # outruns (benchmarks/compare_gate.py measures budget=1 vs 8).
     data = json.loads(saved[0].read_text())
     for bench in data["benchmarks"]:
         info = bench["extra_info"]
-        info["tok_s"] *= 10
+        info["tok_s"] *= 1000
         values = info["intervals"]["tok_s"]["values"]
-        info["intervals"]["tok_s"]["values"] = [v * 10 for v in values]
+        info["intervals"]["tok_s"]["values"] = [v * 1000 for v in values]
     saved[0].write_text(json.dumps(data))
     slower = run(
         project,
