@@ -131,7 +131,7 @@ FAST = sim_timing()
 DFLASH = dflash_flags()
 
 
-def sim_launch(*extra: str, load: float = 0.3, warmup: float = 0.3, scale: float = 0) -> str:
+def sim_launch(*extra: str, load: float = 0.1, warmup: float = 0.1, scale: float = 0) -> str:
     """The simulator as the plugin's launch command (an ini's ``dflash_launch``)."""
     timing = (f"--sim-load-seconds {load} --sim-warmup-seconds {warmup} --sim-time-scale {scale}",)
     return " ".join([*SIM, *timing, *extra])

@@ -28,6 +28,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def test_two_configs_start_the_server_twice_and_pass_the_gate(sim_ini: pytest.Pytester) -> None:
+    # Phases long enough that the gate's 0.25 s polls see each of them.
+    write_sim_ini(sim_ini, "--sim-load-seconds 0.3 --sim-warmup-seconds 0.6")
     sim_ini.makepyfile(
         test_m="""
         import pytest
