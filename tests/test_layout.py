@@ -24,6 +24,7 @@ LAYERS: dict[str, float] = {
     "wire": 0,  # reading a reply within those bounds (imports nothing of the plugin)
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
     "statefiles": 0,  # files shared between workers and runs: atomic write, read, wait
+    "eventloop": 0,  # the event loop of the load client and of the simulator (uvloop)
     "records": 1,
     "redact": 1,
     "figures": 1,
@@ -90,7 +91,7 @@ def test_imports_point_down(path: Path) -> None:
     for line, target in imports(path):
         there = part_of(target)
         if here == "sim":
-            if there not in ("sim", "facts"):
+            if there not in ("sim", "facts", "eventloop"):
                 wrong.append(f"line {line}: the simulator imports {target}")
         elif here == "facts" and there != "facts":
             wrong.append(f"line {line}: facts (neutral data) imports {target}")

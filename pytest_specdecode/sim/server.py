@@ -22,6 +22,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pytest_specdecode.sim import protocol, serverinfo, streams
+from pytest_specdecode.sim.admission import Admission
 from pytest_specdecode.sim.answers import AnswerBook, Scripted
 from pytest_specdecode.sim.cli import ServerArgs
 from pytest_specdecode.sim.generation import (
@@ -60,6 +61,7 @@ class SimServer:
         scale = args.time_scale / args.speed_factor
         self.engine = Engine(self.model, scale, lossy=args.faults.lossy)
         self.book = AnswerBook(args.seed, args.quality, scripted)
+        self.admission = Admission()
         self.generator = Generator(
             self.book,
             args.seed,
@@ -186,7 +188,7 @@ class SimServer:
             self._die()
         self.metrics.requests += 1
         self.metrics.prompt_tokens += req.prompt_tokens
-        seq, stop_text = self.generator.sequence(req)
+        seq, stop_text = await self.admission.run(lambda: self.generator.sequence(req))
         if received is not None:
             seq.created = received
         if self.args.faults.slow_first_token:
@@ -233,7 +235,7 @@ class SimServer:
             ):
                 raise BadRequest(f"input_ids must be a list of integers, got {ids!r}")
             if body.get("stream"):
-                req = self._gen_request(body)
+                req = await self.admission.run(lambda: self._gen_request(body))
                 seq, stop_text = await self._start(req, received)
                 event = streams.generate_events(self.drafts_per_step, stop_text)
 
@@ -262,7 +264,8 @@ class SimServer:
     async def _generate_one(
         self, body: dict[str, Any], received: float | None = None
     ) -> dict[str, Any]:
-        seq, stop_text = await self._start(self._gen_request(body), received)
+        req = await self.admission.run(lambda: self._gen_request(body))
+        seq, stop_text = await self._start(req, received)
         try:
             verify_ct = await streams.collect(seq, self.metrics)
         finally:

@@ -3,7 +3,9 @@
 One thread per request (and the GIL shared between them) made the client the
 limit at high concurrency; an event loop on aiohttp (what SGLang's and vLLM's
 bench clients use) keeps one connection per in-flight request at a small cost
-per byte. Each read is stamped with ``time.perf_counter()`` as it returns, the
+per byte. A request is stamped when its body is handed to the socket (a trace
+hook, not when its coroutine starts), each read with ``time.perf_counter()`` as
+it returns, the
 SSE lines are split incrementally (:class:`~pytest_specdecode.wire.SSESplitter`,
 the one splitter of both paths) and events are decoded with orjson (a
 cumulative stream's events for their ``meta_info`` alone, but the last).
@@ -23,12 +25,14 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import aiohttp
 import orjson
 
 from pytest_specdecode.client import GenerateResult, ServerError, _error_text, _generate_result
+from pytest_specdecode.eventloop import run_fresh
 from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 from pytest_specdecode.wire import BoundExceeded, SSESplitter
 
@@ -203,10 +207,11 @@ async def stream_one(
     limits = target.limits
     deadline = limits.deadline(request.max_tokens)
     timeout = aiohttp.ClientTimeout(total=deadline, sock_read=limits.stall)
-    send = clock()
+    sent = _Sent(clock)
     try:
         async with session.post(
             url,
+            trace_request_ctx=sent,
             data=request.body,
             headers={"Content-Type": "application/json"},
             allow_redirects=False,
@@ -225,6 +230,7 @@ async def stream_one(
                 raise ServerError(
                     "POST", "/generate", resp.status, _error_text(body.decode("utf-8", "replace"))
                 )
+            send = sent.at
             stream = _Stream(send)
             splitter = SSESplitter(max_line=target.max_line, max_total=MAX_RESPONSE)
             content = resp.content
@@ -284,6 +290,61 @@ async def stream_one(
         )
 
 
+class _Sent:
+    """When a request went out: when its body was handed to the socket.
+
+    A request is sent when its bytes go out, not when its coroutine starts: on
+    Python 3.11 aiohttp writes the body from a task of its own, after every
+    request of the round has been set up, so a stamp before ``post`` counts the
+    client's own queue (tens of ms for 256 at once) as the server's latency and
+    in every TTFT. :func:`_on_chunk_sent` runs just before the body's write; one
+    body is one chunk, and only the first stamp counts. ``at`` starts as the time
+    the request was made, for a request that never wrote a body.
+    """
+
+    __slots__ = ("at", "clock", "marked")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.at = clock()
+        self.marked = False
+
+    def mark(self) -> None:
+        if not self.marked:
+            self.at = self.clock()
+            self.marked = True
+
+
+async def _on_chunk_sent(
+    _session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    _params: aiohttp.TraceRequestChunkSentParams,
+) -> None:
+    sent = context.trace_request_ctx
+    if isinstance(sent, _Sent):
+        sent.mark()
+
+
+def new_session(target: Target) -> aiohttp.ClientSession:
+    """A connection pool for ``target``: no cookies, no decompression, the send-time
+    hook. Unlimited here: each way of driving a round bounds its requests in flight,
+    and so the connections."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_on_chunk_sent)
+    connector = aiohttp.TCPConnector(
+        limit=0,
+        ttl_dns_cache=None,
+        force_close=False,
+    )
+    return aiohttp.ClientSession(
+        trace_configs=[trace],
+        connector=connector,
+        headers=dict(target.headers),
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+
+
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -296,7 +357,8 @@ async def drive(
     in_flight: int = 0,
     sleep: Sleep = asyncio.sleep,
 ) -> float:
-    """Send every request; return the start time.
+    """Send every request on a pool of their own (:func:`new_session`); return the
+    start time.
 
     Without ``arrivals`` and with ``in_flight`` 0 every request goes at once (a
     synchronized round). With ``in_flight`` N, N workers each send the next
@@ -305,60 +367,63 @@ async def drive(
     ``arrivals[i]`` seconds after the start and, with ``in_flight``, waits while
     that many are in flight.
     """
-    width = in_flight if in_flight > 0 else len(requests)
-    connector = aiohttp.TCPConnector(
-        limit=max(1, width), limit_per_host=0, ttl_dns_cache=None, force_close=False
-    )
-    async with aiohttp.ClientSession(
-        connector=connector,
-        headers=dict(target.headers),
-        auto_decompress=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-    ) as session:
-        start = clock()
-        if arrivals is not None:
-            gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
+    async with new_session(target) as session:
+        return await _send_all(session, target, requests, clock, arrivals, in_flight, sleep)
 
-            async def arrive(req: Request, offset: float) -> None:
-                delay = start + offset - clock()
-                if delay > 0:
-                    await sleep(delay)  # the arrival time itself: this is the load
-                if gate is None:
-                    await stream_one(session, target, req, clock)
-                    return
-                async with gate:
-                    await stream_one(session, target, req, clock)
 
-            await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
-        elif in_flight > 0:
-            queue = iter(requests)
+async def _send_all(
+    session: aiohttp.ClientSession,
+    target: Target,
+    requests: Sequence[Request],
+    clock: Callable[[], float],
+    arrivals: Sequence[float] | None,
+    in_flight: int,
+    sleep: Sleep,
+) -> float:
+    start = clock()
+    if arrivals is not None:
+        gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
 
-            async def worker() -> None:
-                for req in queue:  # one shared iterator: each request goes once
-                    await stream_one(session, target, req, clock)
+        async def arrive(req: Request, offset: float) -> None:
+            delay = start + offset - clock()
+            if delay > 0:
+                await sleep(delay)  # the arrival time itself: this is the load
+            if gate is None:
+                await stream_one(session, target, req, clock)
+                return
+            async with gate:
+                await stream_one(session, target, req, clock)
 
-            await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
-        else:
-            await asyncio.gather(*(stream_one(session, target, r, clock) for r in requests))
+        await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
+    elif in_flight > 0:
+        queue = iter(requests)
+
+        async def worker() -> None:
+            for req in queue:  # one shared iterator: each request goes once
+                await stream_one(session, target, req, clock)
+
+        await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
+    else:
+        await asyncio.gather(*(stream_one(session, target, r, clock) for r in requests))
     return start
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from synchronous code (``benchmark.pedantic``'s target).
 
-    A fresh event loop per call; in a thread of its own when this thread already
+    A fresh event loop (:func:`new_loop`) per call; in a thread of its own when this thread already
     runs a loop (an async test framework), since a loop cannot be nested.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_fresh(coro)
     box: list[T] = []
     errors: list[BaseException] = []
 
     def runner() -> None:
         try:
-            box.append(asyncio.run(coro))
+            box.append(run_fresh(coro))
         except BaseException as exc:  # handed back to the caller's thread
             errors.append(exc)
 

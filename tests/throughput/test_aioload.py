@@ -282,6 +282,19 @@ def test_a_round_counts_what_the_simulator_generated(sim_fast: str) -> None:
     assert all(r.server_e2e_latency is not None for r in result.results)
 
 
+def test_no_request_is_sent_after_the_server_received_it(sim_timed: str) -> None:
+    # Both clocks are CLOCK_MONOTONIC: the client's e2e (send to last byte) holds the
+    # server's (handler to last event) for every request of a burst, so the send stamp
+    # is never taken after the request reached the server, nor the end before its event.
+    with SGLangClient(sim_timed) as client:
+        prompts = PromptBuilder(client.count_tokens).build(200, 64)
+        result = run_round(client, prompts, 16)
+    assert result.errors == []
+    for r in result.results:
+        assert r.server_e2e_latency is not None
+        assert r.e2e_latency >= r.server_e2e_latency, (r.e2e_latency, r.server_e2e_latency)
+
+
 # -- file descriptors -------------------------------------------------------------------
 
 
