@@ -141,6 +141,10 @@ class SSESplitter:
         self.total += len(data)
         if self.max_total is not None and self.total > self.max_total:
             raise BoundExceeded(RESPONSE, f"sent more than {self.max_total} bytes (response cap)")
+        if not self._buf:
+            # Nothing pending (the usual case: a read holds whole events): split ``data``
+            # itself, one copy per payload, and keep only an unfinished last line.
+            return self._split(bytes(data))
         buf = self._buf
         buf += data
         self.examined += len(buf) - self._scanned
@@ -159,6 +163,26 @@ class SSESplitter:
         self._scanned = len(buf)
         if len(buf) > self.max_line:
             self._too_long()
+        return out
+
+    def _split(self, data: bytes) -> list[bytes]:
+        self.examined += len(data)
+        out: list[bytes] = []
+        start = 0
+        pos = data.find(b"\n")
+        while pos >= 0:
+            if pos - start > self.max_line:
+                self._too_long()
+            if data.startswith(b"data:", start):
+                out.append(data[start + 5 : pos].strip())
+            start = pos + 1
+            pos = data.find(b"\n", start)
+        rest = len(data) - start
+        if rest:
+            if rest > self.max_line:
+                self._too_long()
+            self._buf += memoryview(data)[start:]
+            self._scanned = rest
         return out
 
     def close(self) -> list[bytes]:
