@@ -19,7 +19,7 @@ from dataclasses import replace
 import uvicorn
 
 from pytest_specdecode.eventloop import run_fresh
-from pytest_specdecode.sim import cli
+from pytest_specdecode.sim import arrival, cli
 from pytest_specdecode.sim.answers import AnswersFileError, Scripted, load_scripted
 from pytest_specdecode.sim.faults import first_start, stale_window
 from pytest_specdecode.sim.model import SpecSettings
@@ -139,10 +139,12 @@ def log_loaded(args: cli.ServerArgs, spec: SpecSettings) -> None:
 
 async def serve(server: SimServer, args: cli.ServerArgs) -> int:
     """Listen, warm up, flip health to 200, and serve until stopped."""
+    stamping = arrival.protocol_class()
     config = uvicorn.Config(
         server.app(),
         host=args.host,
         port=args.port,
+        http=stamping if stamping is not None else "auto",
         log_config=None,
         access_log=False,
         lifespan="off",

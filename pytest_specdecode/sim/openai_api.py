@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from pytest_specdecode.sim import protocol, streams
+from pytest_specdecode.sim.arrival import received_at
 from pytest_specdecode.sim.generation import BadRequest, chat_prompt, prompt_token_count, sampling
 from pytest_specdecode.sim.scheduler import Sequence
 
@@ -123,7 +124,7 @@ class OpenAIEndpoints:
         self.server = server
 
     async def completions(self, request: Request) -> Response:
-        received = time.monotonic()
+        received = received_at(request)
         chat = request.url.path.endswith("/chat/completions")
         try:
             body = json.loads(await request.body())

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pytest_specdecode.sim import protocol, serverinfo, streams
 from pytest_specdecode.sim.admission import Admission
 from pytest_specdecode.sim.answers import AnswerBook, Scripted
+from pytest_specdecode.sim.arrival import received_at
 from pytest_specdecode.sim.cli import ServerArgs
 from pytest_specdecode.sim.generation import (
     CONTEXT_LENGTH,
@@ -215,7 +216,7 @@ class SimServer:
         self.exit_process(1)
 
     async def generate(self, request: Request) -> Response:
-        received = time.monotonic()
+        received = received_at(request)
         try:
             body = await self._body(request)
             text = body.get("text")
