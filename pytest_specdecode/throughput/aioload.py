@@ -370,51 +370,40 @@ async def drive(
     that many are in flight.
     """
     async with new_session(target) as session:
-        return await _send_all(session, target, requests, clock, arrivals, in_flight, sleep)
+        start = clock()
+        if arrivals is not None:
+            gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
 
+            async def arrive(req: Request, offset: float) -> None:
+                delay = start + offset - clock()
+                if delay > 0:
+                    await sleep(delay)  # the arrival time itself: this is the load
+                if gate is None:
+                    await stream_one(session, target, req, clock)
+                    return
+                async with gate:
+                    await stream_one(session, target, req, clock)
 
-async def _send_all(
-    session: aiohttp.ClientSession,
-    target: Target,
-    requests: Sequence[Request],
-    clock: Callable[[], float],
-    arrivals: Sequence[float] | None,
-    in_flight: int,
-    sleep: Sleep,
-) -> float:
-    start = clock()
-    if arrivals is not None:
-        gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
+            await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
+        elif in_flight > 0:
+            queue = iter(requests)
 
-        async def arrive(req: Request, offset: float) -> None:
-            delay = start + offset - clock()
-            if delay > 0:
-                await sleep(delay)  # the arrival time itself: this is the load
-            if gate is None:
-                await stream_one(session, target, req, clock)
-                return
-            async with gate:
-                await stream_one(session, target, req, clock)
+            async def worker() -> None:
+                for req in queue:  # one shared iterator: each request goes once
+                    await stream_one(session, target, req, clock)
 
-        await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
-    elif in_flight > 0:
-        queue = iter(requests)
-
-        async def worker() -> None:
-            for req in queue:  # one shared iterator: each request goes once
-                await stream_one(session, target, req, clock)
-
-        await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
-    else:
-        await asyncio.gather(*(stream_one(session, target, r, clock) for r in requests))
-    return start
+            await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
+        else:
+            await asyncio.gather(*(stream_one(session, target, r, clock) for r in requests))
+        return start
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from synchronous code (``benchmark.pedantic``'s target).
 
-    A fresh event loop (:func:`new_loop`) per call; in a thread of its own when this thread already
-    runs a loop (an async test framework), since a loop cannot be nested.
+    A fresh event loop per call (:func:`~pytest_specdecode.eventloop.run_fresh`: uvloop's
+    where installed); in a thread of its own when this thread already runs a loop (an
+    async test framework), since a loop cannot be nested.
     """
     try:
         asyncio.get_running_loop()
