@@ -141,12 +141,14 @@ class SSESplitter:
         self.total += len(data)
         if self.max_total is not None and self.total > self.max_total:
             raise BoundExceeded(RESPONSE, f"sent more than {self.max_total} bytes (response cap)")
-        if not self._buf:
-            # Nothing pending (the usual case: a read holds whole events): split ``data``
-            # itself, one copy per payload, and keep only an unfinished last line.
-            return self._split(bytes(data))
-        buf = self._buf
-        buf += data
+        # With nothing pending (the usual case: a read holds whole events) ``data`` is
+        # split as it is, one copy per payload; else it joins the pending line.
+        pending = bool(self._buf)
+        buf: bytes | bytearray = self._buf
+        if pending:
+            self._buf += data
+        else:
+            buf, self._scanned = bytes(data), 0
         self.examined += len(buf) - self._scanned
         out: list[bytes] = []
         start = 0
@@ -158,31 +160,14 @@ class SSESplitter:
                 out.append(bytes(buf[start + 5 : pos]).strip())
             start = pos + 1
             pos = buf.find(b"\n", start)
-        if start:
-            del buf[:start]  # CPython drops a bytearray's prefix without copying the rest
-        self._scanned = len(buf)
-        if len(buf) > self.max_line:
+        if pending:
+            if start:
+                del self._buf[:start]  # CPython drops a bytearray's prefix without copying
+        elif start < len(buf):
+            self._buf += memoryview(buf)[start:]
+        self._scanned = len(self._buf)
+        if len(self._buf) > self.max_line:
             self._too_long()
-        return out
-
-    def _split(self, data: bytes) -> list[bytes]:
-        self.examined += len(data)
-        out: list[bytes] = []
-        start = 0
-        pos = data.find(b"\n")
-        while pos >= 0:
-            if pos - start > self.max_line:
-                self._too_long()
-            if data.startswith(b"data:", start):
-                out.append(data[start + 5 : pos].strip())
-            start = pos + 1
-            pos = data.find(b"\n", start)
-        rest = len(data) - start
-        if rest:
-            if rest > self.max_line:
-                self._too_long()
-            self._buf += memoryview(data)[start:]
-            self._scanned = rest
         return out
 
     def close(self) -> list[bytes]:

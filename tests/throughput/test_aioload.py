@@ -52,6 +52,33 @@ def test_any_split_of_a_stream_gives_the_same_events(events: list[bytes], cuts: 
     assert splitter.examined <= len(raw)
 
 
+@given(
+    payloads, st.integers(min_value=0, max_value=11), st.lists(st.integers(0, 4000), max_size=20)
+)
+@settings(max_examples=200, deadline=None)
+def test_a_line_over_the_cap_stops_any_split_of_a_stream_at_it(
+    events: list[bytes], at: int, cuts: list[int]
+) -> None:
+    # One event over the 100-byte line cap: whatever the reads, the splitter refuses
+    # at it, having given only events before it (those of the refused read are not).
+    at = min(at, len(events))
+    events = [e[:50] for e in events]
+    raw = _stream([*events[:at], b"z" * 120, *events[at:]])
+    points = sorted({c % (len(raw) + 1) for c in cuts})
+    splitter = SSESplitter(max_line=100)
+    out: list[bytes] = []
+
+    def feed_all() -> None:
+        for a, b in zip([0, *points], [*points, len(raw)], strict=True):
+            out.extend(splitter.feed(raw[a:b]))
+
+    with pytest.raises(BoundExceeded) as info:
+        feed_all()
+    assert info.value.kind == LINE
+    assert out == [e.strip() for e in events[: len(out)]]
+    assert len(out) <= at
+
+
 def test_a_last_line_without_newline_is_kept_at_close() -> None:
     splitter = SSESplitter(max_line=MAX_SSE_LINE)
     assert splitter.feed(b"data: 1\ndata: 2") == [b"1"]
