@@ -19,10 +19,11 @@ _VOCAB = 32000
 
 _PIECE = re.compile(r" ?[A-Za-z_]{1,12}| ?\d{1,3}| ?[^\sA-Za-z_\d]{1,4}|\n+|[ \t]+(?=\S)|\s+")
 
-_id_cache: dict[str, int] = {}
-# A piece escaped for a JSON string literal, and its id as text, worked out once per
-# piece: replies are built for every request admitted, from a bounded set of pieces.
-_literal_cache: dict[str, tuple[str, str]] = {}
+# Per piece: its id, the id as text and the piece escaped for a JSON string literal,
+# worked out once: replies are built for every request admitted, from a bounded set
+# of pieces (prompts' pieces come through ``encode`` too, so the cache is bounded).
+_cache: dict[str, tuple[int, str, str]] = {}
+_CACHE_MAX = 1 << 16
 
 
 def split(text: str) -> list[str]:
@@ -30,22 +31,19 @@ def split(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
+def _piece(piece: str) -> tuple[int, str, str]:
+    found = _cache.get(piece)
+    if found is None:
+        if len(_cache) > _CACHE_MAX:
+            _cache.clear()
+        pid = _RESERVED + zlib.crc32(piece.encode()) % (_VOCAB - _RESERVED)
+        found = _cache[piece] = (pid, str(pid), json.dumps(piece)[1:-1])
+    return found
+
+
 def piece_id(piece: str) -> int:
     """The stable id of one piece."""
-    cached = _id_cache.get(piece)
-    if cached is None:
-        cached = _RESERVED + zlib.crc32(piece.encode()) % (_VOCAB - _RESERVED)
-        _id_cache[piece] = cached
-    return cached
-
-
-def _literal(piece: str) -> tuple[str, str]:
-    found = _literal_cache.get(piece)
-    if found is None:
-        if len(_literal_cache) > 1 << 16:  # prompts' pieces too: keep it bounded
-            _literal_cache.clear()
-        found = _literal_cache[piece] = (json.dumps(piece)[1:-1], str(piece_id(piece)))
-    return found
+    return _piece(piece)[0]
 
 
 def encode(text: str) -> list[int]:
@@ -70,10 +68,10 @@ class Pieces:
 
     def __init__(self, pieces: Sequence[str]) -> None:
         self.pieces = list(pieces)
-        self.ids = [piece_id(p) for p in self.pieces]
-        literals = [_literal(p) for p in self.pieces]
-        self.escaped = [e for e, _ in literals]
-        self.id_strs = [i for _, i in literals]
+        known = [_piece(p) for p in self.pieces]
+        self.ids = [pid for pid, _, _ in known]
+        self.id_strs = [text for _, text, _ in known]
+        self.escaped = [escaped for _, _, escaped in known]
 
     def __len__(self) -> int:
         return len(self.pieces)
