@@ -21,6 +21,7 @@ import uvicorn
 from pytest_specdecode.eventloop import run_fresh
 from pytest_specdecode.sim import arrival, cli
 from pytest_specdecode.sim.answers import AnswersFileError, Scripted, load_scripted
+from pytest_specdecode.sim.collector import IdleCollector
 from pytest_specdecode.sim.faults import first_start, stale_window
 from pytest_specdecode.sim.model import SpecSettings
 from pytest_specdecode.sim.restarts import next_start, speed_factor
@@ -147,6 +148,7 @@ async def serve(server: SimServer, args: cli.ServerArgs) -> int:
         http=stamping if stamping is not None else "auto",
         log_config=None,
         access_log=False,
+        proxy_headers=False,  # nothing stands in front of the simulator; one layer less per request
         lifespan="off",
         timeout_graceful_shutdown=1,
     )
@@ -167,6 +169,8 @@ async def serve(server: SimServer, args: cli.ServerArgs) -> int:
                 return 1
             await asyncio.sleep(0.005)
         await asyncio.sleep(args.warmup_seconds)
+        server.collector = IdleCollector()
+        server.collector.start()
         server.mark_ready()
         await serving
     except SystemExit as exc:  # uvicorn exits this way when it cannot bind

@@ -22,10 +22,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pytest_specdecode.sim import protocol, serverinfo, streams
-from pytest_specdecode.sim.admission import Admission
+from pytest_specdecode.sim.admission import Admission, OnePerTurn
 from pytest_specdecode.sim.answers import AnswerBook, Scripted
 from pytest_specdecode.sim.arrival import received_at
 from pytest_specdecode.sim.cli import ServerArgs
+from pytest_specdecode.sim.collector import IdleCollector
 from pytest_specdecode.sim.generation import (
     CONTEXT_LENGTH,
     BadRequest,
@@ -74,6 +75,8 @@ class SimServer:
         self.generate_requests = 0
         self.completed_requests = 0
         self.exit_process = exit_process
+        # Set by the simulator's own process (launch.serve), never in-process.
+        self.collector: IdleCollector | None = None
         # SGLang counts proposed drafts as num_draft_tokens - 1 per verify step.
         self.drafts_per_step: int | None = (
             max((spec.num_draft_tokens or 1) - 1, 0) if spec.speculative else None
@@ -201,6 +204,8 @@ class SimServer:
     def _finished(self) -> None:
         self.metrics.running -= 1
         self.completed_requests += 1
+        if self.collector is not None:
+            self.collector.finished(self.metrics.running)
         die_after = self.args.faults.die_after
         if die_after is not None and self.completed_requests == die_after:
             # Let the last response leave the socket before "crashing".
@@ -297,7 +302,7 @@ class SimServer:
         app: ASGIApp = Starlette(routes=routes)
         if self.args.api_key is not None:
             app = ApiKeyMiddleware(app, self.args.api_key)
-        return app
+        return OnePerTurn(app)
 
     async def ready_endpoint(self, request: Request) -> Response:
         return Response(status_code=200 if self.ready else 503)

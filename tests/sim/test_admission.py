@@ -1,10 +1,13 @@
-"""A burst of requests is stamped before it is prepared (sim/admission.py)."""
+"""A burst of requests is stamped before it is let in and prepared (sim/admission.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from pytest_specdecode.sim.admission import Admission
+from starlette.types import Message, Scope
+
+from pytest_specdecode.sim.admission import Admission, OnePerTurn
 
 
 def test_a_burst_is_stamped_before_all_but_the_first_preparation() -> None:
@@ -46,3 +49,50 @@ def test_a_failing_preparation_frees_the_turn() -> None:
         raise AssertionError("the error was lost")
 
     assert asyncio.run(go()) == ("bad request", 7)
+
+
+def test_a_burst_enters_the_app_one_per_turn_first_come_first_served() -> None:
+    events: list[tuple[str, int]] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        events.append(("enter", scope["i"]))
+        # The app's head runs synchronously, as routing and the body's JSON do.
+
+    gate = OnePerTurn(app)
+
+    async def request(i: int) -> None:
+        events.append(("arrive", i))  # uvicorn's task for the request starts
+        await gate({"type": "http", "i": i}, nothing, ignore)
+
+    async def burst() -> None:
+        await asyncio.gather(*(request(i) for i in range(20)))
+
+    asyncio.run(burst())
+    entries = [i for kind, i in events if kind == "enter"]
+    assert entries == list(range(20)), "first come, first in"
+    # All twenty have arrived before the second enters: entering yields a turn first.
+    second = events.index(("enter", 1))
+    assert max(n for n, (kind, _) in enumerate(events) if kind == "arrive") < second, events
+
+
+def test_other_scopes_pass_the_gate_at_once() -> None:
+    entered: list[str] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        entered.append(scope["type"])
+
+    async def go() -> None:
+        gate = OnePerTurn(app)
+        async with gate._turn:  # an HTTP request holds the gate
+            await gate({"type": "lifespan"}, nothing, ignore)
+
+    asyncio.run(go())
+    assert entered == ["lifespan"]
+
+
+async def nothing() -> Message:
+    return {"type": "http.disconnect"}
+
+
+async def ignore(message: Message) -> None:
+    pass
