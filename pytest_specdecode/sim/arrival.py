@@ -11,6 +11,17 @@ protocol (uvicorn's httptools protocol, one method more) notes the time in the
 request's ASGI ``state`` when its parser meets the request's first bytes, and
 the handlers count from there (:func:`received_at`). Without httptools uvicorn
 parses with h11 and the handler's own time is used.
+
+One read of the sockets can bring a hundred requests, and uvicorn parses each
+in tens of microseconds (its callbacks, the scope, the app's task) before the
+next: stamped as its parser reaches it, the last of them would carry the
+parsing of the others. Each read's first byte was in before the first was
+parsed (the poll that reported them had returned), so the requests that begin
+a read in one turn of the loop get that turn's first reading
+(:class:`~pytest_specdecode.eventloop.TurnClock`): never before a request's
+bytes came, and within a turn's work of it. A request that begins later in a
+read (pipelined behind another) may have come in since, and is stamped as its
+parser reaches it.
 """
 
 from __future__ import annotations
@@ -19,6 +30,8 @@ import time
 from typing import Any
 
 from starlette.requests import Request
+
+from pytest_specdecode.eventloop import TurnClock
 
 RECEIVED = "specdecode_received"
 
@@ -31,10 +44,28 @@ def protocol_class() -> type[Any] | None:
     except ImportError:
         return None
 
+    turn = TurnClock(time.monotonic)
+
     class StampingHttpToolsProtocol(HttpToolsProtocol):
+        # A read's first byte was in when the poll that reported its socket returned,
+        # so a request that begins a read gets the turn's reading; one that begins
+        # later in a read (pipelined) may have come in since, and gets its own.
+        _between = True  # no request half-read on this connection
+        _starts_read = False
+
+        def data_received(self, data: bytes) -> None:
+            self._starts_read = self._between
+            super().data_received(data)
+
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self.scope["state"][RECEIVED] = time.monotonic()
+            at = turn() if self._starts_read else time.monotonic()
+            self._starts_read = self._between = False
+            self.scope["state"][RECEIVED] = at
+
+        def on_message_complete(self) -> None:
+            self._between = True
+            super().on_message_complete()
 
     return StampingHttpToolsProtocol
 

@@ -4,8 +4,8 @@ One thread per request (and the GIL shared between them) made the client the
 limit at high concurrency; an event loop on aiohttp (what SGLang's and vLLM's
 bench clients use) keeps one connection per in-flight request at a small cost
 per byte. A request is stamped when its body is handed to the socket (a trace
-hook, not when its coroutine starts), each read with ``time.perf_counter()`` as
-it returns, the
+hook, not when its coroutine starts), each read with the first reading of the
+loop's turn that handles it (:class:`~pytest_specdecode.eventloop.TurnClock`), the
 SSE lines are split incrementally (:class:`~pytest_specdecode.wire.SSESplitter`,
 the one splitter of both paths) and events are decoded with orjson (a
 cumulative stream's events for their ``meta_info`` alone, but the last).
@@ -32,7 +32,7 @@ import aiohttp
 import orjson
 
 from pytest_specdecode.client import GenerateResult, ServerError, _error_text, _generate_result
-from pytest_specdecode.eventloop import run_fresh
+from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
 from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 from pytest_specdecode.wire import BoundExceeded, SSESplitter
 
@@ -203,8 +203,11 @@ async def stream_one(
     target: Target,
     request: Request,
     clock: Callable[[], float],
+    arrived: Callable[[], float] | None = None,
 ) -> None:
-    """Send ``request`` and fill in its result or its one-line error."""
+    """Send ``request`` and fill in its result or its one-line error. The send is
+    stamped with ``clock``, each read with ``arrived`` (``clock`` if not given)."""
+    arrived = arrived or clock
     url = target.base_url + "/generate"
     limits = target.limits
     deadline = limits.deadline(request.max_tokens)
@@ -240,7 +243,7 @@ async def stream_one(
             done = False
             while True:
                 data = await content.readany()
-                now = clock()
+                now = arrived()
                 if not data:
                     break
                 for payload in splitter.feed(data):
@@ -369,33 +372,42 @@ async def drive(
     ``arrivals[i]`` seconds after the start and, with ``in_flight``, waits while
     that many are in flight.
     """
+    # A read's stamp is its turn's (see TurnClock): at 256 streams the events of one
+    # engine step come in together and are folded one after another, and a stamp
+    # per fold would carry the folding of all the streams before it.
+    arrived = TurnClock(clock)
     async with new_session(target) as session:
-        start = clock()
-        if arrivals is not None:
-            gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
+        with never_sleeping():
+            start = clock()
+            if arrivals is not None:
+                gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
 
-            async def arrive(req: Request, offset: float) -> None:
-                delay = start + offset - clock()
-                if delay > 0:
-                    await sleep(delay)  # the arrival time itself: this is the load
-                if gate is None:
-                    await stream_one(session, target, req, clock)
-                    return
-                async with gate:
-                    await stream_one(session, target, req, clock)
+                async def arrive(req: Request, offset: float) -> None:
+                    delay = start + offset - clock()
+                    if delay > 0:
+                        await sleep(delay)  # the arrival time itself: this is the load
+                    if gate is None:
+                        await stream_one(session, target, req, clock, arrived)
+                        return
+                    async with gate:
+                        await stream_one(session, target, req, clock, arrived)
 
-            await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
-        elif in_flight > 0:
-            queue = iter(requests)
+                await asyncio.gather(
+                    *(arrive(r, a) for r, a in zip(requests, arrivals, strict=True))
+                )
+            elif in_flight > 0:
+                queue = iter(requests)
 
-            async def worker() -> None:
-                for req in queue:  # one shared iterator: each request goes once
-                    await stream_one(session, target, req, clock)
+                async def worker() -> None:
+                    for req in queue:  # one shared iterator: each request goes once
+                        await stream_one(session, target, req, clock, arrived)
 
-            await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
-        else:
-            await asyncio.gather(*(stream_one(session, target, r, clock) for r in requests))
-        return start
+                await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
+            else:
+                await asyncio.gather(
+                    *(stream_one(session, target, r, clock, arrived) for r in requests)
+                )
+            return start
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -1,0 +1,157 @@
+"""The event-loop helpers of the load client and the simulator (pytest_specdecode/eventloop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
+
+uvloop = pytest.importorskip("uvloop")
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+
+
+def run_on(kind: str, coro: Any) -> Any:
+    loop = LOOPS[kind]()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("kind", sorted(LOOPS))
+def test_a_turn_has_one_reading_and_the_next_turn_a_new_one(kind: str) -> None:
+    readings = iter(range(100))
+    turn = TurnClock(lambda: float(next(readings)))
+
+    async def go() -> list[float]:
+        seen = [turn(), turn(), turn()]
+        await asyncio.sleep(0)
+        seen += [turn(), turn()]
+        await asyncio.sleep(0)
+        return [*seen, turn()]
+
+    assert run_on(kind, go()) == [0.0, 0.0, 0.0, 1.0, 1.0, 2.0]
+
+
+def test_a_reading_serves_at_most_limit_calls() -> None:
+    readings = iter(range(100))
+    turn = TurnClock(lambda: float(next(readings)), limit=2)
+
+    async def go() -> list[float]:
+        return [turn() for _ in range(5)]
+
+    assert asyncio.run(go()) == [0.0, 0.0, 1.0, 1.0, 2.0]
+
+
+class Stamping(asyncio.Protocol):
+    """Stamps each read where the bytes are handed over, as the simulator's parser
+    does: the read's first message with ``turn`` (its first byte was in when the poll
+    returned), later ones in the same read with the clock itself; and hands the read
+    to a coroutine, which stamps it with its own TurnClock, as the load client does."""
+
+    def __init__(
+        self, turn: TurnClock, reads: list[tuple[bytes, float]], woken: asyncio.Queue[bytes]
+    ) -> None:
+        self.turn = turn
+        self.reads = reads
+        self.woken = woken
+
+    def data_received(self, data: bytes) -> None:
+        first, _, rest = data.partition(b";")
+        self.reads.append((first + b";", self.turn()))
+        if rest:
+            self.reads.append((rest, time.perf_counter()))
+        self.woken.put_nowait(data)
+
+
+@pytest.mark.parametrize("kind", sorted(LOOPS))
+@settings(max_examples=12, deadline=None)
+@given(bursts=st.lists(st.integers(1, 24), min_size=1, max_size=4))
+def test_no_read_is_stamped_before_its_bytes_were_sent(kind: str, bursts: list[int]) -> None:
+    # Another thread writes bursts of stamped messages to many sockets; the loop
+    # stamps each read in data_received and again in the coroutine it wakes, both with
+    # TurnClocks. Whatever the turns hold, no stamp is before its message was written.
+    sockets = max(bursts)
+
+    async def go() -> list[tuple[float, float]]:
+        loop = asyncio.get_running_loop()
+        in_handler, in_coroutine = TurnClock(time.perf_counter), TurnClock(time.perf_counter)
+        reads: list[tuple[bytes, float]] = []
+        woken: asyncio.Queue[bytes] = asyncio.Queue()
+        pairs = [socket.socketpair() for _ in range(sockets)]
+        transports = [
+            (await loop.connect_accepted_socket(lambda: Stamping(in_handler, reads, woken), ours))[
+                0
+            ]
+            for ours, _ in pairs
+        ]
+        sent: dict[bytes, float] = {}
+
+        def writer() -> None:
+            n = 0
+            for burst in bursts:
+                for _, theirs in pairs[:burst]:
+                    msg = b"m%05d;" % n
+                    sent[msg] = time.perf_counter()
+                    theirs.sendall(msg)
+                    n += 1
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        total, got = sum(bursts), 0
+        stamps: list[tuple[float, float]] = []
+        while got < total:
+            data = await asyncio.wait_for(woken.get(), 10)
+            at = in_coroutine()
+            for msg in data.split(b";")[:-1]:
+                stamps.append((sent[msg + b";"], at))
+                got += 1
+        thread.join()
+        for data, at in reads:
+            stamps += [(sent[msg + b";"], at) for msg in data.split(b";")[:-1]]
+        for transport, (_, theirs) in zip(transports, pairs, strict=True):
+            transport.close()
+            theirs.close()
+        await asyncio.sleep(0)  # the transports' closing callbacks
+        return stamps
+
+    stamps = run_on(kind, go())
+    assert len(stamps) == 2 * sum(bursts)
+    late = [(written, stamped) for written, stamped in stamps if stamped < written]
+    assert late == []
+
+
+def test_a_never_sleeping_loop_burns_its_core_only_in_the_block() -> None:
+    async def cpu_while_waiting(busy: bool) -> float:
+        began = time.process_time()
+        if busy:
+            with never_sleeping():
+                await asyncio.sleep(0.2)
+        else:
+            await asyncio.sleep(0.2)
+        return time.process_time() - began
+
+    async def go() -> tuple[float, float, float]:
+        return (
+            await cpu_while_waiting(False),
+            await cpu_while_waiting(True),
+            await cpu_while_waiting(False),
+        )
+
+    before, during, after = run_fresh(go())
+    assert during > 0.1, "the loop slept in the block"
+    assert before < 0.05
+    assert after < 0.05, "the loop still spins after the block"
