@@ -139,9 +139,9 @@ def test_a_never_sleeping_loop_burns_its_core_only_in_the_block() -> None:
         began = time.process_time()
         if busy:
             with never_sleeping():
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.3)
         else:
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.3)
         return time.process_time() - began
 
     async def go() -> tuple[float, float, float]:
@@ -152,6 +152,7 @@ def test_a_never_sleeping_loop_burns_its_core_only_in_the_block() -> None:
         )
 
     before, during, after = run_fresh(go())
-    assert during > 0.1, "the loop slept in the block"
-    assert before < 0.05
-    assert after < 0.05, "the loop still spins after the block"
+    # A sleeping loop uses next to no CPU while it waits; a busy one its share of a
+    # core (less than all of it on a loaded machine).
+    assert during > 0.05, "the loop slept in the block"
+    assert during > 5 * max(before, after), (before, during, after)

@@ -44,7 +44,7 @@ def protocol_class() -> type[Any] | None:
     except ImportError:
         return None
 
-    turn = TurnClock(time.monotonic)
+    first_of_turn = TurnClock(time.monotonic)
 
     class StampingHttpToolsProtocol(HttpToolsProtocol):
         # A read's first byte was in when the poll that reported its socket returned,
@@ -59,7 +59,7 @@ def protocol_class() -> type[Any] | None:
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            at = turn() if self._starts_read else time.monotonic()
+            at = first_of_turn() if self._starts_read else time.monotonic()
             self._starts_read = self._between = False
             self.scope["state"][RECEIVED] = at
 
