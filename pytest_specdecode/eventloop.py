@@ -69,8 +69,8 @@ def never_sleeping() -> Iterator[None]:
 
     A loop with nothing to do sleeps in the kernel until a socket is readable,
     and waking a sleeping process takes 0.2 to 2 ms on a virtual machine
-    (measured on this project's two-core CI machine, for 16 small messages
-    between two processes): every read after such a sleep would carry it in
+    (measured on the two-core machine this project is developed on, for 16
+    small messages between two processes): every read after such a sleep would carry it in
     its TTFT, ITL and e2e. So a callback is ready at every turn, and each poll
     returns at once. It costs a core while the block runs: the load client
     uses it for its rounds only.

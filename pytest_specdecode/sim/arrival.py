@@ -2,26 +2,24 @@
 
 ``meta_info.e2e_latency`` counts from the request's arrival. SGLang stamps it
 in its handler; on a GPU host its HTTP process has little else to do, so the
-handler starts microseconds after the bytes are read. The simulator shares
-the machine (two cores, here) with the client it is measured by, and a burst
-of 256 requests is parsed in one turn of its loop before the first handler
-runs: stamped in the handler, the last request of the burst would carry the
-parsing of all the others as the client's overhead. So the simulator's HTTP
-protocol (uvicorn's httptools protocol, one method more) notes the time in the
-request's ASGI ``state`` when its parser meets the request's first bytes, and
-the handlers count from there (:func:`received_at`). Without httptools uvicorn
-parses with h11 and the handler's own time is used.
+handler starts microseconds after the bytes are read. The simulator shares the
+machine (two cores, here) with the client it is measured by, and one read of
+its sockets can bring a hundred requests, which uvicorn parses one after
+another (tens of microseconds each: its callbacks, the scope, the app's task)
+before any handler runs. Stamped in the handler, or as the parser reaches it,
+the last of them would carry the parsing of all the others as the client's
+overhead.
 
-One read of the sockets can bring a hundred requests, and uvicorn parses each
-in tens of microseconds (its callbacks, the scope, the app's task) before the
-next: stamped as its parser reaches it, the last of them would carry the
-parsing of the others. Each read's first byte was in before the first was
-parsed (the poll that reported them had returned), so the requests that begin
-a read in one turn of the loop get that turn's first reading
-(:class:`~pytest_specdecode.eventloop.TurnClock`): never before a request's
-bytes came, and within a turn's work of it. A request that begins later in a
-read (pipelined behind another) may have come in since, and is stamped as its
-parser reaches it.
+So the simulator's HTTP protocol (uvicorn's httptools protocol, three methods
+more) notes the time in the request's ASGI ``state`` and the handlers count
+from there (:func:`received_at`). Each read's first byte was in before the
+first was parsed (the poll that reported them had returned), so a request that
+begins a read gets the first reading of the loop's turn
+(:class:`~pytest_specdecode.eventloop.TurnClock`): never before its bytes came,
+and within a turn's work of them. A request that begins later in a read
+(pipelined behind another) may have come in since, and is stamped as its
+parser reaches it. Without httptools uvicorn parses with h11 and the handler's
+own time is used.
 """
 
 from __future__ import annotations

@@ -81,13 +81,16 @@ def test_other_scopes_pass_the_gate_at_once() -> None:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         entered.append(scope["type"])
 
-    async def go() -> None:
+    async def go() -> list[str]:
         gate = OnePerTurn(app)
-        async with gate._turn:  # an HTTP request holds the gate
-            await gate({"type": "lifespan"}, nothing, ignore)
+        waiting = [asyncio.ensure_future(gate({"type": "http"}, nothing, ignore)) for _ in range(3)]
+        await asyncio.sleep(0)  # one turn: the three HTTP requests are at the gate
+        await gate({"type": "lifespan"}, nothing, ignore)
+        passed = list(entered)
+        await asyncio.gather(*waiting)
+        return passed
 
-    asyncio.run(go())
-    assert entered == ["lifespan"]
+    assert asyncio.run(go()) == ["lifespan"]
 
 
 async def nothing() -> Message:
