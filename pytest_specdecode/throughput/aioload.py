@@ -22,6 +22,7 @@ unchanged. Only the request's compact figures are kept: the last event's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -203,11 +204,10 @@ async def stream_one(
     target: Target,
     request: Request,
     clock: Callable[[], float],
-    arrived: Callable[[], float] | None = None,
+    arrived: Callable[[], float],
 ) -> None:
     """Send ``request`` and fill in its result or its one-line error. The send is
-    stamped with ``clock``, each read with ``arrived`` (``clock`` if not given)."""
-    arrived = arrived or clock
+    stamped with ``clock``, each read with ``arrived``."""
     url = target.base_url + "/generate"
     limits = target.limits
     deadline = limits.deadline(request.max_tokens)
@@ -376,38 +376,37 @@ async def drive(
     # engine step come in together and are folded one after another, and a stamp
     # per fold would carry the folding of all the streams before it.
     arrived = TurnClock(clock)
-    async with new_session(target) as session:
-        with never_sleeping():
-            start = clock()
-            if arrivals is not None:
-                gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
+    async with contextlib.AsyncExitStack() as stack:
+        session = await stack.enter_async_context(new_session(target))
+        stack.enter_context(never_sleeping())
+        start = clock()
+        if arrivals is not None:
+            gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
 
-                async def arrive(req: Request, offset: float) -> None:
-                    delay = start + offset - clock()
-                    if delay > 0:
-                        await sleep(delay)  # the arrival time itself: this is the load
-                    if gate is None:
-                        await stream_one(session, target, req, clock, arrived)
-                        return
-                    async with gate:
-                        await stream_one(session, target, req, clock, arrived)
+            async def arrive(req: Request, offset: float) -> None:
+                delay = start + offset - clock()
+                if delay > 0:
+                    await sleep(delay)  # the arrival time itself: this is the load
+                if gate is None:
+                    await stream_one(session, target, req, clock, arrived)
+                    return
+                async with gate:
+                    await stream_one(session, target, req, clock, arrived)
 
-                await asyncio.gather(
-                    *(arrive(r, a) for r, a in zip(requests, arrivals, strict=True))
-                )
-            elif in_flight > 0:
-                queue = iter(requests)
+            await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
+        elif in_flight > 0:
+            queue = iter(requests)
 
-                async def worker() -> None:
-                    for req in queue:  # one shared iterator: each request goes once
-                        await stream_one(session, target, req, clock, arrived)
+            async def worker() -> None:
+                for req in queue:  # one shared iterator: each request goes once
+                    await stream_one(session, target, req, clock, arrived)
 
-                await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
-            else:
-                await asyncio.gather(
-                    *(stream_one(session, target, r, clock, arrived) for r in requests)
-                )
-            return start
+            await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
+        else:
+            await asyncio.gather(
+                *(stream_one(session, target, r, clock, arrived) for r in requests)
+            )
+        return start
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
