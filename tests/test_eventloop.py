@@ -68,6 +68,10 @@ class Stamping(asyncio.Protocol):
         self.turn = turn
         self.reads = reads
         self.woken = woken
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         first, _, rest = data.partition(b";")
@@ -92,10 +96,8 @@ def test_no_read_is_stamped_before_its_bytes_were_sent(kind: str, bursts: list[i
         reads: list[tuple[bytes, float]] = []
         woken: asyncio.Queue[bytes] = asyncio.Queue()
         pairs = [socket.socketpair() for _ in range(sockets)]
-        transports = [
-            (await loop.connect_accepted_socket(lambda: Stamping(in_handler, reads, woken), ours))[
-                0
-            ]
+        connections = [
+            await loop.connect_accepted_socket(lambda: Stamping(in_handler, reads, woken), ours)
             for ours, _ in pairs
         ]
         sent: dict[bytes, float] = {}
@@ -122,10 +124,10 @@ def test_no_read_is_stamped_before_its_bytes_were_sent(kind: str, bursts: list[i
         thread.join()
         for data, at in reads:
             stamps += [(sent[msg + b";"], at) for msg in data.split(b";")[:-1]]
-        for transport, (_, theirs) in zip(transports, pairs, strict=True):
+        for (transport, _), (_, theirs) in zip(connections, pairs, strict=True):
             transport.close()
             theirs.close()
-        await asyncio.sleep(0)  # the transports' closing callbacks
+        await asyncio.gather(*(protocol.closed for _, protocol in connections))
         return stamps
 
     stamps = run_on(kind, go())
