@@ -11,6 +11,7 @@ with speculative decoding one chunk carries several tokens (docs/metrics.md).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing
@@ -623,7 +624,17 @@ class SGLangClient:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) else None
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count(meta: dict[str, Any], key: str) -> int:
+    """``meta_info[key]`` as a count (0 when absent); a ServerError when it is none."""
+    value = meta.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ServerError("POST", "/generate", 200, f"{key} is not an integer: {value!r:.50}")
+    return value
 
 
 def _finish_reason(value: Any) -> str | None:
@@ -635,18 +646,25 @@ def _finish_reason(value: Any) -> str | None:
 def _generate_result(data: Any, send: float) -> GenerateResult:
     if not isinstance(data, dict):
         raise ServerError("POST", "/generate", 200, f"expected an object, got {data!r:.200}")
-    meta = data.get("meta_info") or {}
+    meta = data.get("meta_info")
+    meta = {} if meta is None else meta
+    if not isinstance(meta, dict):
+        raise ServerError("POST", "/generate", 200, f"meta_info is not an object: {meta!r:.200}")
     ids = data.get("output_ids")
+    if isinstance(ids, list) and not all(type(i) is int for i in ids):
+        raise ServerError(
+            "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
+        )
     accept = meta.get("spec_accept_length")
     latency = meta.get("e2e_latency")
     return GenerateResult(
         text=str(data.get("text", "")),
-        completion_tokens=int(meta.get("completion_tokens", 0)),
-        prompt_tokens=int(meta.get("prompt_tokens", 0)),
+        completion_tokens=_count(meta, "completion_tokens"),
+        prompt_tokens=_count(meta, "prompt_tokens"),
         finish_reason=_finish_reason(meta.get("finish_reason")),
         send_time=send,
         end_time=send,
-        output_ids=[int(i) for i in ids] if isinstance(ids, list) else None,
+        output_ids=list(ids) if isinstance(ids, list) else None,
         spec_verify_ct=_int_or_none(meta.get("spec_verify_ct")),
         spec_accept_length=float(accept) if isinstance(accept, (int, float)) else None,
         server_e2e_latency=float(latency) if isinstance(latency, (int, float)) else None,

@@ -61,6 +61,7 @@ class Request:
     max_tokens: int
     result: GenerateResult | None = None
     error: str | None = None
+    read: _Read | None = field(default=None, repr=False)  # read, not yet finished
 
 
 _META = b'"meta_info":'
@@ -192,7 +193,15 @@ class _Stream:
             raise ServerError("POST", "/generate", 200, "stream ended without any event")
         result = _generate_result(self.last, self.send)
         result.text = self.text
-        result.output_ids = None if self.ids is None else [int(i) for ids in self.ids for i in ids]
+        if self.ids is None:
+            result.output_ids = None
+        else:
+            ids = [i for chunk in self.ids for i in chunk]
+            if not all(type(i) is int for i in ids):
+                raise ServerError(
+                    "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
+                )
+            result.output_ids = ids
         result.end_time = end
         result.chunk_times = self.times
         result.chunk_tokens = self.tokens
@@ -206,8 +215,9 @@ async def stream_one(
     clock: Callable[[], float],
     arrived: Callable[[], float],
 ) -> None:
-    """Send ``request`` and fill in its result or its one-line error. The send is
-    stamped with ``clock``, each read with ``arrived``."""
+    """Send ``request`` and read its stream to the end, or fill in its one-line
+    error; :func:`finish` makes its result. The send is stamped with ``clock``,
+    each read with ``arrived``."""
     url = target.base_url + "/generate"
     limits = target.limits
     deadline = limits.deadline(request.max_tokens)
@@ -258,7 +268,7 @@ async def stream_one(
                 for payload in splitter.close():
                     if payload != b"[DONE]":
                         stream.event(end, payload)
-            result = stream.result(end)
+            request.read = _Read(stream, end)
     except ServerError as exc:
         request.error = str(exc)
         return
@@ -286,6 +296,39 @@ async def stream_one(
         return
     except aiohttp.ClientError as exc:
         request.error = f"POST {url} failed ({type(exc).__name__}: {str(exc)[:200]})"
+        return
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A stream read to its end, its result not yet built: what :func:`finish` needs."""
+
+    stream: _Stream
+    end: float
+
+
+def finish(request: Request) -> None:
+    """Build the result of a request :func:`stream_one` read to its end, or its error.
+
+    Kept out of the reading: a cumulative stream's last event is decoded whole
+    here (kilobytes of text and ids), and at 256 streams ending in one engine
+    step that work, done as each stream ends, held the reads of the streams after
+    it. Whatever the reply holds, a failure to make a result of it is the
+    request's recorded error, never an exception out of the round.
+    """
+    read, request.read = request.read, None
+    if read is None:
+        return
+    try:
+        result = read.stream.result(read.end)
+    except ServerError as exc:
+        request.error = str(exc)
+        return
+    except Exception as exc:  # a hostile reply: ids that are not integers, a meta_info list
+        request.error = (
+            f"POST /generate sent a reply that is not a result "
+            f"({type(exc).__name__}: {str(exc)[:200]}); refused"
+        )
         return
     request.result = result
     if result.completion_tokens <= 0:
@@ -370,12 +413,30 @@ async def drive(
     request as soon as their last one ends (a continuous closed loop, SGLang's
     ``--max-concurrency``). With ``arrivals`` request i is released
     ``arrivals[i]`` seconds after the start and, with ``in_flight``, waits while
-    that many are in flight.
+    that many are in flight. Results are made (:func:`finish`) when every
+    request has ended, so that work is not in any request's timings.
     """
     # A read's stamp is its turn's (see TurnClock): at 256 streams the events of one
     # engine step come in together and are folded one after another, and a stamp
     # per fold would carry the folding of all the streams before it.
     arrived = TurnClock(clock)
+    try:
+        return await _send_all(target, requests, clock, arrived, arrivals, in_flight, sleep)
+    finally:
+        # After the round, interrupted or not: every stream read to its end is kept.
+        for req in requests:
+            finish(req)
+
+
+async def _send_all(
+    target: Target,
+    requests: Sequence[Request],
+    clock: Callable[[], float],
+    arrived: Callable[[], float],
+    arrivals: Sequence[float] | None,
+    in_flight: int,
+    sleep: Sleep,
+) -> float:
     async with contextlib.AsyncExitStack() as stack:
         session = await stack.enter_async_context(new_session(target))
         stack.enter_context(never_sleeping())

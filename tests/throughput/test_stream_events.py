@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_specdecode.client import ServerError
-from pytest_specdecode.throughput.aioload import _meta_count, _Stream
+from pytest_specdecode.throughput.aioload import Request, _meta_count, _Read, _Stream, finish
 
 WORDS = [f" w{i}" for i in range(40)]
 
@@ -94,3 +94,57 @@ def test_a_count_that_is_no_integer_after_the_start_is_an_error() -> None:
 )
 def test_the_meta_only_read_falls_back_whenever_in_doubt(payload: bytes, count: int | None) -> None:
     assert _meta_count(payload) == count
+
+
+# Any JSON a server could send as a stream's events: objects with the keys the fold
+# reads, holding values of any type.
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(width=32)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
+    max_leaves=6,
+)
+_META_KEYS = ("completion_tokens", "prompt_tokens", "e2e_latency", "spec_verify_ct",
+              "spec_accept_length", "finish_reason")  # fmt: skip
+hostile_meta = st.fixed_dictionaries({}, optional=dict.fromkeys(_META_KEYS, json_values))
+hostile_events = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "text": json_values,
+            "output_ids": json_values,
+            "meta_info": json_values | hostile_meta,
+        },
+    ).map(orjson.dumps),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(hostile_events)
+def test_whatever_a_stream_holds_finishing_it_is_a_result_or_a_recorded_error(
+    events: list[bytes],
+) -> None:
+    # The reading already refuses what it can see (a count that is no integer); what
+    # it lets through is made a result after the round, and nothing may escape there.
+    request = Request(0, b"{}", 8)
+    stream = _Stream(0.0)
+    try:
+        for i, e in enumerate(events):
+            stream.event(float(i + 1), e)
+    except ServerError:
+        return
+    request.read = _Read(stream, 9.0)
+    finish(request)
+    assert request.read is None
+    assert (request.result is None) != (request.error is None) or (
+        request.result is not None and request.result.completion_tokens <= 0
+    )
+    if request.error is not None:
+        assert request.error.startswith("POST /generate ")
+        assert "\n" not in request.error
