@@ -14,7 +14,7 @@ from pytest_specdecode.sim.generation import (
     GenRequest,
 )
 from pytest_specdecode.sim.model import SpecModel, SpecSettings
-from pytest_specdecode.sim.scheduler import Engine, Sequence
+from pytest_specdecode.sim.scheduler import WAKE_PER_TURN, Engine, Sequence
 
 DFLASH8 = SpecSettings("DFLASH", 8, 1, 1, 2048)
 
@@ -153,3 +153,28 @@ def test_stop_string_cuts_the_reply() -> None:
     assert "while" not in stop_text
     assert seq.finish_reason == {"type": "stop", "matched": "while"}
     assert "while" in "".join(seq.tokens.pieces[: seq.total])
+
+
+def test_a_step_wakes_its_streams_a_turn_at_a_time() -> None:
+    # Between two slices of woken streams the engine yields a turn (the loop polls
+    # its sockets then): at no yield are more than WAKE_PER_TURN more streams woken.
+    n = 2 * WAKE_PER_TURN + 5
+    woken_at_yields: list[int] = []
+
+    async def go() -> list[Sequence]:
+        async def yielding(_: float) -> None:
+            woken_at_yields.append(sum(s.queue.qsize() for s in seqs))
+            await asyncio.sleep(0)
+
+        engine = Engine(SpecModel(DFLASH8), 0, sleep=yielding)
+        gen = Generator(AnswerBook(0, 1.0), 0)
+        seqs = [gen.sequence(request(f"s{i}", 64, ignore_eos=True))[0] for i in range(n)]
+        for s in seqs:
+            engine.submit(s)
+        engine.running, engine.waiting = engine.waiting, []
+        await engine.step()
+        return seqs
+
+    seqs = asyncio.run(go())
+    assert woken_at_yields == [WAKE_PER_TURN, 2 * WAKE_PER_TURN]
+    assert all(s.queue.qsize() == 1 for s in seqs)  # every stream woken once by the step
