@@ -637,6 +637,15 @@ def _count(meta: dict[str, Any], key: str) -> int:
     return value
 
 
+def int_ids(ids: list[Any]) -> list[int]:
+    """``ids`` when every one is an integer; a ServerError otherwise."""
+    if not all(type(i) is int for i in ids):
+        raise ServerError(
+            "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
+        )
+    return ids
+
+
 def _finish_reason(value: Any) -> str | None:
     if isinstance(value, dict):
         return str(value.get("type")) if value.get("type") is not None else None
@@ -651,10 +660,6 @@ def _generate_result(data: Any, send: float) -> GenerateResult:
     if not isinstance(meta, dict):
         raise ServerError("POST", "/generate", 200, f"meta_info is not an object: {meta!r:.200}")
     ids = data.get("output_ids")
-    if isinstance(ids, list) and not all(type(i) is int for i in ids):
-        raise ServerError(
-            "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
-        )
     accept = meta.get("spec_accept_length")
     latency = meta.get("e2e_latency")
     return GenerateResult(
@@ -664,7 +669,7 @@ def _generate_result(data: Any, send: float) -> GenerateResult:
         finish_reason=_finish_reason(meta.get("finish_reason")),
         send_time=send,
         end_time=send,
-        output_ids=list(ids) if isinstance(ids, list) else None,
+        output_ids=int_ids(ids) if isinstance(ids, list) else None,
         spec_verify_ct=_int_or_none(meta.get("spec_verify_ct")),
         spec_accept_length=float(accept) if isinstance(accept, (int, float)) else None,
         server_e2e_latency=float(latency) if isinstance(latency, (int, float)) else None,

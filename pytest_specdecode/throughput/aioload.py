@@ -32,7 +32,13 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
-from pytest_specdecode.client import GenerateResult, ServerError, _error_text, _generate_result
+from pytest_specdecode.client import (
+    GenerateResult,
+    ServerError,
+    _error_text,
+    _generate_result,
+    int_ids,
+)
 from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
 from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 from pytest_specdecode.wire import BoundExceeded, SSESplitter
@@ -193,15 +199,9 @@ class _Stream:
             raise ServerError("POST", "/generate", 200, "stream ended without any event")
         result = _generate_result(self.last, self.send)
         result.text = self.text
-        if self.ids is None:
-            result.output_ids = None
-        else:
-            ids = [i for chunk in self.ids for i in chunk]
-            if not all(type(i) is int for i in ids):
-                raise ServerError(
-                    "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
-                )
-            result.output_ids = ids
+        result.output_ids = (
+            None if self.ids is None else int_ids([i for chunk in self.ids for i in chunk])
+        )
         result.end_time = end
         result.chunk_times = self.times
         result.chunk_tokens = self.tokens
@@ -324,7 +324,7 @@ def finish(request: Request) -> None:
     except ServerError as exc:
         request.error = str(exc)
         return
-    except Exception as exc:  # a hostile reply: ids that are not integers, a meta_info list
+    except Exception as exc:  # a backstop: what the reply's checks did not foresee
         request.error = (
             f"POST /generate sent a reply that is not a result "
             f"({type(exc).__name__}: {str(exc)[:200]}); refused"
