@@ -16,7 +16,7 @@ pytest.importorskip("httptools")
 
 from pytest_specdecode.sim import arrival  # noqa: E402
 
-WORK = 0.005  # seconds each request's parsing takes here (made measurable)
+WORK = 0.01  # seconds each request's parsing takes here (made measurable)
 BURST = 20
 
 
@@ -76,7 +76,8 @@ def test_a_request_read_while_others_are_parsed_is_stamped_at_its_read(
 ) -> None:
     # A burst of BURST requests, then one more once the server is parsing the burst.
     # Parsed as read, the burst would hold the loop for BURST * WORK before the last
-    # one's socket was read again; stamped at its read, it waits about one parse.
+    # one's socket was read again; stamped at its read, it waits about one parse. The
+    # bound is half the old wait: the rest is room for a machine busy with other work.
     port, parsing = served
     conns = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(BURST + 1)]
     try:
@@ -93,4 +94,4 @@ def test_a_request_read_while_others_are_parsed_is_stamped_at_its_read(
             conn.close()
     # Never before its bytes were sent (one clock: CLOCK_MONOTONIC on both sides).
     assert all(at >= t for at, t in zip(stamps, [*sent, last_sent], strict=True))
-    assert stamps[-1] - last_sent < 5 * WORK, (stamps[-1] - last_sent, BURST * WORK)
+    assert stamps[-1] - last_sent < BURST * WORK / 2, (stamps[-1] - last_sent, BURST * WORK)

@@ -65,11 +65,16 @@ def test_e2e_latency_includes_tokenizing_the_prompt(
     assert meta["e2e_latency"] >= SLOW
 
 
+SLACK = 0.05  # s: the read of the first bytes run late on a busy machine
+
+
 def test_the_served_simulator_counts_from_the_requests_first_bytes(tmp_path: Path) -> None:
     # The request line goes first, the rest a pause later: the parser meets the request
     # at once, its handler only once the headers are complete. e2e_latency holding the
     # pause shows the arrival is stamped by the HTTP parser (sim/arrival.py), so a burst
-    # parsed in one turn of the loop is not counted as the client's overhead.
+    # parsed in one turn of the loop is not counted as the client's overhead. Counted
+    # from the headers' end it would be a few ms; a machine busy with other work may
+    # run the simulator's read of the first bytes some ms after they came (SLACK).
     pause = 0.3
     body = json.dumps({"text": "hi", "sampling_params": {"max_new_tokens": 4}}).encode()
     with (
@@ -89,4 +94,4 @@ def test_the_served_simulator_counts_from_the_requests_first_bytes(tmp_path: Pat
     head, _, payload = reply.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), head
     meta = json.loads(payload)["meta_info"]
-    assert meta["e2e_latency"] >= pause, meta
+    assert meta["e2e_latency"] >= pause - SLACK, meta
