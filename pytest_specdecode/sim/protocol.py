@@ -10,6 +10,8 @@ import json
 import time
 from typing import Any
 
+import orjson
+
 from pytest_specdecode.sim.scheduler import Sequence
 
 DONE = b"data: [DONE]\n\n"
@@ -80,13 +82,14 @@ def spec_tokens_details(seq: Sequence, verify_ct: int, drafts_per_step: int | No
 
 
 class TextState:
-    """Cumulative escaped text and ids of one stream, grown step by step."""
+    """Cumulative escaped text and ids of one stream, grown step by step: the bytes of
+    an event's JSON (escaped text is ASCII), so an event is one join of them."""
 
     __slots__ = ("ids", "pos", "text")
 
     def __init__(self) -> None:
-        self.text = ""
-        self.ids = ""
+        self.text = bytearray()
+        self.ids = bytearray()
         self.pos = 0
 
     def advance(self, seq: Sequence, end: int) -> str:
@@ -95,8 +98,10 @@ class TextState:
         delta = "".join(tokens.escaped[self.pos : end])
         ids = ",".join(tokens.id_strs[self.pos : end])
         if ids:
-            self.ids = f"{self.ids},{ids}" if self.ids else ids
-        self.text += delta
+            if self.ids:
+                self.ids += b","
+            self.ids += ids.encode()
+        self.text += delta.encode()
         self.pos = end
         return delta
 
@@ -107,11 +112,23 @@ def escape(text: str) -> str:
 
 
 def generate_event(state: TextState, meta: dict[str, Any]) -> bytes:
-    """One SSE event of native ``/generate`` streaming (cumulative text and ids)."""
-    return (
-        f'data: {{"text":"{state.text}","output_ids":[{state.ids}],'
-        f'"meta_info":{json.dumps(meta)}}}\n\n'
-    ).encode()
+    """One SSE event of native ``/generate`` streaming (cumulative text and ids).
+
+    ``meta_info`` is encoded by orjson, as SGLang's HTTP server encodes its events
+    (compact); the standard library's encoder was a tenth of the simulator's time
+    at high concurrency.
+    """
+    return b"".join(
+        (
+            b'data: {"text":"',
+            state.text,
+            b'","output_ids":[',
+            state.ids,
+            b'],"meta_info":',
+            orjson.dumps(meta),
+            b"}\n\n",
+        )
+    )
 
 
 def generate_body(text: str, ids: list[int], meta: dict[str, Any]) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def generate_events(drafts_per_step: int | None, stop_text: str | None) -> Event
     def event(seq: Sequence, state: TextState, end: int, verify_ct: int, final: bool) -> bytes:
         state.advance(seq, end)
         if final and stop_text is not None:
-            state.text = protocol.escape(stop_text)
+            state.text = bytearray(protocol.escape(stop_text).encode())
         meta = protocol.meta_info(seq, end, verify_ct, drafts_per_step, final)
         return protocol.generate_event(state, meta)
 
