@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 import requests
 
@@ -623,23 +623,28 @@ class SGLangClient:
 # -- result assembly ----------------------------------------------------------
 
 
+def is_int(value: object) -> TypeGuard[int]:
+    """Whether a decoded JSON value is an integer (JSON's ``true`` is a bool, not one)."""
+    return type(value) is int
+
+
 def _int_or_none(value: Any) -> int | None:
     if isinstance(value, float):
         return int(value) if math.isfinite(value) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 def _count(meta: dict[str, Any], key: str) -> int:
     """``meta_info[key]`` as a count (0 when absent); a ServerError when it is none."""
     value = meta.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise ServerError("POST", "/generate", 200, f"{key} is not an integer: {value!r:.50}")
     return value
 
 
 def int_ids(ids: list[Any]) -> list[int]:
     """``ids`` when every one is an integer; a ServerError otherwise."""
-    if not all(type(i) is int for i in ids):
+    if not all(map(is_int, ids)):
         raise ServerError(
             "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
         )

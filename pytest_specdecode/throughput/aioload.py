@@ -38,6 +38,7 @@ from pytest_specdecode.client import (
     _error_text,
     _generate_result,
     int_ids,
+    is_int,
 )
 from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
 from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
@@ -97,7 +98,7 @@ def _meta_count(payload: bytes) -> int | None:
     if not isinstance(meta, dict):
         return None
     count = meta.get("completion_tokens")
-    return count if type(count) is int else None
+    return count if is_int(count) else None
 
 
 class _Stream:
@@ -165,7 +166,7 @@ class _Stream:
         self.last = event
         meta = event.get("meta_info")
         count = meta.get("completion_tokens", self.seen) if isinstance(meta, dict) else self.seen
-        if not isinstance(count, int) or isinstance(count, bool):
+        if not is_int(count):
             raise ServerError(
                 "POST", "/generate", None, f"completion_tokens is not an integer: {count!r:.50}"
             )

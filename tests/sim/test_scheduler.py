@@ -164,7 +164,7 @@ def test_a_step_wakes_its_streams_a_turn_at_a_time() -> None:
     async def go() -> list[Sequence]:
         async def yielding(_: float) -> None:
             woken_at_yields.append(sum(s.queue.qsize() for s in seqs))
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # the engine's yield of a turn itself: what is counted
 
         engine = Engine(SpecModel(DFLASH8), 0, sleep=yielding)
         gen = Generator(AnswerBook(0, 1.0), 0)
