@@ -9,17 +9,19 @@ loads the known_hosts files and installs a refusing policy instead.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import paramiko
 from fabric import Config, Connection
+from fabric.runners import Remote
 
 from pytest_specdecode.config import render
 from pytest_specdecode.errors import SpecDecodeError
@@ -86,9 +88,30 @@ def describe(target: SSHTarget, conn: Any = None) -> str:
     return f"{user}@{host}:{port}" if user else f"{host}:{port}"
 
 
+class _WholeCharacters(Remote):  # type: ignore[misc]
+    """fabric's runner, each output stream decoded as one stream.
+
+    invoke decodes every chunk it reads (1000 bytes at most) on its own, so a
+    multi-byte character that two reads split came back as two replacement
+    characters, in any command's output. One incremental decoder per stream
+    keeps an incomplete character's bytes until the rest of it comes.
+    """
+
+    def read_proc_output(self, reader: Callable[[int], bytes | None]) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder(self.encoding)("replace")
+        while data := reader(self.read_chunk_size):
+            if text := decoder.decode(data):
+                yield text
+        if tail := decoder.decode(b"", final=True):
+            yield tail
+
+
 def open_connection(target: SSHTarget) -> Any:
     """Open a fabric ``Connection`` to ``target``; raise :class:`SSHError` on failure."""
-    config = Config(runtime_ssh_path=target.ssh_config_path)
+    config = Config(
+        runtime_ssh_path=target.ssh_config_path,
+        overrides={"runners": {"remote": _WholeCharacters}},
+    )
     connect_kwargs: dict[str, Any] = {}
     if target.key_filename:
         connect_kwargs["key_filename"] = [os.path.expanduser(target.key_filename)]

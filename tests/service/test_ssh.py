@@ -106,6 +106,23 @@ def test_command_timeout_is_one_line(sshd: SSHD) -> None:
         conn.close()
 
 
+def test_a_character_split_between_two_reads_comes_back_whole(sshd: SSHD) -> None:
+    # invoke reads output 1000 bytes at a time: with 3-byte characters, reads of
+    # a full buffer end inside one. Decoded chunk by chunk they came back as U+FFFD.
+    text = "\u20ac" * 20000 + "\n"
+    conn = ssh.open_connection(sshd.target())
+    try:
+        result = ssh.run(
+            conn, "cat; cat >&2 <<'E'\n" + text + "E", timeout=10.0, where="test", stdin=text
+        )
+    finally:
+        conn.close()
+    assert result.exited == 0
+    assert "\ufffd" not in result.stdout + result.stderr
+    assert result.stdout == text
+    assert result.stderr == text
+
+
 def test_stdin_reaches_the_command_whole_and_then_ends(sshd: SSHD) -> None:
     # What carries secrets and file contents: not part of the command, read to EOF.
     payload = "".join(f"line {i}: 'quoted' \"double\" $HOME `x` \\ é\r\n" for i in range(3000))
