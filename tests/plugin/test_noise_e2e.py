@@ -28,19 +28,24 @@ def test_three_saved_starts_give_the_gate_its_between_run_noise(project: pytest.
     once = ("--dflash-concurrency=1", "--dflash-config=budget=8", "--dflash-sim-restart-noise=0.06")
     for _ in range(2):
         run(project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
-    gate = ("--benchmark-compare", "--dflash-compare-fail=tok_s:50%")
+    # What is under test is which noise the gate uses, not a verdict: the limit is one no
+    # machine load reaches (a fresh-clone CI run failed tok_s:50%: three c1 rounds of 64
+    # tokens at this time scale are mostly the client's and the machine's time, and a busy
+    # moment during the gated run alone halves them). A gate that cannot judge still fails.
+    gate = ("--benchmark-compare", "--dflash-compare-fail=tok_s:99%")
     early = run(project, *once, *gate)
-    assert early.ret == 0
+    assert early.ret == 0, early.stdout.str()
     early.stdout.fnmatch_lines(
         ["*between-run noise unknown (2 saved runs): the gate uses the within-run interval only*"]
     )
     run(project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
     result = run(project, *once, *gate)
-    assert result.ret == 0
+    assert result.ret == 0, result.stdout.str()
     assert (project.path / ".dflash" / "sim-starts").read_text().strip() == "5"
     report = json.loads((project.path / "report.json").read_text())
     [finding] = report["compare"]["findings"]
     assert finding["saved_runs"] == 3
+    assert finding["status"] in ("pass", "inconclusive"), finding["line"]
     assert finding["noise"] in ("between-run", "within-run")
     result.stdout.fnmatch_lines(
         [f"  noise used for 1 case(s): {finding['noise']} noise * 3 saved runs*"]
