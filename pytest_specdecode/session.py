@@ -439,6 +439,9 @@ class SpecDecodeSession:
         self.results.add(
             report.nodeid, report.when, report.outcome, report.user_properties, report.duration
         )
+        self.results.note_selected(
+            report.keywords, report.nodeid, report.when, report.outcome, _skip_reason(report)
+        )
         if self.controller:
             self._sweep_progress(report)
         if report.when == "teardown":
@@ -544,6 +547,14 @@ class SpecDecodeSession:
             self.progress.close()
         finally:
             self.term.restore()
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """A skipped report's reason (pytest keeps it as (path, line, "Skipped: why"))."""
+    longrepr = report.longrepr
+    if report.outcome != "skipped" or not isinstance(longrepr, tuple) or len(longrepr) != 3:
+        return ""
+    return str(longrepr[2]).removeprefix("Skipped: ")
 
 
 def _runs_tests(config: pytest.Config) -> bool:

@@ -76,9 +76,10 @@ def outcomes(
         if r.died is not None:  # what it answered after that says nothing about the model
             detail = f"config {r.label}: server died after {r.died_after()} tests ({r.died})"
             found.append(Outcome("server", False, detail, detail))
+    found.extend(_measured_nothing(results))
     threshold = settings.min_pass_rate
     if threshold is not None:
-        if not any(r.coding for r in results.ordered()):
+        if not any(r.coding for r in results.ordered()) and not _skipped_all(results, "coding"):
             found.append(
                 cannot_judge(
                     "pass rate",
@@ -107,6 +108,29 @@ def outcomes(
     found.extend(_compare_unjudged(findings or []))
     found.extend(_compare_passed(settings, findings or []))
     return found
+
+
+def _skipped_all(results: RunResults, marker: str) -> bool:
+    tally = results.selected.get(marker)
+    return tally is not None and tally.none_ran()
+
+
+def _measured_nothing(results: RunResults) -> list[Outcome]:
+    """A cannot-judge line per measuring marker whose every selected test skipped: a run
+    asked to measure throughput that measured none is no green run, whatever the reason
+    (``-n`` without hosts, a config the live server does not run, ...)."""
+    out = []
+    for marker, tally in results.selected.items():
+        # What a resumed run carried from an earlier run was measured.
+        carried = any(r.carried and getattr(r, marker) for r in results.ordered())
+        if not tally.none_ran() or carried:
+            continue
+        reasons = sorted(set(tally.skipped.values()), key=list(tally.skipped.values()).index)
+        more = f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""
+        n = len(tally.skipped)
+        detail = f"{n} {marker} test(s) selected, none ran: all skipped: {reasons[0]}{more}"
+        out.append(cannot_judge(marker, detail))
+    return out
 
 
 def _compare_unjudged(findings: list[dict[str, Any]]) -> list[Outcome]:

@@ -121,11 +121,27 @@ class ConfigResults:
         return tokens / steps if steps else None
 
 
+# The markers of the tests that measure: a run that selected some and ran none measured nothing.
+MEASURING = ("coding", "throughput", "lossless")
+
+
+@dataclass
+class Selected:
+    """The tests of one measuring marker that the run reported: which ran, which skipped."""
+
+    ran: set[str] = field(default_factory=set)
+    skipped: dict[str, str] = field(default_factory=dict)  # nodeid -> skip reason
+
+    def none_ran(self) -> bool:
+        return bool(self.skipped) and not self.ran
+
+
 class RunResults:
     """Collects per-config results from test reports (controller side)."""
 
     def __init__(self) -> None:
         self.configs: dict[str, ConfigResults] = {}  # by canonical key
+        self.selected: dict[str, Selected] = {}  # by measuring marker
         self.other_failures: list[str] = []
         self.tests: list[dict[str, Any]] = []
         self.resumed_from: dict[str, Any] | None = None  # set by --dflash-resume
@@ -155,6 +171,19 @@ class RunResults:
         if config and not results.config:
             results.config = dict(config)
         return results
+
+    def note_selected(
+        self, markers: Iterable[str], nodeid: str, when: str, outcome: str, reason: str
+    ) -> None:
+        """Tally a report of a test carrying a measuring marker (``markers``: its keywords)."""
+        for marker in MEASURING:
+            if marker not in markers:
+                continue
+            tally = self.selected.setdefault(marker, Selected())
+            if outcome == "skipped":
+                tally.skipped.setdefault(nodeid, reason)
+            elif when == "call":
+                tally.ran.add(nodeid)
 
     def add(
         self,

@@ -24,3 +24,48 @@ def test_listing_tests_or_fixtures_judges_nothing(gated: pytest.Pytester, listin
     assert result.ret == pytest.ExitCode.OK
     assert "gate" not in result.stdout.str()
     assert "dflash sweep" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("marker", ["coding", "throughput", "lossless"])
+def test_a_measuring_marker_whose_every_test_skipped_fails_the_run(
+    pytester: pytest.Pytester, marker: str
+) -> None:
+    # Any reason a test skips (here its own): asked to measure, the run measured nothing.
+    pytester.makepyfile(
+        test_m=f"""
+import pytest
+
+@pytest.mark.{marker}
+@pytest.mark.parametrize("n", [1, 2])
+def test_m(dflash_config, n):
+    pytest.skip("no server for this one")
+
+def test_plain():
+    pass
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            f"*{marker} gate CANNOT JUDGE: 2 {marker} test(s) selected, none ran: all skipped: "
+            "no server for this one"
+        ]
+    )
+
+
+def test_one_measuring_test_that_ran_is_a_measurement(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="""
+import pytest
+
+@pytest.mark.throughput
+@pytest.mark.parametrize("n", [1, 2])
+def test_m(dflash_config, n):
+    if n == 1:
+        pytest.skip("this case only")
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    assert "CANNOT JUDGE" not in result.stdout.str()

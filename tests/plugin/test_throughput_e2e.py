@@ -204,10 +204,19 @@ def test_min_accept_length_gate(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*accept-length gate FAILED: DFLASH: * < 50*"])
 
 
-def test_throughput_skips_under_xdist_with_a_reason(project: pytest.Pytester) -> None:
-    result = run(project, "-n", "1", "-rs", "--dflash-rounds=1")  # one worker is xdist too
+@pytest.mark.parametrize("off", [["-n", "1"], ["--benchmark-disable"]])  # one worker is xdist
+def test_throughput_skipped_whole_fails_the_run_with_the_reason(
+    project: pytest.Pytester, off: list[str]
+) -> None:
+    result = run(project, *off, "--dflash-rounds=1")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*pytest-benchmark is disabled*run throughput cases without -n*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing measured is no green run
+    result.stdout.fnmatch_lines(
+        [
+            "*throughput gate CANNOT JUDGE: 2 throughput test(s) selected, none ran: all "
+            "skipped: pytest-benchmark is disabled*run throughput cases without -n*"
+        ]
+    )
 
 
 LOSSLESS = """
