@@ -18,7 +18,7 @@ from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
 from pytest_specdecode.errors import SweepOverrideWarning
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.report import results
+from pytest_specdecode.report import gates, results
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
 from pytest_specdecode.report.sweep_progress import notes as sweep_notes
@@ -52,6 +52,7 @@ class SpecDecodeSession:
         # Everything that can reject the options comes first, before resources.
         self.resolver = ConfigResolver(settings)
         self.results = results.RunResults()
+        self._session: pytest.Session | None = None  # set at pytest_sessionfinish
         self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
         self.outputs.problem_set = self.problem_set
         info = getattr(config, "workerinput", None) or {}
@@ -485,6 +486,7 @@ class SpecDecodeSession:
                 reporter.write_line(self.redactor(f"[dflash] {message}"))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self._session = session
         if self.outputs.phase is not None and not self.outputs.phase.startswith("cleanup"):
             self.outputs.phase = f"cleanup after {self.outputs.phase}"
         try:
@@ -520,8 +522,29 @@ class SpecDecodeSession:
         elif status != int(exitstatus):
             session.exitstatus = status
 
-    @pytest.hookimpl(trylast=True)  # after pytest-benchmark's table: the verdict ends the run
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+    # A wrapper, innermost: after pytest-benchmark's table (the verdict ends the run) and
+    # also when pytest-benchmark's --benchmark-compare-fail raised there, which stops
+    # pluggy before any later summary: that failure becomes a gate of the run.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter
+    ) -> Generator[None, None, None]:
+        try:
+            yield
+        except Exception as exc:
+            outcome = gates.benchmark_regression(exc)
+            if outcome is None:
+                raise
+            self._benchmark_failed(outcome)
+        self._summary(terminalreporter)
+
+    def _benchmark_failed(self, outcome: gates.Outcome) -> None:
+        if self.controller and self._session is not None and self.outputs.final:
+            self._session.exitstatus = self.outputs.fail_after(outcome)
+        elif self._session is not None and self._session.exitstatus == OK:
+            self._session.exitstatus = TESTS_FAILED
+
+    def _summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_specdecode.report import summary
 
         lines = self.redactor.lines(summary.render(self.outputs.data(), self.outputs.gate_lines))

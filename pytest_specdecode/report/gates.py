@@ -58,6 +58,19 @@ def cannot_judge(gate: str, detail: str, line: str | None = None) -> Outcome:
     return Outcome(gate, False, detail, line or f"{gate} cannot judge: {detail}", judged=False)
 
 
+def benchmark_regression(exc: BaseException) -> Outcome | None:
+    """pytest-benchmark's own ``--benchmark-compare-fail`` failure (it raises at its
+    summary) as a failed gate of the run; None for any other error."""
+    try:
+        from pytest_benchmark.session import PerformanceRegression
+    except ImportError:  # pragma: no cover - a dependency of the plugin
+        return None
+    if not isinstance(exc, PerformanceRegression):
+        return None
+    detail = "--benchmark-compare-fail: performance has regressed (pytest-benchmark's lines above)"
+    return Outcome("benchmark", False, detail, f"pytest-benchmark {detail}")
+
+
 def evaluate(settings: Settings, results: RunResults, compare_lines: list[str]) -> list[str]:
     """One line per failed gate; empty when every gate holds."""
     return [o.line for o in outcomes(settings, results, compare_lines) if not o.passed]

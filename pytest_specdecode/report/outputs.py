@@ -191,6 +191,19 @@ class RunOutputs:
             self._step_summary()
         return status
 
+    def fail_after(self, outcome: gates.Outcome) -> int:
+        """A gate failed after :meth:`finish` (pytest-benchmark's own, at its summary): it
+        joins the gates, the exit status and the outputs; returns the new status."""
+        self.gate_outcomes.append(outcome)
+        self.gate_lines.append(outcome.line)
+        status = int(self.final.get("exitstatus", gates.OK))
+        if status == gates.OK:
+            self.final["exitstatus"] = status = gates.TESTS_FAILED
+        self.update()
+        if self.results.configs:
+            self._html()
+        return status
+
     def _compare(self) -> list[str]:
         if self.baseline is None:
             return []

@@ -139,6 +139,37 @@ def test_compare_fail_gate_against_a_saved_file(project: pytest.Pytester) -> Non
     assert "Traceback" not in regressed.stdout.str()
 
 
+def test_pytest_benchmarks_own_compare_fail_is_a_gate_and_the_summary_still_prints(
+    project: pytest.Pytester,
+) -> None:
+    run(project, "--dflash-concurrency=1", "--benchmark-save=fast").assert_outcomes(passed=1)
+    (saved,) = (project.path / ".benchmarks").glob("*/0001_fast.json")
+    data = json.loads(saved.read_text())
+    for bench in data["benchmarks"]:  # the saved run 1000x faster: a regression on any machine
+        bench["stats"] = {
+            k: v / 1000 if k in ("min", "max", "mean", "median") else v
+            for k, v in bench["stats"].items()
+        }
+    saved.write_text(json.dumps(data))
+    result = run(
+        project,
+        "--dflash-concurrency=1",
+        "--benchmark-compare",
+        "--benchmark-compare-fail=mean:10%",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*dflash summary*",
+            "*benchmark gate FAILED: --benchmark-compare-fail: performance has regressed*",
+        ]
+    )
+    report = json.loads((project.path / "report.json").read_text())
+    assert report["exitstatus"] == 1
+    assert any("--benchmark-compare-fail" in line for line in report["gates"]["failed"])
+
+
 def test_sweep_with_the_baseline_shows_speedup_per_domain_and_a_verdict(
     project: pytest.Pytester,
 ) -> None:
