@@ -222,9 +222,20 @@ class BaseController(ABC):
         return None
 
 
-def last_lines(text: str, tail: int) -> str:
-    """The last ``tail`` non-empty-trailing lines of ``text``."""
+# A log line in a tail is cut past this: SGLang logs its whole ServerArgs on one line of
+# several kB (``server_args=ServerArgs(...)``), which would bury the lines that say why.
+LINE_CHARS = 300
+
+
+def last_lines(text: str, tail: int, width: int = LINE_CHARS) -> str:
+    """The last ``tail`` non-empty-trailing lines of ``text``, each cut at ``width``."""
     if tail <= 0:
         return ""
     lines = text.rstrip("\n").splitlines()
-    return "\n".join(lines[-tail:])
+    return "\n".join(_cut(line, width) for line in lines[-tail:])
+
+
+def _cut(line: str, width: int) -> str:
+    if len(line) <= width:
+        return line
+    return f"{line[:width]}... ({len(line) - width:,} more characters)"

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from pytest_specdecode.service.base import LaunchSpec, ServiceStartError
+from pytest_specdecode.service.base import LINE_CHARS, LaunchSpec, ServiceStartError, last_lines
 from pytest_specdecode.service.local import LocalController, describe_exit
 from pytest_specdecode.service.readiness import (
     LOADING,
@@ -100,6 +102,10 @@ def test_crash_on_start_fails_fast_with_the_log_tail(controller: LocalController
     assert str(controller.log_path) in err.summary
     assert "Load weight begin" in err.log_tail
     assert len(err.log_tail.splitlines()) <= 30
+    # The simulator logs its ServerArgs on one line of ~16 kB, as SGLang does: cut in the tail.
+    (args_line,) = [line for line in err.log_tail.splitlines() if "server_args=" in line]
+    assert len(args_line) < 400
+    assert args_line.endswith(" more characters)")
 
 
 def test_hang_on_load_times_out_in_phase_loading(controller: LocalController) -> None:
@@ -274,3 +280,19 @@ def test_the_listener_is_proven_to_be_the_started_server_or_named_as_foreign(
     assert check.ok is False
     assert f"port {other} is served by pid {pid} (" in check.detail
     assert "not by the server started here" in check.detail
+
+
+@given(
+    st.lists(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=2000)),
+    st.integers(min_value=1, max_value=40),
+)
+def test_a_log_tail_keeps_the_last_lines_each_cut_to_its_width(lines: list[str], tail: int) -> None:
+    text = "\n".join(lines)
+    whole = text.rstrip("\n").splitlines()[-tail:]
+    cut = [
+        line
+        if len(line) <= LINE_CHARS
+        else f"{line[:LINE_CHARS]}... ({len(line) - LINE_CHARS:,} more characters)"
+        for line in whole
+    ]
+    assert last_lines(text, tail) == "\n".join(cut)
