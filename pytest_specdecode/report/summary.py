@@ -7,6 +7,7 @@ print the same summary from a saved JSON report.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -283,20 +284,32 @@ CLIENT_SHARE = 0.02
 """Client overhead p99 above this share of e2e p50: the client may be the limit."""
 
 
+SHOWN_CASES = 4
+"""The client-limited warning names this many cases (the worst first), then a count."""
+
+
 def client_limited(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
-    """A warning per case whose client overhead p99 (client e2e minus the server's own
-    e2e) exceeds :data:`CLIENT_SHARE` of its e2e p50."""
-    lines: list[str] = []
+    """One warning for the run naming the cases whose client overhead p99 (client e2e
+    minus the server's own e2e) exceeds :data:`CLIENT_SHARE` of their e2e p50."""
+    found: list[tuple[float, str]] = []
+    total = 0
     for c in configs:
         for t in c.get("throughput", []):
             m = t["metrics"]
             overhead, e2e = m.get("client_overhead_ms_p99"), m.get("e2e_ms_p50")
             if not isinstance(overhead, (int, float)) or not isinstance(e2e, (int, float)):
                 continue
+            total += 1
             if overhead > CLIENT_SHARE * e2e:
-                lines.append(
-                    f"WARNING: {t['case']} ({short.get(c['label'], c['label'])}): client "
-                    f"overhead p99 {overhead:.1f} ms > {CLIENT_SHARE:.0%} of e2e p50 "
-                    f"{e2e:.1f} ms: the client may be limiting this case"
-                )
-    return lines
+                name = f"{t['case']} ({short.get(c['label'], c['label'])})"
+                found.append((overhead / e2e if e2e > 0 else math.inf, name))
+    if not found:
+        return []
+    found.sort(key=lambda f: -f[0])
+    named = ", ".join(name for _, name in found[:SHOWN_CASES])
+    more = f" and {len(found) - SHOWN_CASES} more" if len(found) > SHOWN_CASES else ""
+    return [
+        f"WARNING: in {len(found)} of {total} cases the client overhead p99 exceeds "
+        f"{CLIENT_SHARE:.0%} of e2e p50 (the worst first: {named}{more}): the client may be "
+        "limiting them"
+    ]
