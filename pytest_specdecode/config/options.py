@@ -139,8 +139,9 @@ OPTIONS: tuple[Option, ...] = (
     # -- Where the server is and how it is controlled.
     Option("hosts", "--dflash-host", "target", parse=parse_host, default=(), metavar="HOST[:PORT]",
            env="DFLASH_HOSTS", ini_key="dflash_hosts", kind="list",
-           help="GPU host to control over SSH; repeat for several hosts. Without it the server "
-                "runs locally (by default the bundled simulator)."),
+           help="GPU host to control over SSH (PORT: its SSH port; the server's HTTP port is "
+                "--dflash-port); repeat for several hosts. Without it the server runs locally "
+                "(by default the bundled simulator)."),
     Option("port", "--dflash-port", "target", parse=_port, default=30000,
            shown="30000 (a free port for the bundled simulator)", metavar="PORT",
            help="HTTP port of the SGLang server."),

@@ -215,6 +215,8 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
     if control == "auto":
         control = _auto_control(v["hosts"], v["unit"], v["restart_cmd"], v["restart"])
     _check_control(control, v["hosts"], v["unit"], v["restart_cmd"])
+    if control == "external":
+        _check_no_ssh_port(r, v["hosts"], v["port"])
     # Remote modes run whatever the host has: never assume the bundled simulator there.
     uses_simulator = control == "local" and (
         not v["launch"] or "pytest_specdecode.sim" in v["launch"]
@@ -372,6 +374,20 @@ def _auto_control(
         "(systemd), --dflash-restart-cmd (your script) or --dflash-restart=never (use the "
         "running server as it is)"
     )
+
+
+def _check_no_ssh_port(r: _Resolver, hosts: tuple[Host, ...], port: int) -> None:
+    """HOST:PORT names an SSH port, and a server used as it is gets no SSH: a port there
+    would be silently unused while HTTP goes to --dflash-port."""
+    for host in hosts:
+        if host.port is not None:
+            found = r.found("hosts")
+            raise SettingsError(
+                f"{found.source if found else '--dflash-host'} {str(host)!r}: the port after "
+                f"the host is its SSH port, and --dflash-restart=never uses no SSH (HTTP goes "
+                f"to --dflash-port, {port} here); for the server's HTTP port give "
+                f"--dflash-host {host.name} --dflash-port {host.port}"
+            )
 
 
 def _check_control(

@@ -122,6 +122,11 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
             ["--dflash-host", "gpu1", "--dflash-restart", "never", "--dflash-restart-cmd", "/r"],
             "*--dflash-restart=never never restarts*--dflash-restart-cmd would never be used*",
         ),
+        (
+            ["--dflash-host", "127.0.0.1:31234", "--dflash-restart=never"],
+            "*--dflash-host '127.0.0.1:31234': the port after the host is its SSH port, and "
+            "--dflash-restart=never uses no SSH*give --dflash-host 127.0.0.1 --dflash-port 31234",
+        ),
         (["--dflash-ready-timeout", "nan"], "*--dflash-ready-timeout: expected a finite number*"),
         (["--dflash-ready-timeout", "inf"], "*--dflash-ready-timeout: expected a finite number*"),
         (["--dflash-ready-timeout=-5"], "*--dflash-ready-timeout: expected a finite number > 0*"),
