@@ -118,22 +118,72 @@ class ChatResult(GenerateResult):
     usage: dict[str, Any] = field(default_factory=dict)
 
 
+MESSAGE_CAP = 500
+"""Characters of a server's error message kept (one line)."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:MESSAGE_CAP]
+
+
+def _message_of(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("message", "detail", "msg"):
+            if (found := _message_of(value.get(key))) is not None:
+                return found
+        return None
+    if isinstance(value, list):  # FastAPI's validation errors: [{"msg": ...}, ...]
+        messages = [m for m in map(_message_of, value) if m]
+        return "; ".join(messages) if messages else None
+    return None
+
+
+def error_message(data: object) -> str | None:
+    """The server's message when ``data`` (a decoded reply or event) is an error object,
+    one line of at most :data:`MESSAGE_CAP` characters; None when it is none.
+
+    Every shape a server sends, with any status and streamed or not: SGLang's
+    native ``{"error": {"message": ...}}`` and ``{"error": "..."}``, OpenAI's
+    ``{"object": "error", "message": ..., "type": ..., "code": ...}`` (SGLang's
+    ``ErrorResponse``), FastAPI's ``{"detail": ...}``. ``detail`` counts only in an
+    object that is no result (no ``meta_info``, no ``choices``): a result may carry a
+    field of that name, and the load generator's fast path reads such events for their
+    ``meta_info`` alone (it decodes whole every event that says ``"error"``).
+    """
+    if not isinstance(data, dict):
+        return None
+    if data.get("error") is not None:
+        found = _message_of(data["error"])
+    elif data.get("object") == "error":
+        found = _message_of(data)
+    elif data.get("detail") is not None and "meta_info" not in data and "choices" not in data:
+        found = _message_of(data["detail"])
+    else:
+        return None
+    if not found or not found.strip():
+        found = json.dumps(data, separators=(",", ":"), default=str)
+    return _one_line(found)
+
+
 def _error_text(body: str) -> str:
-    """The server's own message out of SGLang/OpenAI/FastAPI error bodies."""
+    """The server's own message out of an error answer's body (any shape, or its text)."""
     text = body.strip()
     try:
         data = json.loads(text)
     except ValueError:
-        return " ".join(text.split())[:500] or "(empty body)"
-    if isinstance(data, dict):
-        for candidate in (data.get("error"), data):
-            if isinstance(candidate, dict):
-                for key in ("message", "detail", "msg"):
-                    if isinstance(candidate.get(key), str):
-                        return str(candidate[key])
-            elif isinstance(candidate, str):
-                return candidate
-    return " ".join(text.split())[:500]
+        return _one_line(text) or "(empty body)"
+    found = error_message(data)
+    if found is None and isinstance(data, dict):
+        found = _message_of(data.get("message"))
+    return _one_line(found or text) or "(empty body)"
+
+
+def _refuse_error(data: object, path: str, status: int | None) -> None:
+    """A ServerError with the server's message when ``data`` is an error object."""
+    if (message := error_message(data)) is not None:
+        raise ServerError("POST", path, status, message)
 
 
 def prometheus_value(text: str, name: str) -> float | None:
@@ -556,8 +606,9 @@ class SGLangClient:
                     raise ServerError(
                         "POST", path, None, f"undecodable event {payload[:200]!r}"
                     ) from exc
-                if isinstance(event, dict) and "error" in event:
-                    raise ServerError("POST", path, None, _error_text(json.dumps(event)))
+                _refuse_error(event, path, None)
+                if not isinstance(event, dict):
+                    raise ServerError("POST", path, None, f"event is not an object: {event!r:.200}")
                 yield arrival, event
         finally:
             resp.close()
@@ -658,6 +709,7 @@ def _finish_reason(value: Any) -> str | None:
 
 
 def _generate_result(data: Any, send: float) -> GenerateResult:
+    _refuse_error(data, "/generate", 200)
     if not isinstance(data, dict):
         raise ServerError("POST", "/generate", 200, f"expected an object, got {data!r:.200}")
     meta = data.get("meta_info")
@@ -727,6 +779,7 @@ def _assemble_generate_stream(events: Iterator[tuple[float, dict[str, Any]]]) ->
 
 
 def _openai_result(data: Any, send: float, end: float, *, chat: bool, path: str) -> ChatResult:
+    _refuse_error(data, path, 200)
     if not isinstance(data, dict) or not data.get("choices"):
         raise ServerError("POST", path, 200, f"no choices in {data!r:.200}")
     choice = data["choices"][0]

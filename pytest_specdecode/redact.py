@@ -6,10 +6,13 @@ A :class:`Redactor` masks, in any text:
   from launch lines, wherever they appear, and also fragments of them of
   :data:`FRAGMENT` characters or more, because pytest shortens long values in
   the middle (``'Bearer sk-PLAN...'``);
-- the value of any ``--api-key`` / ``--admin-api-key`` flag (any
-  ``--*-api-key``), as ``--api-key X``, ``--api-key=X`` or ``'--api-key', 'X'``;
-- ``api_key=...`` / ``admin_api_key: '...'`` (SGLang's ``server_args=`` log
-  line, reprs, JSON);
+- the value of every option whose kind is a secret: SGLang's secret options,
+  which the facts name by a rule (:mod:`pytest_specdecode.facts.secrets`:
+  ``--api-key``, ``--admin-api-key``, ``--ssl-keyfile-password``), their
+  abbreviations, and any ``--*-api-key``; as ``--api-key X``, ``--api-key=X`` or
+  ``'--api-key', 'X'``;
+- ``api_key=...`` / ``ssl_keyfile_password: '...'`` (SGLang's ``server_args=``
+  log line, reprs, JSON, environment variables);
 - ``Authorization`` headers and ``Bearer`` / ``Basic`` credentials.
 
 Unquoted values that read as a short lower-case word ("--dflash-api-key or
@@ -26,7 +29,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any, TypeVar
+
+from pytest_specdecode import facts
 
 T = TypeVar("T")
 
@@ -37,35 +44,95 @@ MIN_SECRET = 4
 # A shortened repr may keep any part of a key: mask every run this long.
 FRAGMENT = 8
 
-_NAME = r"(?:[A-Za-z0-9]+[_-])*api[_-]?key"
 _QUOTED = r"'[^'\n]*'|\"[^\"\n]*\""
 _BARE = r"[^\s'\",;)\]}]+"
 _PROSE = re.compile(r"[a-z]{1,5}")
 _NOT_SECRET = {"None", "null", "none", "True", "False", "''", '""', MASK}
 
-_FLAG = re.compile(rf"(?P<pre>--{_NAME}(?:=|[ \t]+))(?P<val>{_QUOTED}|{_BARE})", re.IGNORECASE)
-_FLAG_LIST = re.compile(
-    rf"(?P<pre>(?P<q>['\"])--{_NAME}(?P=q),\s*)(?P<val>{_QUOTED})", re.IGNORECASE
-)
-_ASSIGN_QUOTED = re.compile(rf"(?P<pre>\b{_NAME}['\"]?\s*[=:]\s*)(?P<val>{_QUOTED})", re.IGNORECASE)
-_ASSIGN_BARE = re.compile(rf"(?P<pre>\b{_NAME}=)(?P<val>{_BARE})", re.IGNORECASE)
+# Any ``--*-api-key`` (the plugin's own --dflash-api-key, a wrapper's): secret by its name.
+_API_KEY = r"(?:[A-Za-z0-9]+[_-])*api[_-]?key"
+_OPTION = r"--[A-Za-z0-9][A-Za-z0-9_-]*"
+
+
+@cache
+def _secret_options() -> tuple[facts.Option, ...]:
+    """Every option of every known SGLang table whose value is a secret (by the facts'
+    rule, :mod:`pytest_specdecode.facts.secrets`)."""
+    found: dict[tuple[str, ...], facts.Option] = {}
+    for version in facts.VERSIONS:
+        for build in facts.BUILDS:
+            for option in facts.load(version, build).secret_options():
+                found.setdefault(option.flags, option)
+    return tuple(found.values())
+
+
+def secret_flags() -> frozenset[str]:
+    """The spellings of SGLang's secret options (``--api-key``, ``--ssl-keyfile-password``)."""
+    return frozenset(f for o in _secret_options() for f in o.flags)
+
+
+@cache
+def _name() -> str:
+    """A regex of every secret's name as it appears in a text: the dests and flags of the
+    secret options (``ssl_keyfile_password``, ``ssl-keyfile-password``) and any *api-key."""
+    names = {o.dest for o in _secret_options()} | {f.lstrip("-") for f in secret_flags()}
+    spelled = {r"[_-]".join(map(re.escape, re.split(r"[_-]", n))) for n in names}
+    return "(?:" + "|".join([*sorted(spelled, key=len, reverse=True), _API_KEY]) + ")"
+
+
+@dataclass(frozen=True)
+class _Patterns:
+    flag: re.Pattern[str]
+    flag_list: re.Pattern[str]
+    assign_quoted: re.Pattern[str]
+    assign_bare: re.Pattern[str]
+
+
+@cache
+def _patterns() -> _Patterns:
+    name = _name()
+    return _Patterns(
+        # Any option: whether it is a secret's (abbreviations included) is is_secret_flag's call.
+        # A word after a space that starts with -- is the next option, not this one's value.
+        flag=re.compile(
+            rf"(?P<pre>(?P<flag>{_OPTION})(?:=|[ \t]+(?!--)))(?P<val>{_QUOTED}|{_BARE})"
+        ),
+        flag_list=re.compile(
+            rf"(?P<pre>(?P<q>['\"])(?P<flag>{_OPTION})(?P=q),\s*)(?P<val>{_QUOTED})"
+        ),
+        assign_quoted=re.compile(
+            rf"(?P<pre>\b{name}['\"]?\s*[=:]\s*)(?P<val>{_QUOTED})", re.IGNORECASE
+        ),
+        assign_bare=re.compile(rf"(?P<pre>\b{name}=)(?P<val>{_BARE})", re.IGNORECASE),
+    )
+
+
 _AUTH = re.compile(
     rf"(?P<pre>\b(?:proxy-)?authorization['\"]?\s*[:=]\s*)(?P<val>{_QUOTED}|[^\n\r,;}}'\"]+)",
     re.IGNORECASE,
 )
 _SCHEME = re.compile(rf"(?P<pre>\b(?:bearer|basic|token)[ \t]+)(?P<val>{_BARE})", re.IGNORECASE)
-# Every contextual pattern needs one of these words: texts without any skip them.
-_TRIGGERS = ("api", "authorization", "bearer", "basic", "token")
+# Every contextual pattern needs one of these words: texts without any skip them
+# ("pass" and "cred" also catch an abbreviated --ssl-keyfile-pass).
+_TRIGGERS = ("api", "authorization", "bearer", "basic", "token", "pass", "secret", "cred")
 _SCHEME_PREFIX = re.compile(r"(?:bearer|basic|token|digest)[ \t]+", re.IGNORECASE)
+_API_KEY_FLAG = re.compile(rf"--{_API_KEY}", re.IGNORECASE)
 
 
-_FLAG_NAME = re.compile(rf"--{_NAME}", re.IGNORECASE)
-
-
+@lru_cache(maxsize=4096)
 def is_secret_flag(word: str) -> bool:
-    """Whether ``word`` is an API-key flag (``--api-key``, ``--admin-api-key``, any
-    ``--*-api-key``) whose value is a secret."""
-    return _FLAG_NAME.fullmatch(word) is not None
+    """Whether ``word`` is a flag whose value is a secret: one of SGLang's secret options
+    (the facts say which: ``--api-key``, ``--admin-api-key``, ``--ssl-keyfile-password``),
+    an abbreviation argparse would take for one (``--ssl-keyfile-pass``), or any
+    ``--*-api-key``."""
+    if _API_KEY_FLAG.fullmatch(word) is not None or word in secret_flags():
+        return True
+    if not word.startswith("--") or len(word) < 3:
+        return False
+    # argparse's prefix matching: an abbreviation of secret options only is one of them.
+    table = facts.load()
+    matches = table.prefix_matches(word)
+    return bool(matches) and all(o is not None and o.secret for o in map(table.option, matches))
 
 
 # A reference to a variable (``${SPECDECODE_API_KEY}`` in a systemd drop-in), not its value.
@@ -86,6 +153,11 @@ def _mask_value(value: str) -> str:
     scheme = _SCHEME_PREFIX.match(inner)
     prefix = scheme.group(0) if scheme else ""
     return f"{quote}{prefix}{MASK}{quote}"
+
+
+def _names_a_secret(match: re.Match[str]) -> bool:
+    """Whether a match's option (if its pattern has one) is a secret's."""
+    return "flag" not in match.re.groupindex or is_secret_flag(match["flag"])
 
 
 def _unquote(value: str) -> str:
@@ -127,14 +199,16 @@ class Redactor:
         self._literals = re.compile(f"(?=({alternatives}))")
 
     def learn(self, text: str | None) -> None:
-        """Add the values of API-key flags and ``api_key=`` found in ``text`` (a launch line)."""
+        """Add the values of secret options (:func:`is_secret_flag`) and of ``api_key=``,
+        ``ssl_keyfile_password: '...'`` found in ``text`` (a launch line, a log line, JSON)."""
         if not text:
             return
-        for pattern in (_FLAG, _FLAG_LIST, _ASSIGN_QUOTED, _ASSIGN_BARE):
+        p = _patterns()
+        for pattern in (p.flag, p.flag_list, p.assign_quoted, p.assign_bare):
             for match in pattern.finditer(text):
                 # A launch line is a command, not prose: every value counts.
                 value = _unquote(match.group("val"))
-                if value not in _NOT_SECRET:
+                if _names_a_secret(match) and value not in _NOT_SECRET:
                     self.add(value)
 
     def text(self, text: str) -> str:
@@ -144,7 +218,8 @@ class Redactor:
         text = self._mask_literals(text)
         lowered = text.lower()
         if any(word in lowered for word in _TRIGGERS):
-            for pattern in (_FLAG_LIST, _FLAG, _ASSIGN_QUOTED, _ASSIGN_BARE, _AUTH, _SCHEME):
+            p = _patterns()
+            for pattern in (p.flag_list, p.flag, p.assign_quoted, p.assign_bare, _AUTH, _SCHEME):
                 text = pattern.sub(self._replace, text)
         return text
 
@@ -180,11 +255,24 @@ class Redactor:
 
     def _replace(self, match: re.Match[str]) -> str:
         value = match.group("val")
+        if not _names_a_secret(match):
+            return match.group(0)
         if value.startswith(("'", '"')) or _is_value(value):
             return match.group("pre") + _mask_value(value)
         return match.group(0)
 
     def _mask_literals(self, text: str) -> str:
+        # Every secret in one pass (one alternation, longest first, overlapping spans
+        # merged), so two secrets sharing a piece are both masked whole. Again while a
+        # pass changed something: a mask next to what is left can spell a piece anew
+        # (a secret with '*' in it); each pass shortens the text, so this ends.
+        while True:
+            masked = self._mask_once(text)
+            if masked == text:
+                return text
+            text = masked
+
+    def _mask_once(self, text: str) -> str:
         # Plain substring tests are much faster than the regex; most texts have none.
         if self._literals is None or not any(p in text for p in self._pieces):
             return text

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import io
+import itertools
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.redact import MASK, Redactor, for_settings, scrub_report
+from pytest_specdecode.redact import (
+    FRAGMENT,
+    MASK,
+    MIN_SECRET,
+    Redactor,
+    for_settings,
+    scrub_report,
+)
 
 KEY = "sk-PLANTED-7f3a9c1e"
 
@@ -29,6 +39,18 @@ KEY = "sk-PLANTED-7f3a9c1e"
         ("Args(api_key='s3cr3t', admin_api_key=None)", "Args(api_key='***', admin_api_key=None)"),
         ('{"api_key": "jsonsecret", "n": 2}', '{"api_key": "***", "n": 2}'),
         ("DFLASH_API_KEY=envsecret pytest", "DFLASH_API_KEY=*** pytest"),
+        # every secret option of the facts, not only API keys, in every spelling
+        ("sglang --ssl-keyfile-password pw9x --p 1", "sglang --ssl-keyfile-password *** --p 1"),
+        ("sglang --ssl-keyfile-password='p w' --x", "sglang --ssl-keyfile-password='***' --x"),
+        ("sglang --ssl-keyfile-pass=pw9x", "sglang --ssl-keyfile-pass=***"),  # argparse's prefix
+        ("['s', '--ssl-keyfile-password', 'pw9x']", "['s', '--ssl-keyfile-password', '***']"),
+        ("Args(ssl_keyfile_password='pw9x')", "Args(ssl_keyfile_password='***')"),
+        ('{"ssl_keyfile_password": "pw9x"}', '{"ssl_keyfile_password": "***"}'),
+        ("SSL_KEYFILE_PASSWORD=pw9x sglang", "SSL_KEYFILE_PASSWORD=*** sglang"),
+        # a non-secret option right before a secret one does not take it as its value
+        ("sglang --enable-metrics --api-key abc123", "sglang --enable-metrics --api-key ***"),
+        # options that are no secrets keep their values
+        ("--ssl-keyfile /k.pem --tokenizer-path /t --max-total-tokens 9", None),
         # Authorization headers and bare credentials
         ("{'Authorization': 'Bearer abcdef', 'X': 1}", "{'Authorization': 'Bearer ***', 'X': 1}"),
         ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic ***"),
@@ -57,6 +79,55 @@ def test_learn_takes_keys_from_launch_lines() -> None:
     redactor.learn("python -m sglang.launch_server --api-key lowkey --admin-api-key 'Adm1n!'")
     assert redactor.secrets == {"lowkey", "Adm1n!"}
     assert redactor("the server said lowkey and Adm1n!") == "the server said *** and ***"
+
+
+def test_learn_takes_every_secret_option_and_none_of_the_others() -> None:
+    redactor = Redactor()
+    redactor.learn(
+        'sglang --model-path /m --ssl-keyfile /k.pem --ssl-keyfile-password="pw 42" '
+        "--tokenizer-path /tok --api-key=k3y-v4lue --port 30000"
+    )
+    assert redactor.secrets == {"pw 42", "k3y-v4lue"}
+
+
+def test_a_password_sharing_a_piece_with_the_key_is_masked_whole() -> None:
+    # The issue's case: only the key was known, so the piece they share was masked
+    # and the rest of the password showed ("pw***-LOCKED-58ac").
+    key, password = "sk-PLANTED-4d1f0c9e7b2a", "pw-4d1f0c9e-LOCKED-58ac"
+    launch = f"sglang --api-key {key} --ssl-keyfile-password={password}"
+    redactor = for_settings(Settings(launch=launch), environ={})
+    info = (
+        f"launch_command: {launch}; ssl_keyfile_password {password}; {key[:13]}...{password[-9:]}"
+    )
+    masked = redactor(info)
+    assert not [p for p in _pieces(key) | _pieces(password) if p in masked], masked
+
+
+def _pieces(secret: str, size: int = FRAGMENT) -> set[str]:
+    return {secret[i : i + size] for i in range(max(len(secret) - size + 1, 1))}
+
+
+# Secrets cut from one stock of characters overlap and share pieces; '*' is in it
+# so a mask next to what is left of the text could spell a piece anew.
+_STOCK = "ab*-cd1e"
+_secret = st.text(alphabet=_STOCK, min_size=MIN_SECRET, max_size=24)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secrets=st.lists(_secret, min_size=1, max_size=5),
+    fillers=st.lists(st.text(alphabet=_STOCK + " x", max_size=12), max_size=7),
+    data=st.data(),
+)
+def test_no_secret_and_no_piece_of_one_survives_masking(
+    secrets: list[str], fillers: list[str], data: st.DataObject
+) -> None:
+    placed = data.draw(st.permutations(secrets))
+    text = "".join(a + b for a, b in itertools.zip_longest(fillers, placed, fillvalue=""))
+    masked = Redactor(secrets)(text)
+    left = [s for s in secrets if s in masked]
+    left += [p for s in secrets if len(s) > FRAGMENT for p in _pieces(s) if p in masked]
+    assert not left, (text, masked)
 
 
 def test_value_masks_nested_strings_and_keys() -> None:
@@ -159,3 +230,9 @@ def test_a_usage_error_masks_the_key_it_quotes(pytester: pytest.Pytester) -> Non
     result.stderr.fnmatch_lines(["ERROR: --dflash-restart-cmd '/opt/r.sh --token *** *"])
     assert KEY not in result.stderr.str()
     assert "adm1n-key" not in result.stderr.str()
+
+
+def test_a_mask_that_spells_a_secret_anew_is_masked_too() -> None:
+    # Masking "qqqq" between "x" and "yzzzz" leaves "x***yzzzz": the other secret.
+    redactor = Redactor(["x***yzzzz", "qqqq"])
+    assert redactor("x" + "qqqq" + "yzzzz") == MASK

@@ -22,6 +22,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
+from pytest_specdecode.facts.secrets import is_secret_name
+
 VERSIONS = ("0.5.23",)
 NEWEST = VERSIONS[-1]
 BUILDS = ("release", "legacy", "ddtree")
@@ -60,6 +62,12 @@ class Option:
     def switch(self) -> bool:
         """A bare flag that stores a boolean (``--enable-metrics``, ``--no-x``)."""
         return not self.takes_value
+
+    @property
+    def secret(self) -> bool:
+        """Whether the option's value is a secret (an API key, a password): see
+        :mod:`pytest_specdecode.facts.secrets`."""
+        return self.takes_value and any(map(is_secret_name, (self.dest, *self.flags)))
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,10 @@ class OptionTable:
     def by_dest(self, dest: str) -> Option | None:
         """The option storing ``dest`` (the first one, as argparse reports it)."""
         return next((o for o in self.options if o.dest == dest), None)
+
+    def secret_options(self) -> tuple[Option, ...]:
+        """The options whose value is a secret, in the parser's order."""
+        return tuple(o for o in self.options if o.secret)
 
     def prefix_matches(self, text: str) -> list[str]:
         """Spellings ``text`` abbreviates, as argparse's prefix matching finds them."""

@@ -37,6 +37,7 @@ from pytest_specdecode.client import (
     ServerError,
     _error_text,
     _generate_result,
+    error_message,
     int_ids,
     is_int,
 )
@@ -82,7 +83,8 @@ def _meta_count(payload: bytes) -> int | None:
     text and ids: this decodes the object after the last ``"meta_info":`` up to
     the event's closing brace. None whenever that is not plainly the case (no
     such key, not an object, an ``"error"`` anywhere, a count that is not an
-    integer): the caller then decodes the whole event and its checks apply.
+    integer): the caller then decodes the whole event and its checks apply
+    (:func:`~pytest_specdecode.client.error_message` sees every error shape there).
     """
     # rfind, not `in`: the same answer (any occurrence), and CPython's reverse search
     # is about four times faster over a cumulative event's kilobytes of text.
@@ -161,8 +163,8 @@ class _Stream:
             ) from None
         if not isinstance(event, dict):
             raise ServerError("POST", "/generate", None, f"event is not an object: {event!r:.200}")
-        if "error" in event:
-            raise ServerError("POST", "/generate", None, _error_text(orjson.dumps(event).decode()))
+        if (message := error_message(event)) is not None:
+            raise ServerError("POST", "/generate", None, message)
         self.last = event
         meta = event.get("meta_info")
         count = meta.get("completion_tokens", self.seen) if isinstance(meta, dict) else self.seen

@@ -1,15 +1,18 @@
 """Issue 10, done-when: a planted API key appears in nothing the run writes or shows.
 
 One run against the simulator started with ``--api-key KEY --admin-api-key
-ADMIN`` on its launch line covers every failure path at once: a server that crashes on start
+ADMIN --ssl-keyfile-password=PASSWORD`` on its launch line (the password shares
+an 8-character piece with the key: masking one secret at a time left the rest
+of the other showing) covers every failure path at once: a server that crashes on start
 (its log tail shows ``server_args=... api_key='KEY'``), one that dies during
 the lossless check and one that dies during throughput (request tracebacks
 with ``'Authorization': 'Bearer KEY'`` in their locals, under ``-l
 --tb=long``), a user test that fails with the header in a local and one
 that records it in its benchmark's ``extra_info``. Then every file it
-produced (terminal, JUnit XML, report.json, both benchmark JSONs, the step
-summary, the plots) and everything it printed is searched for both keys and
-for any 8-character piece of them.
+produced (terminal, JUnit XML, report.json, report.html, both benchmark JSONs,
+the step summary, the plots) and everything it printed is searched for both keys and
+for any 8-character piece of them. The simulator shows the password as SGLang
+does: in ``/server_info``'s ``launch_command`` and its ``ssl_keyfile_password``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ else:
 
 KEY = "sk-PLANTED-4d1f0c9e7b2a"
 ADMIN_KEY = "adm-PLANTED-93e5b70a1c"  # --admin-api-key, on the launch line too
+# --ssl-keyfile-password: a secret by the kind of its option; "4d1f0c9e" is also in KEY.
+PASSWORD = "pw-4d1f0c9e-LOCKED-58ac"
 
 TESTS = """
 import pytest
@@ -94,6 +99,7 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
 ) -> None:
     ini = pytester.makeini(
         f"[pytest]\ndflash_launch = {FAST_SIM} --api-key {KEY} --admin-api-key {ADMIN_KEY} "
+        f"--ssl-keyfile-password={PASSWORD} "
         "--sim-load-seconds 0.05 "
         "--sim-warmup-seconds 0.05\ndflash_ready_timeout = 60\ndflash_report = report.json\n"
     )
@@ -104,7 +110,8 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "-v", "-l", "--tb=long", "-rA",
         "--dflash-contexts=60", "--dflash-output-tokens=8", "--dflash-rounds=1",
-        "--junitxml=junit.xml", "--benchmark-json=bench.json", "--benchmark-save=run",
+        "--junitxml=junit.xml", "--dflash-html=report.html",
+        "--benchmark-json=bench.json", "--benchmark-save=run",
         *(["--dflash-plot=plots"] if PLOTS else []),
     )  # fmt: skip
     # The progress line goes to the real stderr, past pytest's capture: read it too.
@@ -123,18 +130,18 @@ def test_a_planted_key_is_in_no_output_of_any_failure_path(
     result.stdout.fnmatch_lines(["dflash: launch *.sim * --api-key *** --admin-api-key *** *"])
     result.stdout.fnmatch_lines(["*NONE: ready in *; launched: *.sim * --api-key *** *"])
     report = json.loads((pytester.path / "report.json").read_text())
-    assert "--api-key *** --admin-api-key ***" in report["launch"]
+    assert "--api-key *** --admin-api-key *** --ssl-keyfile-password=***" in report["launch"]
     bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
     assert len(bench) == 2  # the user's benchmark and the first throughput case
     headers = [b["extra_info"].get("headers") for b in bench]
     assert {"Authorization": "Bearer ***"} in headers
     produced = list(files_under(pytester.path, {ini.name, tests.name}))
     names = {p.name for p in produced}
-    assert {"junit.xml", "report.json", "bench.json", "step-summary.md"} <= names
+    assert {"junit.xml", "report.json", "report.html", "bench.json", "step-summary.md"} <= names
     assert any(p.suffix == ".png" for p in produced) or not PLOTS, names
     assert any(p.name.endswith("_run.json") for p in produced), names
 
-    found = pieces(KEY) | pieces(ADMIN_KEY)
+    found = pieces(KEY) | pieces(ADMIN_KEY) | pieces(PASSWORD)
     leaks = [f"{p}: {sorted(f for f in found if f.encode() in p.read_bytes())}" for p in produced]
     leaks = [line for line in leaks if not line.endswith("[]")]
     printed = sorted(f for f in found if f in output)

@@ -47,6 +47,10 @@ class Script:
     slow_bytes: float | None = None  # /generate body: one byte every this many seconds
     huge_line: int | None = None  # /generate streams one SSE line of this many bytes
     meta_overrides: dict[str, Any] = field(default_factory=dict)  # impossible counts
+    # /generate and the OpenAI endpoints answer 200 with this error object (streamed:
+    # as the event after error_after good ones).
+    error_body: Any = None
+    error_after: int = 0
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
     health_delay: float = 0.0  # /health_generate answers after this many seconds
     slow_info: float | None = None  # /server_info body: one byte every this many seconds
@@ -275,6 +279,8 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 }
             )
+        if s.error_body is not None:
+            events = [*events[: s.error_after], s.error_body]
         if body.get("stream"):
             with s.lock:
                 s.in_flight += 1
@@ -292,6 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _openai(self, body: dict[str, Any], *, chat: bool) -> None:
         pieces = ["Hel", "lo", " world"]
         usage = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+        if self.script.error_body is not None:
+            if body.get("stream"):
+                self._sse([self.script.error_body])
+            else:
+                self._send_json(200, self.script.error_body)
+            return
         if not body.get("stream"):
             choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
             if chat:
