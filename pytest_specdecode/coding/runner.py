@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -178,6 +179,36 @@ class CodingRunner:
         bounds = DraftBounds.of(service.config, service.server_info)
         check_plausible(result, self.settings.max_tokens, bounds)
 
+    def _recheck_timeouts(
+        self, problem: Problem, replies: list[str], verdicts: list[Verdict]
+    ) -> tuple[list[Verdict], int]:
+        """Check once more, with the time limit doubled, each answer whose check ran into
+        its limit: on a busy machine a right answer can be slow to judge, and only a
+        second timeout makes it the model's failure. Returns the verdicts and how many
+        were checked again."""
+        again = {
+            i: self.checker.submit(
+                problem,
+                replies[i],
+                judge=check_reply,
+                timeout=2 * self.settings.answer_timeout,
+                mode=self.mode,
+            )
+            for i, v in enumerate(verdicts)
+            if v.status == "timeout"
+        }
+        done = []
+        for i, v in enumerate(verdicts):
+            if i not in again:
+                done.append(v)
+                continue
+            second = again[i].result()
+            reason = second.reason
+            if second.status == "timeout":
+                reason += f" (checked twice: first within {self.settings.answer_timeout:g} s)"
+            done.append(replace(second, duration=v.duration + second.duration, reason=reason))
+        return done, len(again)
+
     def check(self, problem: Problem) -> list[Verdict]:
         """Ask, judge every sample, record; fail the test unless all samples pass.
 
@@ -205,6 +236,7 @@ class CodingRunner:
             "accept_length": None,
             "generate_seconds": None,
             "check_seconds": None,
+            "rechecked": 0,
         }
         try:
             for _ in range(n):
@@ -233,6 +265,8 @@ class CodingRunner:
                 tokens += result.completion_tokens or 0
                 steps += result.spec_verify_ct or 0
             verdicts = [future.result() for future in pending]
+            verdicts, rechecked = self._recheck_timeouts(problem, replies, verdicts)
+            record["rechecked"] = rechecked
             # Every failed answer keeps its reply: the evidence of its verdict.
             record["failed_answers"] = [
                 {

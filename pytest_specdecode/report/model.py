@@ -134,6 +134,7 @@ class CodingRecord(_Record):
     accept_length: float | None = None
     generate_seconds: float | None = None
     check_seconds: float | None = None
+    rechecked: int = 0
     nodeid: str = ""
     failed_answers: list[dict[str, Any]] = []
     digest: str | None = None

@@ -39,6 +39,7 @@ class CodingRecord:
     accept_length: float | None = None
     generate_seconds: float | None = None  # asking for the samples (the requests' wall time)
     check_seconds: float | None = None  # judging them (the verdicts' durations, summed)
+    rechecked: int = 0  # answers checked again after running into the time limit
     nodeid: str = ""  # the test that recorded it (a resumed run carries records by test)
     # Each failed answer: sample number, status, reason and its reply (the evidence).
     failed_answers: list[dict[str, Any]] = field(default_factory=list)

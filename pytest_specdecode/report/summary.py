@@ -228,9 +228,12 @@ def _coding_times(configs: list[dict[str, Any]]) -> list[str]:
             generating = sum(r.get("generate_seconds") or 0.0 for r in timed)
             checking = sum(r["check_seconds"] for r in timed)
             answers = sum(r.get("samples", 1) for r in timed)
+            again = sum(r.get("rechecked") or 0 for r in timed)
+            rechecked = f"; {again} checked again after the time limit" if again else ""
             lines.append(
                 f"coding time under {c['label']}: generating {generating:.1f} s, checking "
-                f"{checking:.1f} s ({answers} answers; checks run in parallel with generation)"
+                f"{checking:.1f} s ({answers} answers{rechecked}; checks run in parallel with "
+                "generation)"
             )
     return lines
 

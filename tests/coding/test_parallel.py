@@ -186,3 +186,53 @@ def test_the_side_by_side_benchmark_fails_above_its_ratio() -> None:
     ratio, failures = bench.verdict([3.1, 3.2, 1.0], [2.0, 2.0, 2.0], 1.5)
     assert ratio == pytest.approx(1.55)
     assert failures == ["ratio 1.55 exceeds 1.5"]
+
+
+def test_an_answer_whose_check_ran_into_its_limit_is_checked_once_more_with_double_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limits: list[float] = []
+
+    def judge(problem: Problem, reply: str, **kwargs: Any) -> Verdict:
+        # The first check of each answer runs into its limit (a busy machine), the second
+        # judges it: only a second timeout would make it the model's failure.
+        limits.append(kwargs["timeout"])
+        if len(limits) <= 2:
+            return Verdict(False, "timeout", "gcd did not return within the limit", duration=1.0)
+        return Verdict(True, "passed", "ok", duration=0.5)
+
+    monkeypatch.setattr(runner_module, "check_reply", judge)
+    item = FakeItem()
+    sent = [threading.Event() for _ in range(2)]
+    with Checker(1) as checker:
+        runner = CodingRunner(
+            Settings(samples=2, temperature=0.7, answer_timeout=3.0),
+            cast(Server, FakeService(PipelineClient(sent))),
+            cast(pytest.Item, item),
+            checker=checker,
+        )
+        verdicts = runner.check(GCD)
+    assert [v.passed for v in verdicts] == [True, True]
+    assert limits == [3.0, 3.0, 6.0, 6.0]
+    record = cast(dict[str, Any], dict(item.user_properties)[RECORD])
+    assert (record["correct"], record["rechecked"]) == (2, 2)
+    assert record["check_seconds"] == 3.0  # both checks of both answers
+
+
+def test_a_second_timeout_is_the_answers_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    def judge(problem: Problem, reply: str, **kwargs: Any) -> Verdict:
+        return Verdict(False, "timeout", "gcd did not return within the limit")
+
+    monkeypatch.setattr(runner_module, "check_reply", judge)
+    item = FakeItem()
+    with Checker(1) as checker:
+        runner = CodingRunner(
+            Settings(),
+            cast(Server, FakeService(PipelineClient([threading.Event()]))),
+            cast(pytest.Item, item),
+            checker=checker,
+        )
+        with pytest.raises(pytest.fail.Exception, match="timeout"):
+            runner.check(GCD)
+    record = cast(dict[str, Any], dict(item.user_properties)[RECORD])
+    assert (record["passed"], record["status"], record["rechecked"]) == (False, "timeout", 1)

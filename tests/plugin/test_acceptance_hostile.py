@@ -40,7 +40,7 @@ def hostile_answers(outside: Path, token: str) -> dict[str, tuple[str, str]]:
     return {
         "is_palindrome": (
             "def is_palindrome(s):\n    while True:\n        pass\n",
-            "timeout: is_palindrome(*) did not return within the 3 s limit",
+            "timeout: is_palindrome(*) did not return within the 6 s limit (checked twice*",
         ),
         "merge_sorted": (
             "import os, time\n"
@@ -50,7 +50,7 @@ def hostile_answers(outside: Path, token: str) -> dict[str, tuple[str, str]]:
             "            os.fork()\n"
             "        except OSError:\n"
             "            time.sleep(0.05)\n",
-            "timeout: merge_sorted(*) did not return within the 3 s limit",
+            "timeout: merge_sorted(*) did not return within the 6 s limit (checked twice*",
         ),
         "fib": (
             "import sys\n_ = sys.exit(0)\ndef fib(n):\n    return n\n",
