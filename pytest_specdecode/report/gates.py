@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report import degenerate
+from pytest_specdecode.report import degenerate, rates
 from pytest_specdecode.report.results import ConfigResults, RunResults
 
 OK, TESTS_FAILED = 0, 1
@@ -107,8 +107,12 @@ def outcomes(
             rate, passed, total = rate_found
             shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
             ok = rate >= threshold
-            detail = f"{r.label}: {shown} = {rate:.0%} {'>=' if ok else '<'} {threshold:.0%}"
+            detail = (
+                f"{r.label}: {shown} = {rate:.0%} {'>=' if ok else '<'} {threshold:.0%}"
+                f"{_wilson_note(passed, total, threshold)}{_recheck_note(r)}"
+            )
             found.append(Outcome("pass rate", ok, detail, f"pass rate: {detail}"))
+    found.extend(_paired(results))
     if settings.min_accept_length is not None:
         found.extend(_accept_length(settings.min_accept_length, results))
     found.extend(
@@ -121,6 +125,57 @@ def outcomes(
     found.extend(_compare_unjudged(findings or []))
     found.extend(_compare_passed(settings, findings or []))
     return found
+
+
+def _wilson_note(passed: int, total: int, threshold: float) -> str:
+    """The pass rate's 95% Wilson interval, and whether the floor lies inside it."""
+    low, high = rates.wilson(passed, total)
+    side = "within noise of" if low < threshold <= high else "clear of"
+    return f" (95% interval {low:.0%}-{high:.0%}, {side} the floor)"
+
+
+def _recheck_note(r: ConfigResults) -> str:
+    again = sum(c.rechecked for c in r.coding.values())
+    return f"; {again} answer(s) checked again after the time limit" if again else ""
+
+
+PAIRED_ALPHA = 0.05
+"""The paired test's level for the whole run (Holm's step-down over the configs)."""
+
+
+def _paired(results: RunResults) -> list[Outcome]:
+    """Each config against the NONE baseline on the same problems: an exact sign test on
+    the problems where they disagree. A lossless drafter changes no answer, so a config
+    that loses more than chance allows fails; Holm's correction keeps a sweep of many
+    configs at one false failure in twenty runs."""
+    ordered = results.ordered()
+    baseline = next((r for r in ordered if r.config.get("algorithm") == "NONE" and r.coding), None)
+    if baseline is None:
+        return []
+    base = _verdicts(baseline)
+    tests = [
+        (r, rates.paired(base, _verdicts(r)))
+        for r in ordered
+        if r is not baseline and r.coding and r.died is None and baseline.died is None
+    ]
+    tests = [(r, t) for r, t in tests if t.problems]
+    out = []
+    failing = True  # Holm: step down while the smallest p-values stay below their level
+    for rank, (r, test) in enumerate(sorted(tests, key=lambda rt: rt[1].p_value)):
+        level = PAIRED_ALPHA / (len(tests) - rank)
+        failing = failing and test.p_value < level
+        detail = (
+            f"{r.label} against {baseline.label} on {test.problems} problems: "
+            f"{test.lost} lost, {test.won} won (exact sign test p = {test.p_value:.3g} "
+            f"{'<' if failing else '>='} {level:.3g})"
+        )
+        line = f"paired coding: {detail}: the config changes answers the baseline got right"
+        out.append(Outcome("paired coding", not failing, detail, line))
+    return out
+
+
+def _verdicts(r: ConfigResults) -> dict[str, bool]:
+    return {c.problem: c.passed for c in r.coding.values()}
 
 
 def _skipped_all(results: RunResults, marker: str) -> bool:

@@ -26,7 +26,10 @@ def two_of_three() -> RunResults:
 
 def test_pass_rate_gate_names_the_config_and_the_figures() -> None:
     lines = gates.evaluate(Settings(min_pass_rate=0.8), two_of_three(), [])
-    assert lines == ["pass rate: DFLASH budget=8 window=2048: 2/3 = 67% < 80%"]
+    assert lines == [
+        "pass rate: DFLASH budget=8 window=2048: 2/3 = 67% < 80% "
+        "(95% interval 21%-94%, within noise of the floor)"
+    ]
     assert gates.exit_status(FAILED, Settings(min_pass_rate=0.8), two_of_three(), lines) == FAILED
 
 
@@ -110,13 +113,15 @@ def test_every_gate_says_its_verdict_passing_or_failing() -> None:
     findings = [{"case": "ctx60-c1", "spec": "tok_s:5%", "status": "pass", "line": "..."}]
     shown = [o.shown for o in gates.outcomes(settings, results, [], findings)]
     assert shown == [
-        "pass-rate gate passed: DFLASH budget=8 window=2048: 2/3 = 67% >= 60%",
+        "pass-rate gate passed: DFLASH budget=8 window=2048: 2/3 = 67% >= 60% "
+        "(95% interval 21%-94%, within noise of the floor)",
         "accept-length gate passed: DFLASH budget=8 window=2048: 3.10 >= 2",
         "compare gate passed: tok_s:5%: 1 of 1 cases within the limit",
     ]
     failing = gates.outcomes(Settings(min_pass_rate=0.8), results, ["ctx60-c1: tok_s -9%"])
     assert [o.shown for o in failing] == [
-        "pass-rate gate FAILED: DFLASH budget=8 window=2048: 2/3 = 67% < 80%",
+        "pass-rate gate FAILED: DFLASH budget=8 window=2048: 2/3 = 67% < 80% "
+        "(95% interval 21%-94%, within noise of the floor)",
         "compare gate FAILED: ctx60-c1: tok_s -9%",
     ]
     # The failure lines CI logs and the report keeps stay as they were.
@@ -134,10 +139,46 @@ def test_the_summary_explains_a_green_run_with_red_coding_failures(tmp_path: Pat
     lines = summary.render(outputs.data(), outputs.gate_lines)
     start = lines.index("dflash gates: all passed (the exit status follows them)")
     assert lines[start + 1 : start + 3] == [
-        "  pass-rate gate passed: DFLASH budget=8 window=2048: 24/26 = 92% >= 80%",
+        "  pass-rate gate passed: DFLASH budget=8 window=2048: 24/26 = 92% >= 80% "
+        "(95% interval 76%-98%, within noise of the floor)",
         "  coding failures above do not fail the run by themselves: with "
         "--dflash-min-pass-rate the pass rate per config decides",
     ]
     saved = json.loads((tmp_path / "r.json").read_text())["gates"]
     assert saved["summary"] == [lines[start + 1].strip()]
     assert saved["failed"] == []
+
+
+def paired_results(base: dict[str, bool], config: dict[str, bool]) -> RunResults:
+    results = RunResults()
+    for problem, passed in base.items():
+        coding(results, NONE, problem, passed)
+    for problem, passed in config.items():
+        coding(results, B8, problem, passed)
+    return results
+
+
+def test_a_config_that_loses_problems_the_baseline_solved_fails_the_paired_gate() -> None:
+    names = [f"p{i}" for i in range(40)]
+    base = dict.fromkeys(names, True)
+    config = {n: i >= 6 for i, n in enumerate(names)}  # 6 lost, 0 won: p = 1/64
+    lines = gates.evaluate(Settings(), paired_results(base, config), [])
+    assert lines == [
+        "paired coding: DFLASH budget=8 window=2048 against NONE on 40 problems: 6 lost, "
+        "0 won (exact sign test p = 0.0156 < 0.05): the config changes answers the baseline "
+        "got right"
+    ]
+
+
+def test_losses_balanced_by_wins_are_chance_and_pass() -> None:
+    names = [f"p{i}" for i in range(40)]
+    base = {n: i % 2 == 0 for i, n in enumerate(names)}
+    config = {n: i % 2 == 1 for i, n in enumerate(names)}  # 20 lost, 20 won
+    outcomes = gates.outcomes(Settings(), paired_results(base, config), [])
+    (paired,) = [o for o in outcomes if o.gate == "paired coding"]
+    assert paired.passed
+    assert "20 lost, 20 won" in paired.detail
+
+
+def test_no_baseline_no_paired_gate() -> None:
+    assert not [o for o in gates.outcomes(Settings(), two_of_three(), []) if "paired" in o.gate]
