@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode import statefiles
-from pytest_specdecode.service.identity import stat_fields
+from pytest_specdecode.lineage import stat_fields
 
 PR_SET_PDEATHSIG = 1
 
