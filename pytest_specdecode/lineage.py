@@ -91,7 +91,7 @@ def table(proc: str = _PROC) -> dict[int, Entry]:
 
 
 def descendants(roots: Iterable[int], procs: Mapping[int, Entry]) -> set[int]:
-    """The pids below any of ``roots`` in ``procs`` (the roots themselves not included)."""
+    """The pids in ``procs`` whose chain of parents meets one of ``roots``."""
     children: dict[int, list[int]] = {}
     for pid, entry in procs.items():
         children.setdefault(entry.ppid, []).append(pid)
@@ -115,6 +115,22 @@ def carries(pid: int, variable: str, value: str, proc: str = _PROC) -> bool:
     return f"{variable}={value}".encode() in environ.split(b"\0")
 
 
+def _why_no_prctl() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"{sys.platform} has no child subreaper"
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl  # noqa: B018 - whether it resolves
+    except (OSError, AttributeError):
+        return "prctl() cannot be called from Python here"
+    return None
+
+
+def untracked() -> str | None:
+    """Why a launch's orphans cannot be kept as our descendants here, or None where they
+    can (or nothing was tried yet on Linux)."""
+    return SUBREAPER.unavailable or _why_no_prctl()
+
+
 class _Subreaper:
     """This process as a child subreaper while at least one launch is live."""
 
@@ -125,15 +141,8 @@ class _Subreaper:
         self.unavailable: str | None = None  # why it cannot be, once found out
 
     def _prctl(self) -> Callable[..., int] | None:
-        if not sys.platform.startswith("linux"):
-            self.unavailable = f"{sys.platform} has no child subreaper"
-            return None
-        try:
-            prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            self.unavailable = "prctl() cannot be called from here"
-            return None
-        return prctl
+        self.unavailable = self.unavailable or _why_no_prctl()
+        return None if self.unavailable else ctypes.CDLL(None, use_errno=True).prctl
 
     def acquire(self) -> bool:
         """Become (or stay) a subreaper for one more launch; False where that cannot be."""
@@ -184,8 +193,11 @@ class Launch:
     gives the subreaper back.
     """
 
-    def __init__(self, *, proc: str = _PROC) -> None:
-        self.token = secrets.token_hex(12)
+    def __init__(self, *, token: str | None = None, proc: str = _PROC) -> None:
+        # Given: the launch of another process (an xdist worker that died), found by
+        # its marker alone.
+        self.token = token or secrets.token_hex(12)
+        self._ours = token is None
         self.leader: int | None = None
         self.tracked = False  # whether this process is a subreaper for it
         self._proc = proc
@@ -211,7 +223,10 @@ class Launch:
         """The launch's running processes, the leader left out (noted for later calls)."""
         procs = table(self._proc)
         me = os.getpid()
-        scope = descendants([me], procs) if SUBREAPER.active else set(procs) - {me}
+        # Our own launch's orphans come to us while we are a subreaper; another
+        # process's are anywhere.
+        ours = SUBREAPER.active and self._ours
+        scope = descendants([me], procs) if ours else set(procs) - {me}
         roots = {
             pid
             for pid in scope
@@ -270,10 +285,30 @@ class Launch:
             quiet = 0 if self.signal(signal.SIGKILL) else quiet + 1
             sleep(0.02)
 
+    def end(
+        self,
+        grace: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> list[int]:
+        """SIGTERM the launch's processes, SIGKILL what is left after ``grace`` seconds,
+        reap; the pids it found at first."""
+        found = self.signal(signal.SIGTERM)
+        deadline = clock() + grace
+        while self.processes():
+            if clock() > deadline:
+                self.kill(grace, clock, sleep)
+                break
+            sleep(0.05)
+        self.reap()
+        return found
+
     def reap(self) -> list[int]:
         """Reap the launch's zombies that were re-parented to us; their pids."""
         me = os.getpid()
-        reaped = []
+        reaped: list[int] = []
+        if not self._ours:  # another process's launch: a child of ours is not its orphan
+            return reaped
         for pid, entry in table(self._proc).items():
             if pid == self.leader or entry.running or entry.ppid != me:
                 continue

@@ -124,7 +124,9 @@ class LocalController(BaseController):
         tracked.started(self._proc.pid)
         self._lineage = tracked
         if self.registry is not None:  # before the readiness wait: a kill there is covered
-            self.registry.record(self._proc.pid, port=launch.port, label=launch.label)
+            self.registry.record(
+                self._proc.pid, port=launch.port, label=launch.label, marker=tracked.token
+            )
         started = datetime.now().isoformat(sep=" ", timespec="seconds")
         self._identity = ProcessIdentity(
             kind=self.kind, pid=self._proc.pid, started=started, command=launch.shell
