@@ -72,7 +72,8 @@ def test_a_process_that_left_the_session_is_the_launchs_after_its_parent_died(
     launch: lineage.Launch,
 ) -> None:
     assert not _subreaper()  # inert until a launch begins
-    assert launch.begin() is True and _subreaper()
+    assert launch.begin() is True
+    assert _subreaper()
     leader = subprocess.Popen(
         ["setsid", "-w", sys.executable, "-c", SERVER],
         stdout=subprocess.PIPE,
