@@ -308,6 +308,18 @@ class SpecDecodeSession:
             reporter.write_line(f"dflash: WARNING: {warning}", yellow=True)
         self._sandbox_warned = True
 
+    def _warn_untracked(self, reporter: pytest.TerminalReporter) -> None:
+        """Say once where a launch's process that left its group may outlive the run."""
+        from pytest_specdecode.lineage import untracked
+
+        why = untracked()
+        if why is not None:
+            reporter.write_line(
+                f"dflash: WARNING: {why}: a process of the launch that leaves its process "
+                "group and clears its environment can outlive the run",
+                yellow=True,
+            )
+
     # --- running ----------------------------------------------------------
 
     def _await_baseline(self, item: pytest.Item) -> None:
@@ -554,6 +566,8 @@ class SpecDecodeSession:
                 terminalreporter.write_line(line)
         if self.controller and any(r.coding for r in self.results.ordered()):
             self._warn_sandbox()  # under xdist the controller collects nothing: say it here
+        if self.controller and self.settings.control == "local" and self.results.ordered():
+            self._warn_untracked(terminalreporter)
         path, copy = self.outputs.report_path, self.outputs.report_copy
         if self.controller and _runs_tests(terminalreporter.config):
             for line in self.redactor.lines(sweep_notes(self.outputs.data())):

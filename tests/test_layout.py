@@ -29,6 +29,7 @@ LAYERS: dict[str, float] = {
     "redact": 1,
     "figures": 1,
     "children": 1,
+    "lineage": 1,  # every process a launch started, by lineage and marker (child subreaper)
     "progress": 1,
     "client": 1,
     "config": 2,

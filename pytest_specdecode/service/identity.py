@@ -35,6 +35,7 @@ import requests
 
 from pytest_specdecode import wire
 from pytest_specdecode.client import prometheus_value
+from pytest_specdecode.lineage import stat_fields
 from pytest_specdecode.service.base import ServiceError
 
 _LISTEN = "0A"
@@ -127,17 +128,6 @@ def listener(port: int, proc: str = _PROC) -> Listener | None:
     if inodes is None or not inodes:
         return None
     return Listener(port, frozenset(pids_holding(inodes, proc)))
-
-
-def stat_fields(pid: int, proc: str = _PROC) -> list[bytes] | None:
-    """The fields of ``/proc/PID/stat`` after the parenthesised command (state, ppid,
-    pgrp, session, ...; field 3 of proc(5) is index 0); None when unreadable."""
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    return stat[stat.rfind(b")") + 2 :].split()
 
 
 def session_of(pid: int, proc: str = _PROC) -> int | None:

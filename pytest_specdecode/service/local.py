@@ -3,6 +3,10 @@
 The server runs in its own session (so its whole process tree can be
 signalled at once, and Ctrl-C in the terminal does not reach it before we
 decide), with stdout and stderr going to one log file per ``apply()``.
+A process of the launch that leaves the group (``setsid``, a daemon's double
+fork) is still found, by lineage and by the launch's marker
+(:mod:`pytest_specdecode.lineage`): the gate knows it as started here, and
+stopping ends it with the group.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from pytest_specdecode import lineage
 from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.service import identity
 from pytest_specdecode.service.base import (
@@ -60,6 +65,7 @@ class LocalController(BaseController):
         self._clock = clock
         self._sleep = sleep
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lineage: lineage.Launch | None = None
         self._log_file: IO[bytes] | None = None
         self._log_path: Path | None = None
         self._identity = None  # set by apply(), cleared by stop()
@@ -88,8 +94,11 @@ class LocalController(BaseController):
         self._count += 1
         self._log_path = self._log_dir / f"{self._name}-{self._count}.log"
         log = open(self._log_path, "wb")  # noqa: SIM115 - closed in stop()
+        tracked = lineage.Launch()
+        tracked.begin()
         env = dict(os.environ)
         env.update(launch.env)
+        env.update(tracked.env)
         try:
             self._proc = subprocess.Popen(
                 list(launch.argv),
@@ -106,13 +115,18 @@ class LocalController(BaseController):
             )
         except OSError as exc:
             log.close()
+            tracked.close()
             raise ServiceStartError(
                 f"cannot start {launch.argv[0]!r} for config {launch.label!r}: "
                 f"{exc.strerror or exc}; check the launch command {launch.shell!r}"
             ) from exc
         self._log_file = log
+        tracked.started(self._proc.pid)
+        self._lineage = tracked
         if self.registry is not None:  # before the readiness wait: a kill there is covered
-            self.registry.record(self._proc.pid, port=launch.port, label=launch.label)
+            self.registry.record(
+                self._proc.pid, port=launch.port, label=launch.label, marker=tracked.token
+            )
         started = datetime.now().isoformat(sep=" ", timespec="seconds")
         self._identity = ProcessIdentity(
             kind=self.kind, pid=self._proc.pid, started=started, command=launch.shell
@@ -139,14 +153,20 @@ class LocalController(BaseController):
         """Whether the process listening on the launched port belongs to the started server.
 
         The server was started as a session leader, so each of its processes
-        (SGLang's HTTP server may be a child) has the leader's pid as session id.
+        (SGLang's HTTP server may be a child) has the leader's pid as session id,
+        unless it left the session: then it is the launch's by lineage or marker.
         """
         if self._proc is None or self._port is None:
             return UNKNOWN_LISTENER
         holder = identity.listener(self._port)
         if holder is None or not holder.pids:
             return UNKNOWN_LISTENER
-        ours = {pid for pid in holder.pids if identity.session_of(pid) == self._proc.pid}
+        launched = set(self._lineage.processes()) if self._lineage is not None else set()
+        ours = {
+            pid
+            for pid in holder.pids
+            if identity.session_of(pid) == self._proc.pid or pid in launched
+        }
         if ours:
             shown = ", ".join(map(str, sorted(ours)))
             return ListenerCheck(True, f"port {self._port} is served by pid {shown} (started here)")
@@ -188,15 +208,19 @@ class LocalController(BaseController):
         return None if self._log_path is None else str(self._log_path)
 
     def stop(self) -> None:
-        """SIGTERM the whole process group, SIGKILL after the grace, reap, close the log."""
+        """SIGTERM the whole process group and every process of the launch outside it,
+        SIGKILL after the grace, reap, close the log."""
         proc, self._proc = self._proc, None
+        tracked, self._lineage = self._lineage, None
         self._identity = None
         try:
-            if proc is not None:
-                _stop_group(proc, self._stop_grace, self._clock, self._sleep)
+            if proc is not None and tracked is not None:
+                _stop_launch(proc, tracked, self._stop_grace, self._clock, self._sleep)
                 if self.registry is not None:
                     self.registry.forget(proc.pid)
         finally:
+            if tracked is not None:
+                tracked.close()
             if self._log_file is not None:
                 self._log_file.close()
                 self._log_file = None
@@ -280,8 +304,9 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _stop_group(
+def _stop_launch(
     proc: subprocess.Popen[bytes],
+    tracked: lineage.Launch,
     grace: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
@@ -291,13 +316,18 @@ def _stop_group(
     # for the group to vanish, not only for the leader.
     # The leader is reaped only at the end: until then its zombie keeps the
     # pgid taken, so no other process can be signalled under that number.
+    # The launch's processes outside the group are signalled first, while the
+    # leader still links them to the launch (setsid -w's child, say).
     pgid = proc.pid
+    tracked.signal(signal.SIGTERM)
     signal_group(proc, signal.SIGTERM)
     deadline = clock() + grace
     while clock() < deadline:
-        if peek_exit(proc) is not None and not group_running(pgid):
+        if peek_exit(proc) is not None and not group_running(pgid) and not tracked.processes():
             break
         sleep(0.05)
     else:
         signal_group(proc, signal.SIGKILL)
+        tracked.kill(grace, clock, sleep)
     proc.wait()
+    tracked.reap()

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import statefiles
-from pytest_specdecode.service.identity import stat_fields
+from pytest_specdecode import lineage, statefiles
+from pytest_specdecode.lineage import stat_fields
 
 PR_SET_PDEATHSIG = 1
 
@@ -72,9 +72,19 @@ class Registry:
         self._alive = alive
         self._stop = stop
 
-    def record(self, pgid: int, *, port: int | None, label: str, owner: int | None = None) -> None:
-        """Note a server just started (its group leader's pid is ``pgid``)."""
+    def record(
+        self,
+        pgid: int,
+        *,
+        port: int | None,
+        label: str,
+        owner: int | None = None,
+        marker: str | None = None,
+    ) -> None:
+        """Note a server just started (its group leader's pid is ``pgid``; ``marker``: the
+        token its launch carries, which finds its processes outside the group)."""
         entry = {
+            "marker": marker,
             "pgid": pgid,
             "start": start_time(pgid),
             "port": port,
@@ -112,8 +122,16 @@ class Registry:
                 continue
             now = start_time(pgid)
             reused = now is not None and entry.get("start") not in (None, now)
+            ended = False
             if not reused and group_running(pgid):
                 stop(pgid)
+                ended = True
+            # Those that left the group (setsid, a daemon): the token is this launch's
+            # alone, so it holds whether or not the leader's pid was reused.
+            marker = entry.get("marker")
+            if isinstance(marker, str) and marker and lineage.Launch(token=marker).end():
+                ended = True
+            if ended:
                 stopped.append(pgid)
             self.forget(pgid)
         return stopped

@@ -3,10 +3,13 @@ reaps, a live owner's is left alone, a reused pid is never signalled."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from pytest_specdecode import lineage
 from pytest_specdecode.service.local import group_running
 from pytest_specdecode.service.ownership import Registry, parent_death_signal
 
@@ -59,3 +62,29 @@ def test_the_server_gets_a_parent_death_signal_on_linux() -> None:
         assert parent_death_signal() is not None
     else:
         assert parent_death_signal() is None
+
+
+def test_a_dead_owners_server_outside_its_group_is_found_by_its_marker(tmp_path: Path) -> None:
+    # A worker's launch under setsid: the recorded group holds only the leader.
+    token = "t" + os.urandom(8).hex()
+    code = "import os, time\nos.setsid()\nprint(os.getpid(), flush=True)\ntime.sleep(120)"
+    server = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        env={**os.environ, lineage.MARKER: token},
+    )
+    try:
+        assert server.stdout is not None
+        with server.stdout:
+            assert int(server.stdout.readline()) == server.pid
+        leader = start()  # stands for the launch's leader, still in its group
+        registry = Registry(tmp_path, alive=lambda pid: False)
+        registry.record(leader.pid, port=None, label="x", owner=1, marker=token)
+        assert registry.reap() == [leader.pid]
+        assert server.wait(timeout=30) == -signal.SIGTERM
+        assert leader.wait(timeout=30) is not None
+    finally:
+        for proc in (server, leader):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
