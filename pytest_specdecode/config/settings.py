@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol
 
+from pytest_specdecode import facts
 from pytest_specdecode.config import load_options, parsers, simulator
 from pytest_specdecode.config.hosts import Host, parse_host
 from pytest_specdecode.config.load_options import Slo
@@ -232,7 +234,9 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         "launch": v["launch"] or SIMULATOR_LAUNCH,
         "uses_simulator": uses_simulator,
         "api_key": _api_key(r, v["api_key"], environ),
-        "draft_model": v["draft_model"] or (SIMULATOR_DRAFT_MODEL if uses_simulator else None),
+        "draft_model": v["draft_model"]
+        or launch_draft_model(v["launch"])
+        or (SIMULATOR_DRAFT_MODEL if uses_simulator else None),
         # The ini dflash_config is the default config; --dflash-config overrides markers.
         "base_config": _text_from(r, "config_override", ("ini",)),
         "config_override": _text_from(r, "config_override", ("cli",)),
@@ -374,6 +378,29 @@ def _auto_control(
         "(systemd), --dflash-restart-cmd (your script) or --dflash-restart=never (use the "
         "running server as it is)"
     )
+
+
+def launch_draft_model(launch: str | None) -> str | None:
+    """The drafter a launch line names itself (``--speculative-draft-model-path P`` or
+    an alias, ``=P`` too): a team's base command often carries it, and without it here
+    every DFLASH config would be refused for want of a draft model."""
+    if not launch or "draft-model" not in launch:
+        return None
+    option = facts.load().by_dest("speculative_draft_model_path")
+    flags = option.flags if option is not None else ("--speculative-draft-model-path",)
+    try:
+        words = shlex.split(launch)
+    except ValueError:  # the launch option's own check says what is wrong
+        return None
+    found = None
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in flags:
+            if eq:
+                found = value
+            elif i + 1 < len(words):
+                found = words[i + 1]
+    return found or None  # the last one, as argparse takes it
 
 
 def _check_no_ssh_port(r: _Resolver, hosts: tuple[Host, ...], port: int) -> None:

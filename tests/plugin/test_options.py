@@ -39,6 +39,29 @@ def test_defaults_run_the_simulator_locally(pytester: pytest.Pytester) -> None:
     assert settings.draft_model  # the simulator needs a drafter path, as SGLang does
 
 
+@pytest.mark.parametrize(
+    ("launch", "drafter"),
+    [
+        ("python -m sglang.launch_server --model-path /m --speculative-draft-model-path /d", "/d"),
+        ("python -m sglang.launch_server --speculative-draft-model=/d2 --tp 8", "/d2"),
+        ("python -m sglang.launch_server '--speculative-draft-model-path' '/a b'", "/a b"),
+        ("python -m sglang.launch_server --model-path /m", None),
+    ],
+)
+def test_a_drafter_on_the_launch_line_is_the_draft_model(
+    pytester: pytest.Pytester, launch: str, drafter: str | None
+) -> None:
+    config = pytester.parseconfig(
+        "--dflash-host", "gpu1", "--dflash-unit", "u", "--dflash-launch", launch
+    )
+    assert resolve(config, environ={}).draft_model == drafter
+    given = pytester.parseconfig(
+        "--dflash-host", "gpu1", "--dflash-unit", "u", "--dflash-launch", launch,
+        "--dflash-draft-model", "/given",
+    )  # fmt: skip
+    assert resolve(given, environ={}).draft_model == "/given"  # the option says it first
+
+
 def test_precedence_cli_over_env_over_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ndflash_ready_timeout = 30\ndflash_ssh_user = ini-user\n")
     env = {"DFLASH_READY_TIMEOUT": "20", "DFLASH_SSH_USER": "env-user"}
