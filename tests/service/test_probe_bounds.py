@@ -120,11 +120,8 @@ def test_a_health_answer_trickling_in_ends_the_gate_at_the_ready_timeout(
 def test_a_trickled_header_cut_by_the_deadline_is_no_health_answer() -> None:
     # The guard shuts the socket mid-header; http.client reads that as the end of the
     # headers, a "200". It must count as no answer: never healthy, no /server_info asked.
-    with trickling(GAP) as (port, trickle):
-        with pytest.raises(ServiceNotReady):
-            wait_until_ready(
-                f"http://127.0.0.1:{port}", verify=no_mismatch, label="x", timeout=0.5
-            )
+    with trickling(GAP) as (port, trickle), pytest.raises(ServiceNotReady):
+        wait_until_ready(f"http://127.0.0.1:{port}", verify=no_mismatch, label="x", timeout=0.5)
     assert trickle.paths
     assert set(trickle.paths) <= {"/health_generate", "/model_info"}
 
