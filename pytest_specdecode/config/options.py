@@ -220,7 +220,7 @@ OPTIONS: tuple[Option, ...] = (
            shown=f"{SGLANG_VERSIONS[-1]!r} (newest known)",
            help="SGLang version whose option table the sglang dialects check rendered flags "
                 "against before any restart."),
-    Option("draft_model", "--dflash-draft-model", "configs", parse=parsers.data_text,
+    Option("draft_model", "--dflash-draft-model", "configs", parse=parsers.draft_path,
            shown="none (a placeholder path on the bundled simulator)", metavar="PATH",
            help="Drafter model path (--speculative-draft-model-path)."),
     Option("config_override", "--dflash-config", "configs", metavar="K=V,...",

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import TypeVar
 
-from pytest_specdecode.config import render
+from pytest_specdecode.config import render, spec
 
 S = TypeVar("S", bound=str)
 
@@ -135,6 +135,11 @@ def command(name: str, *, argv: bool = False) -> Callable[[str], str]:
     return parse
 
 
+def draft_path(value: str) -> str:
+    """A drafter path or model id (see :func:`spec.draft_path`)."""
+    return spec.draft_path("", data_text(value))
+
+
 def data_text(value: str) -> str:
     """Text that becomes part of a command line or unit: no control character."""
     what = render.control_character(value.strip())
@@ -143,13 +148,41 @@ def data_text(value: str) -> str:
     return value.strip()
 
 
-_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@\\-]+")
+# systemd.unit(5): a prefix of ASCII letters, digits, ":", "-", "_", "." and "\\", an
+# optional "@instance" (empty for a template), a type suffix; 255 characters in all.
+UNIT_TYPES = (
+    "service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer",
+    "slice", "scope",
+)  # fmt: skip
+_UNIT_CHARS = r"[A-Za-z0-9:_.\\-]"
+UNIT_NAME = re.compile(rf"{_UNIT_CHARS}+(?:@{_UNIT_CHARS}*)?\.(?:{'|'.join(UNIT_TYPES)})")
+UNIT_NAME_MAX = 255
 
 
 def unit_name(value: str) -> str:
-    if not _UNIT_NAME.fullmatch(value.strip()):
-        raise ValueError("expected a systemd unit name like sglang.service")
-    return value.strip()
+    """A systemd unit name by systemd.unit(5)'s grammar, which is never an option.
+
+    Without a type suffix it is a service, as systemctl reads it (``sglang`` ->
+    ``sglang.service``): the drop-in directory must carry the full name for
+    systemd to read it. The grammar allows a leading ``-`` (``-.slice``), but
+    no server runs as such a unit, and every remote program would read it as
+    its options (``systemctl restart -H127.0.0.2``): refused.
+    """
+    name = value.strip()
+    if name.startswith("-"):
+        raise ValueError(
+            "starts with '-': a unit name cannot be an option of systemctl or journalctl; "
+            "give the unit itself, e.g. sglang.service"
+        )
+    if not UNIT_NAME.fullmatch(name) and UNIT_NAME.fullmatch(name + ".service"):
+        name += ".service"
+    if not UNIT_NAME.fullmatch(name) or len(name) > UNIT_NAME_MAX:
+        raise ValueError(
+            "expected a systemd unit name like sglang.service: ASCII letters, digits and "
+            f"':-_.\\' (an '@instance' allowed), a type suffix ({', '.join(UNIT_TYPES)}), "
+            f"{UNIT_NAME_MAX} characters at most"
+        )
+    return name
 
 
 def html_path(value: str) -> str | None:

@@ -68,6 +68,23 @@ def refuse_control(key: str, value: str, fix: str = "") -> str | None:
     )
 
 
+def refuse_option_like(key: str, value: str, *, program: str) -> str | None:
+    """One line saying why ``key=value`` is refused when it starts with ``-``, or None.
+
+    An empty ``key``: the line for a message that names the value's source itself.
+
+    For a value that is an operand (a path, a name) of ``program``: a leading
+    ``-`` would make it one of the program's options whatever its quoting.
+    """
+    if not value.startswith("-"):
+        return None
+    what = f"{key}={value!r} starts" if key else "starts"  # no key: the caller names the source
+    return (
+        f"{what} with '-': it would be read as an option of {program}, not as the value; "
+        f"write ./{value} for a relative path"
+    )
+
+
 def _check(value: str, target: str) -> None:
     what = control_character(value)
     if what is not None:

@@ -210,7 +210,7 @@ def coerce(key: str, value: object) -> object:
             return None
         if not isinstance(value, str):
             raise ConfigError(f"draft_model={value!r}: expected a path or model id (a string)")
-        return _data(key, value.strip()) or None
+        return draft_path(key, _data(key, value.strip())) or None
     if value is None or value is False:
         return None
     if value is True:
@@ -218,6 +218,20 @@ def coerce(key: str, value: object) -> object:
     if isinstance(value, (str, int, float)):
         return _data(key, str(value).strip())
     raise ConfigError(f"{key}={value!r}: extra flag values must be str, int, float or bool")
+
+
+def draft_path(key: str, text: str) -> str:
+    """``text``, a drafter path or model id, unless it starts with ``-``.
+
+    It is an operand wherever it goes (after its flag on the launch line, among
+    a reconfigure script's arguments), and there a leading ``-`` is an option.
+    """
+    refused = render.refuse_option_like(
+        key, text, program="the server's launch line or your reconfigure script"
+    )
+    if refused is not None:
+        raise ConfigError(refused)
+    return text
 
 
 def _data(key: str, text: str) -> str:

@@ -17,9 +17,14 @@ server's) and a listener that accepts TCP connections but answers no HTTP
 request at all (another program holds the port). They raise
 :class:`ProbeFailed` at once.
 
-One look never takes longer than the budget it is given, bodies included:
-every request is bounded by the time left of that budget, a body is read
-within it and under a size cap, and the health answer's body is not read.
+One look never takes longer than the budget it is given, headers and bodies
+included: every request has a whole deadline, the smaller of its own timeout
+and the time left of that budget. A per-read timeout alone does not bound a
+request (a server sending its status line one byte every few seconds resets
+it on every byte), so the headers are read under :class:`wire.DeadlineGuard`,
+which shuts the socket at the deadline, and a body is read by
+:func:`wire.read_chunks` within it and under a size cap; the health answer's
+body is not read.
 """
 
 from __future__ import annotations
@@ -92,6 +97,8 @@ class ServerProbe:
     ``request_timeout`` bounds every request; until the server has answered
     any HTTP request, health waits only ``silent_timeout`` before a quick
     ``/model_info`` request tells a busy server from a silent listener.
+    A ``requests.Session`` (its own, or one given) gets the adapter whose
+    connections show their socket to the deadline guard.
     """
 
     def __init__(
@@ -112,6 +119,10 @@ class ServerProbe:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._own_session = session is None
         self.session = requests.Session() if session is None else session
+        if isinstance(self.session, requests.Session):
+            guarded = wire.GuardedAdapter()
+            self.session.mount("http://", guarded)
+            self.session.mount("https://", guarded)
         self.request_timeout = request_timeout
         self.silent_timeout = silent_timeout
         self.answered = False
@@ -146,15 +157,30 @@ class ServerProbe:
         return max(MIN_WAIT, min(timeout, self._end - time.monotonic()))
 
     def _get(self, path: str, timeout: float) -> requests.Response:
-        """GET with the body left unread (``stream``); a redirect is final."""
+        """GET with the body left unread (``stream``); a redirect is final.
+
+        The headers come within ``timeout`` (cut to the look's budget) as a
+        whole, or the request is a :class:`requests.exceptions.ReadTimeout`.
+        """
         timeout = self._left(timeout)
-        resp = self.session.get(
-            self.url + path,
-            timeout=timeout,
-            headers=self.headers,
-            stream=True,
-            allow_redirects=False,
-        )
+        guard = wire.DeadlineGuard(timeout)
+        try:
+            with guard:
+                resp = self.session.get(
+                    self.url + path,
+                    timeout=timeout,
+                    headers=self.headers,
+                    stream=True,
+                    allow_redirects=False,
+                )
+        except requests.exceptions.RequestException:
+            if guard.fired:
+                raise _too_slow(path, timeout) from None
+            raise
+        if guard.fired:
+            # A socket shut mid-header can read as the end of the headers: never an answer.
+            resp.close()
+            raise _too_slow(path, timeout)
         status = int(resp.status_code)
         if 300 <= status < 400:
             location = (getattr(resp, "headers", None) or {}).get("Location") or ""
@@ -276,6 +302,11 @@ class ServerProbe:
             self._info_path = path
             return data
         return Look(VERIFYING, f"GET {SERVER_INFO_PATHS[-1]}: HTTP 404")
+
+
+def _too_slow(path: str, timeout: float) -> requests.exceptions.ReadTimeout:
+    # The guard shut the socket: the server answers too slowly, it did not go away.
+    return requests.exceptions.ReadTimeout(f"GET {path}: no whole answer within {timeout:.1f} s")
 
 
 def probe_live(probe: ServerProbe, budget: float | None = None) -> Look:

@@ -187,7 +187,8 @@ def run(
     """
     if timeout is None:
         return _run(conn, command, command, where, stdin)
-    wrapped = f"timeout -k {KILL_GRACE:g} {timeout:g} sh -c {render.shell_word(command)}"
+    # "--": a command that starts with "-" is still the command, never options of sh.
+    wrapped = f"timeout -k {KILL_GRACE:g} {timeout:g} sh -c -- {render.shell_word(command)}"
     outcome: list[Any] = []
 
     def target() -> None:

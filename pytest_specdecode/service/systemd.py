@@ -7,6 +7,11 @@ restart``. ``systemctl restart`` returns after the old main process is gone
 and the new one is started, so the process that answers HTTP afterwards is
 the new one; its identity (``MainPID``, ``ExecMainStartTimestamp``) must
 differ from the one before the restart.
+
+No value becomes an option of a remote program: the unit name is checked
+against systemd.unit(5)'s grammar (never starting with ``-``), and every
+value stands after ``--`` (systemctl's unit, the paths of ``mkdir``, ``rm``,
+``mv``, journalctl's matches) or glued to its option (``--unit=UNIT``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_specdecode import redact
-from pytest_specdecode.config import render
+from pytest_specdecode.config import parsers, render
 from pytest_specdecode.service.base import (
     LaunchSpec,
     ProcessIdentity,
@@ -166,9 +171,10 @@ class SystemdController(RemoteController):
         secrets: Iterable[str | None] = (),
     ) -> None:
         super().__init__(connect, where=where, command_prefix=command_prefix)
-        self.unit = unit
+        # Settings check it first (one line at option parsing); this holds for any caller.
+        self.unit = parsers.unit_name(unit)
         self._sudo = "sudo -n " if sudo else ""
-        self.dropin_dir = f"{unit_dir.rstrip('/')}/{unit}.d"
+        self.dropin_dir = f"{unit_dir.rstrip('/')}/{self.unit}.d"
         self.dropin_path = f"{self.dropin_dir}/{dropin_name}"
         self.secrets_path = f"{self.dropin_dir}/{dropin_name.removesuffix('.conf')}{SECRETS_SUFFIX}"
         self._secrets = tuple(secrets)
@@ -192,7 +198,7 @@ class SystemdController(RemoteController):
         return result
 
     def _systemctl(self, args: str) -> str:
-        return f"{self._sudo}systemctl {args} {render.shell_word(self.unit)}"
+        return f"{self._sudo}systemctl {args} -- {render.shell_word(self.unit)}"
 
     def _show(self) -> dict[str, str]:
         result = self._check(self._systemctl("show -p MainPID -p ExecMainStartTimestamp"))
@@ -261,7 +267,7 @@ class SystemdController(RemoteController):
         return self._identity
 
     def _as_root(self, script: str) -> str:
-        return f"{self._sudo}sh -c {render.shell_word(script)}" if self._sudo else script
+        return f"{self._sudo}sh -c -- {render.shell_word(script)}" if self._sudo else script
 
     def _write_secrets(self, split: Split) -> None:
         """The secrets file, over stdin: created 0600 (umask 077, noclobber) before a
@@ -269,8 +275,8 @@ class SystemdController(RemoteController):
         q = render.shell_word
         tmp = self.secrets_path + ".tmp"
         write = (
-            f"umask 022 && mkdir -p {q(self.dropin_dir)} && umask 077 && rm -f {q(tmp)} && "
-            f"set -C && cat > {q(tmp)} && mv -f {q(tmp)} {q(self.secrets_path)}"
+            f"umask 022 && mkdir -p -- {q(self.dropin_dir)} && umask 077 && rm -f -- {q(tmp)} && "
+            f"set -C && cat > {q(tmp)} && mv -f -- {q(tmp)} {q(self.secrets_path)}"
         )
         result = self._run(self._as_root(write), stdin=split.environment_file())
         if result.exited != 0:
@@ -283,10 +289,10 @@ class SystemdController(RemoteController):
     def _write_dropin_and_reload(self, text: str, *, keep_secrets: bool) -> str:
         q = render.shell_word
         tmp = self.dropin_path + ".tmp"
-        stale = "" if keep_secrets else f"rm -f {q(self.secrets_path)} && "
+        stale = "" if keep_secrets else f"rm -f -- {q(self.secrets_path)} && "
         write = self._as_root(
-            f"umask 022 && mkdir -p {q(self.dropin_dir)} && {stale}rm -f {q(tmp)} && "
-            f"cat > {q(tmp)} && mv -f {q(tmp)} {q(self.dropin_path)}"
+            f"umask 022 && mkdir -p -- {q(self.dropin_dir)} && {stale}rm -f -- {q(tmp)} && "
+            f"cat > {q(tmp)} && mv -f -- {q(tmp)} {q(self.dropin_path)}"
         )
         # The text goes over stdin: no value is ever part of a remote command line.
         # Distinct exit statuses tell the steps apart in one round trip.
@@ -345,12 +351,12 @@ class SystemdController(RemoteController):
         return None
 
     def logs(self, tail: int = 30) -> str:
-        """``journalctl -u UNIT --since @<restart time>``; errors come back as text."""
+        """``journalctl --unit=UNIT --since=@<restart time>``; errors come back as text."""
         if self._since is None or tail <= 0:
             return ""
         command = (
-            f"{self._sudo}journalctl -u {render.shell_word(self.unit)} --since @{self._since} "
-            f"--no-pager -o cat -n {int(tail)}"
+            f"{self._sudo}journalctl --unit={render.shell_word(self.unit)} "
+            f"--since=@{int(self._since)} --no-pager -o cat -n {int(tail)}"
         )
         try:
             result = self._run(command, timeout=LOGS_TIMEOUT)
@@ -367,10 +373,11 @@ class SystemdController(RemoteController):
         pid = self._identity.pid if self._identity is not None else None
         if not pid:
             return None
-        since = f" --since @{self._since}" if self._since else ""
+        since = f" --since=@{int(self._since)}" if self._since else ""
+        # journalctl's matches are operands: after "--", as any value.
         command = (
-            f"{self._sudo}journalctl _SYSTEMD_UNIT={render.shell_word(self.unit)} _PID={int(pid)}"
-            f"{since} --no-pager -o cat | grep -a -E "
+            f"{self._sudo}journalctl{since} --no-pager -o cat -- "
+            f"_SYSTEMD_UNIT={render.shell_word(self.unit)} _PID={int(pid)} | grep -a -E "
             "'Initialized (DFLASH draft runner|DDTree worker)' | tail -n 20"
         )
         result = self._run(command, timeout=60.0)
@@ -378,8 +385,8 @@ class SystemdController(RemoteController):
 
     def log_location(self) -> str | None:
         """The journalctl command that shows the full log."""
-        since = f" --since @{self._since}" if self._since else ""
-        return f"`journalctl -u {self.unit}{since}` on {self._where}"
+        since = f" --since=@{self._since}" if self._since else ""
+        return f"`journalctl --unit={render.shell_word(self.unit)}{since}` on {self._where}"
 
     def restore(self) -> None:
         """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""
@@ -387,7 +394,7 @@ class SystemdController(RemoteController):
             return
         q = render.shell_word
         self._check(
-            f"{self._sudo}rm -f {q(self.dropin_path)} {q(self.secrets_path)} && "
+            f"{self._sudo}rm -f -- {q(self.dropin_path)} {q(self.secrets_path)} && "
             f"{self._sudo}systemctl daemon-reload && {self._systemctl('restart')}"
         )
         self._touched = False

@@ -112,7 +112,8 @@ CONFIGS = st.builds(
     budget=st.none() | st.integers(1, 4096),
     topk=st.none() | st.integers(1, 64),
     window=st.none() | st.integers(1, 1 << 20),
-    draft_model=st.none() | DATA.map(str.strip).filter(bool),
+    # A drafter path is an operand: never empty, never starting with "-".
+    draft_model=st.none() | DATA.map(str.strip).filter(lambda p: bool(p) and p[0] != "-"),
     extra=st.lists(
         st.tuples(st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True), DATA),
         unique_by=lambda p: p[0],

@@ -154,6 +154,14 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
         (["--dflash-ready-timeout", "inf"], "*--dflash-ready-timeout: expected a finite number*"),
         (["--dflash-ready-timeout=-5"], "*--dflash-ready-timeout: expected a finite number > 0*"),
         (["--dflash-temperature", "nan"], "*from --dflash-temperature: expected a finite number*"),
+        # A unit name that systemctl would read as its options (-H: another host).
+        (
+            ["--dflash-host", "127.0.0.1", "--dflash-unit=-H127.0.0.2"],
+            "*Invalid value '-H127.0.0.2' from --dflash-unit: starts with '-': a unit name "
+            "cannot be an option of systemctl*",
+        ),
+        (["--dflash-host", "127.0.0.1", "--dflash-unit", "a b"], "*expected a systemd unit*"),
+        (["--dflash-draft-model=-rf"], "*from --dflash-draft-model: starts with '-'*"),
     ],
 )
 def test_bad_options_are_one_line_usage_errors(

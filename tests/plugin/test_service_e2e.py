@@ -13,6 +13,7 @@ import pytest
 from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.service.local import group_running
 
+from ..service.trickle import trickling
 from .conftest import write_sim_ini
 from .test_acceptance_hostile import working_in
 
@@ -319,3 +320,21 @@ def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
     report = json.loads((sim_ini.path / "report.json").read_text())
     died = {c["label"]: c["server_died"] for c in report["configs"]}
     assert died["DFLASH budget=8 sim-fault=die-after:3"]["after_tests"] == 3
+
+
+def test_a_trickling_health_answer_ends_an_external_run_at_the_ready_timeout(
+    sim_ini: pytest.Pytester,
+) -> None:
+    # /health_generate sends its answer a byte every 30 ms (5 minutes in all): each byte
+    # resets a per-read timeout, so only a whole deadline per request ends the wait.
+    sim_ini.makepyfile(test_m=LIVE_TESTS)
+    with trickling(0.03) as (port, trickle):
+        result = sim_ini.runpytest_subprocess(
+            "-p", "no:cacheprovider", "-k", "same", "--dflash-restart", "never",
+            "--dflash-port", str(port), "--dflash-ready-timeout", "3", timeout=120,
+        )  # fmt: skip
+    assert trickle.takes > 120
+    assert "/health_generate" in trickle.paths
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines(["*not ready after * s (ready timeout 3 s): last phase*"])
+    assert "INTERNALERROR" not in result.stdout.str()

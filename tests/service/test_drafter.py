@@ -134,5 +134,8 @@ def test_systemd_reads_only_the_current_main_pid(monkeypatch: pytest.MonkeyPatch
     controller._identity = ProcessIdentity("systemd", pid=777)
     controller._since = "1764450000"
     assert controller.process_log() == GOOD + "\n"
-    assert "_SYSTEMD_UNIT=sglang.service _PID=777 --since @1764450000" in commands[-1]
-    assert "journalctl -u" not in commands[-1]
+    assert (
+        "--since=@1764450000 --no-pager -o cat -- _SYSTEMD_UNIT=sglang.service _PID=777"
+        in (commands[-1])
+    )
+    assert "journalctl --unit" not in commands[-1]

@@ -22,6 +22,7 @@ from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
 
 from ..throughput.conftest import Script, serve
+from .trickle import trickling
 
 # Far below what the server would make anyone wait (30 s health, a 100 kB body at 20 ms a
 # byte): ending within this proves the ready timeout bounds the wait.
@@ -85,3 +86,62 @@ def test_a_redirect_fails_the_gate_at_once_naming_the_location(path: str) -> Non
     assert "pw" not in summary
     assert "secret" not in summary
     assert not any(p == "/x" for _, p, _ in script.requests)
+
+
+# -- a health answer trickling in: each byte resets a per-read timeout -------------
+
+# A byte every 50 ms: far inside every per-read timeout (3 s first contact, 10 s after),
+# so only a whole deadline per request ends the wait; the whole answer takes 500 s.
+GAP = 0.05
+
+
+@pytest.mark.parametrize("expect_running", [False, True], ids=["after-restart", "external"])
+def test_a_health_answer_trickling_in_ends_the_gate_at_the_ready_timeout(
+    expect_running: bool,
+) -> None:
+    with trickling(GAP) as (port, trickle):
+        start = time.monotonic()
+        with pytest.raises(ServiceNotReady) as info:
+            wait_until_ready(
+                f"http://127.0.0.1:{port}",
+                verify=no_mismatch,
+                label="DFLASH budget=8",
+                timeout=0.5,
+                expect_running=expect_running,
+            )
+        took = time.monotonic() - start
+    assert trickle.takes > 10 * BOUND
+    assert info.value.reason == "timeout", info.value.summary
+    assert "ready timeout 0.5 s" in info.value.summary
+    assert "last phase 'unresponsive'" in info.value.summary
+    assert took < BOUND
+
+
+def test_a_trickled_header_cut_by_the_deadline_is_no_health_answer() -> None:
+    # The guard shuts the socket mid-header; http.client reads that as the end of the
+    # headers, a "200". It must count as no answer: never healthy, no /server_info asked.
+    with trickling(GAP) as (port, trickle), pytest.raises(ServiceNotReady):
+        wait_until_ready(f"http://127.0.0.1:{port}", verify=no_mismatch, label="x", timeout=0.5)
+    assert trickle.paths
+    assert set(trickle.paths) <= {"/health_generate", "/model_info"}
+
+
+def test_the_live_probe_and_external_mode_end_a_trickle_at_the_ready_timeout() -> None:
+    settings = Settings(ready_timeout=0.5, restart="never", control="external")
+    with trickling(GAP) as (port, _):
+        checks = ServerChecks(
+            settings,
+            dialects.get_dialect("sglang"),
+            f"http://127.0.0.1:{port}",
+            progress=Progress(None, isatty=False),
+            redactor=redact.for_settings(settings),
+        )
+        start = time.monotonic()
+        look = checks.look(SpecConfig(budget=8))
+        assert look is not None
+        assert not look.verified
+        with pytest.raises(ServiceNotReady) as info:
+            checks.external(SpecConfig(budget=8))
+        took = time.monotonic() - start
+    assert info.value.reason == "timeout"
+    assert took < 2 * BOUND

@@ -145,12 +145,14 @@ STAND_IN_SYSTEMCTL = r"""#!/bin/sh
 d=$(dirname "$0")
 echo "systemctl $*" >> "$d/calls.log"
 pid=$(cat "$d/pid"); state=$(cat "$d/state")
+# Options first, then "--", then the unit (as getopt reads them): the unit is the last word.
+for unit; do :; done
 if [ "$state" = failed ]; then sub=failed res=exit-code st=1 mp=0
 else sub=running res=success st=0 mp=$pid; fi
 case "$1" in
   restart)
     if [ -e "$d/fail-restart" ]; then
-      echo "Job for $2 failed because the control process exited with error code." >&2
+      echo "Job for $unit failed because the control process exited with error code." >&2
       exit 1
     fi
     [ -e "$d/frozen" ] || echo $((pid + 1)) > "$d/pid" ;;
@@ -257,10 +259,10 @@ def test_apply_writes_dropin_reloads_restarts_and_reads_identity(
     dropin = tmp_path / "etc" / f"{UNIT}.d" / "50-specdecode.conf"
     assert dropin.read_text() == render_dropin(ARGV, ENV, label="DFLASH budget=8")
     assert recorder.calls() == [
-        f"systemctl show -p MainPID -p ExecMainStartTimestamp {UNIT}",
+        f"systemctl show -p MainPID -p ExecMainStartTimestamp -- {UNIT}",
         "systemctl daemon-reload",
-        f"systemctl restart {UNIT}",
-        f"systemctl show -p MainPID -p ExecMainStartTimestamp {UNIT}",
+        f"systemctl restart -- {UNIT}",
+        f"systemctl show -p MainPID -p ExecMainStartTimestamp -- {UNIT}",
     ]
     assert (identity.kind, identity.pid) == ("systemd", 1001)
     assert identity.started == "Sun 2026-11-29 23:00:00 UTC #1001"
@@ -280,24 +282,25 @@ def test_failure_logs_and_restore(
     failure = controller.failure()
     assert failure == f"unit {UNIT!r} is failed (Result=exit-code, exit status 1)"
     assert recorder.calls()[:2] == [
-        f"systemctl is-failed {UNIT}",
-        f"systemctl show -p ActiveState -p SubState -p Result -p MainPID -p ExecMainStatus {UNIT}",
+        f"systemctl is-failed -- {UNIT}",
+        "systemctl show -p ActiveState -p SubState -p Result -p MainPID -p ExecMainStatus "
+        f"-- {UNIT}",
     ]
     recorder.clear()
     assert controller.logs(5).splitlines()[-1] == "The server is fired up and ready to roll!"
     (journal,) = recorder.calls()
-    assert journal.startswith(f"journalctl -u {UNIT} --since @")
+    assert journal.startswith(f"journalctl --unit={UNIT} --since=@")
     assert journal.endswith(" --no-pager -o cat -n 5")
-    since = journal.split("--since @")[1].split()[0]
+    since = journal.split("--since=@")[1].split()[0]
     assert since.isdigit()
     recorder.clear()
     controller.restore()
     assert not (tmp_path / "etc" / f"{UNIT}.d" / "50-specdecode.conf").exists()
-    assert recorder.calls() == ["systemctl daemon-reload", f"systemctl restart {UNIT}"]
+    assert recorder.calls() == ["systemctl daemon-reload", f"systemctl restart -- {UNIT}"]
     controller.restore()  # twice is fine, and does nothing more
     controller.stop()
     controller.stop()
-    assert recorder.calls() == ["systemctl daemon-reload", f"systemctl restart {UNIT}"]
+    assert recorder.calls() == ["systemctl daemon-reload", f"systemctl restart -- {UNIT}"]
 
 
 def test_a_crash_restarted_by_systemd_counts_as_failure(
@@ -337,10 +340,12 @@ def test_sudo_prefixes_privileged_commands(
     controller = make_controller(sudo=True)
     controller.apply(LAUNCH)
     sudo_calls = [c for c in recorder.calls() if c.startswith("sudo ")]
-    assert sudo_calls[0] == f"sudo -n systemctl show -p MainPID -p ExecMainStartTimestamp {UNIT}"
-    assert sudo_calls[1].startswith("sudo -n sh -c ")
+    assert sudo_calls[0] == (
+        f"sudo -n systemctl show -p MainPID -p ExecMainStartTimestamp -- {UNIT}"
+    )
+    assert sudo_calls[1].startswith("sudo -n sh -c -- ")
     assert "sudo -n systemctl daemon-reload" in sudo_calls
-    assert f"sudo -n systemctl restart {UNIT}" in sudo_calls
+    assert f"sudo -n systemctl restart -- {UNIT}" in sudo_calls
     assert (tmp_path / "etc" / f"{UNIT}.d" / "50-specdecode.conf").exists()
 
 
