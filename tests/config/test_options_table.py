@@ -110,7 +110,9 @@ EDGES = st.sampled_from(
     ]
 )  # fmt: skip
 LINES = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\n\r"), max_size=12)
-TEXTS = (EDGES | LINES).filter(lambda text: text == text.strip())
+# argparse reads `--flag=--` as the flag without a value (`--` ends the options):
+# the one text a flag cannot carry, so no property to compare it by.
+TEXTS = (EDGES | LINES).filter(lambda text: text == text.strip() and text != "--")
 
 
 @pytest.mark.parametrize("option", COMPARED, ids=lambda option: option.flag)

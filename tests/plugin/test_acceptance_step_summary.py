@@ -98,8 +98,8 @@ def test_step_summary_is_appended_and_its_tables_render(
 
     # The failed gates and the coding failures render as list items, not raw text.
     assert (
-        "<li>pass rate: DFLASH budget=4: 1/2 = 50% &lt; 90% (95% interval 9%-91%, within noise of the floor)</li>"
-        in html
+        "<li>pass rate: DFLASH budget=4: 1/2 = 50% &lt; 90% "
+        "(95% interval 9%-91%, within noise of the floor)</li>" in html
     )
     assert "gcd under DFLASH budget=8: failed: gcd(" in html
     assert "simulated (not GPU)" in html
