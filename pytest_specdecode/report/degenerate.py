@@ -1,15 +1,16 @@
 """Degenerate output: a speculative config whose text collapsed while its figures shone.
 
 Each throughput case carries ``repetition``, the share of repeated word
-4-grams in a sample of its replies (:mod:`pytest_specdecode.throughput.quality`).
+4-grams (character 8-grams where words are few) in a sample of its replies
+(:mod:`pytest_specdecode.throughput.quality`).
 A speculative config's case is *degenerate* when that figure is above the
 bound (``--dflash-max-repetition``, default 0.5) and, when
 the run has a non-speculative baseline (algorithm NONE) for the same case,
 also more than :data:`MARGIN` above the baseline's figure: a domain whose
 normal output repeats (code idioms, a list format) is not flagged because
 the drafter reproduced it. Without a baseline the bound alone decides.
-A figure the server's text was too short for (fewer than 4 words per
-reply) is unknown and judges nothing.
+A figure the server's text was too short for (fewer than 4 words, or 32
+characters where words are few, per reply) is unknown and judges nothing.
 
 A degenerate config fails the run (one line per config and domain, naming
 both figures and an escaped excerpt of the worst reply), is marked in the
@@ -28,14 +29,22 @@ from pytest_specdecode import figures
 from pytest_specdecode.config.options import REPETITION_MARGIN
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.verdict import case_shape
-from pytest_specdecode.throughput.quality import NGRAM, SAMPLE_CHARS, SAMPLE_TEXTS
+from pytest_specdecode.throughput.quality import (
+    CHAR_NGRAM,
+    CHARS_PER_WORD,
+    NGRAM,
+    SAMPLE_CHARS,
+    SAMPLE_TEXTS,
+)
 
 MARGIN = REPETITION_MARGIN
 """How far above the baseline's figure a config's must be to count as degenerate."""
 EXCERPT = 60
 """Characters of the worst reply shown in the failure line."""
 METHOD = (
-    f"share of repeated word {NGRAM}-grams within each reply (1 - distinct / total), pooled "
+    f"share of repeated word {NGRAM}-grams within each reply (1 - distinct / total; "
+    f"character {CHAR_NGRAM}-grams in a reply with fewer than one word per "
+    f"{CHARS_PER_WORD} characters), pooled "
     f"over the first {SAMPLE_TEXTS} replies of the case ({SAMPLE_CHARS} characters each); "
     f"degenerate: above the bound and, with a NONE baseline, more than {MARGIN:g} above its "
     "figure"
