@@ -66,3 +66,18 @@ def test_compare_gate_needs_every_trial(same: list[int], slower: list[int], stat
 )
 def test_restart_noise_gate_needs_every_compare(same: list[int], slower: int, status: int) -> None:
     assert load("restart_noise_gate").verdict(same, slower) == status
+
+
+def test_html_scale_fails_a_slow_page_or_superlinear_growth() -> None:
+    bench = load("html_scale")
+    linear = {400: (0.4, 1.2), 3000: (3.0, 9.0)}
+    assert bench.verdict_of(linear, 10.0, 2.0) == (0, [])
+    slow_status, slow = bench.verdict_of({400: (0.4, 1.5), 3000: (3.0, 10.5)}, 10.0, 2.0)
+    assert slow_status == 1
+    assert slow == ["the page for 3,000 configs took 10.50 s (requirement < 10 s)"]
+    # Quadratic: 7.5x the seconds per config at 3,000 against 400, though under 10 s.
+    grown_status, grown = bench.verdict_of({400: (0.1, 0.1), 3000: (0.75, 5.6)}, 10.0, 2.0)
+    assert grown_status == 1
+    assert grown == [
+        "page: seconds per config grew 7.47x from 400 to 3,000 configs (requirement <= 2x: linear)"
+    ]

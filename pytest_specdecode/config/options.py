@@ -338,7 +338,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_repetition", "--dflash-max-repetition", "gates", parse=parsers.fraction,
            default=MAX_REPETITION, metavar="FRACTION",
            help="Exit 1 when a speculative config's output is degenerate: its share of repeated "
-                "word 4-grams in a throughput case is above FRACTION (0.5 or 50%) and, when the "
+                "word 4-grams (character 8-grams where words are few) in a throughput case is "
+                "above FRACTION (0.5 or 50%) and, when the "
                 f"run has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; "
                 "such a config never wins the verdict."),
     Option("report", "--dflash-report", "gates", default=".dflash/report.json", metavar="PATH",
@@ -367,7 +368,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("sim_fault", "--dflash-sim-fault", "simulator", default=(), metavar="FAULT", kind="list",
            help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
                 "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
-                "degenerate-drafter); repeatable."),
+                "degenerate-drafter[:SHAPE]); repeatable."),
     Option("sim_restart_noise", "--dflash-sim-restart-noise", "simulator", parse=parsers.below_one,
            shown="0", metavar="F",
            help="The simulator's --sim-restart-noise: each server start runs at its own speed, "

@@ -1,15 +1,16 @@
 """Degenerate output: a speculative config whose text collapsed while its figures shone.
 
 Each throughput case carries ``repetition``, the share of repeated word
-4-grams in a sample of its replies (:mod:`pytest_specdecode.throughput.quality`).
+4-grams (character 8-grams where words are few) in a sample of its replies
+(:mod:`pytest_specdecode.throughput.quality`).
 A speculative config's case is *degenerate* when that figure is above the
 bound (``--dflash-max-repetition``, default 0.5) and, when
 the run has a non-speculative baseline (algorithm NONE) for the same case,
 also more than :data:`MARGIN` above the baseline's figure: a domain whose
 normal output repeats (code idioms, a list format) is not flagged because
 the drafter reproduced it. Without a baseline the bound alone decides.
-A figure the server's text was too short for (fewer than 4 words per
-reply) is unknown and judges nothing.
+A figure the server's text was too short for (fewer than 4 words, or 32
+characters where words are few, per reply) is unknown and judges nothing.
 
 A degenerate config fails the run (one line per config and domain, naming
 both figures and an escaped excerpt of the worst reply), is marked in the
@@ -20,7 +21,7 @@ of the verdict (and out of a search's candidates).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,14 +29,22 @@ from pytest_specdecode import figures
 from pytest_specdecode.config.options import REPETITION_MARGIN
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.verdict import case_shape
-from pytest_specdecode.throughput.quality import NGRAM, SAMPLE_CHARS, SAMPLE_TEXTS
+from pytest_specdecode.throughput.quality import (
+    CHAR_NGRAM,
+    CHARS_PER_WORD,
+    NGRAM,
+    SAMPLE_CHARS,
+    SAMPLE_TEXTS,
+)
 
 MARGIN = REPETITION_MARGIN
 """How far above the baseline's figure a config's must be to count as degenerate."""
 EXCERPT = 60
 """Characters of the worst reply shown in the failure line."""
 METHOD = (
-    f"share of repeated word {NGRAM}-grams within each reply (1 - distinct / total), pooled "
+    f"share of repeated word {NGRAM}-grams within each reply (1 - distinct / total; "
+    f"character {CHAR_NGRAM}-grams in a reply with fewer than one word per "
+    f"{CHARS_PER_WORD} characters), pooled "
     f"over the first {SAMPLE_TEXTS} replies of the case ({SAMPLE_CHARS} characters each); "
     f"degenerate: above the bound and, with a NONE baseline, more than {MARGIN:g} above its "
     "figure"
@@ -112,19 +121,16 @@ def findings(configs: Iterable[Mapping[str, Any]], bound: float) -> list[Finding
     """A finding per throughput case of every speculative config, judged against the
     run's NONE config with the same extra server flags (else any NONE config)."""
     configs = list(configs)
-    baselines = [c for c in configs if (c.get("config") or {}).get("algorithm") == "NONE"]
+    baselines = _Baselines(c for c in configs if (c.get("config") or {}).get("algorithm") == "NONE")
     out = []
     for config in configs:
         spec = config.get("config") or {}
         if spec.get("algorithm") == "NONE":
             continue
-        ranked = sorted(
-            baselines, key=lambda b: (b.get("config") or {}).get("extra") != spec.get("extra")
-        )
         for case in config.get("throughput") or []:
             metrics = case.get("metrics") or {}
             name = str(case.get("case"))
-            base_label, base = _baseline(name, ranked)
+            base_label, base = baselines.find(name, spec.get("extra"))
             figure = _figure(metrics)
             excerpt = metrics.get("repetition_excerpt")
             out.append(
@@ -142,14 +148,33 @@ def findings(configs: Iterable[Mapping[str, Any]], bound: float) -> list[Finding
     return out
 
 
-def _baseline(case: str, baselines: Sequence[Mapping[str, Any]]) -> tuple[str | None, float | None]:
-    for config in baselines:
-        for found in config.get("throughput") or []:
-            if found.get("case") == case:
+class _Baselines:
+    """The NONE configs' figures by case, looked up in one step per case (a scan of
+    every baseline per config made a sweep with many of them quadratic): the first
+    baseline with the same extra server flags that has the case's figure, else the
+    first with any flags."""
+
+    def __init__(self, baselines: Iterable[Mapping[str, Any]]) -> None:
+        self.same: dict[tuple[str, str], tuple[str, float]] = {}
+        self.any: dict[str, tuple[str, float]] = {}
+        for config in baselines:
+            extra = _extra_key((config.get("config") or {}).get("extra"))
+            for found in config.get("throughput") or []:
                 figure = _figure(found.get("metrics") or {})
-                if figure is not None:
-                    return str(config.get("label")), figure
-    return None, None
+                if figure is None:
+                    continue
+                case, entry = str(found.get("case")), (str(config.get("label")), figure)
+                self.same.setdefault((extra, case), entry)
+                self.any.setdefault(case, entry)
+
+    def find(self, case: str, extra: Any) -> tuple[str | None, float | None]:
+        found = self.same.get((_extra_key(extra), case)) or self.any.get(case)
+        return found if found is not None else (None, None)
+
+
+def _extra_key(extra: Any) -> str:
+    # Extra flags are a list in the report (unhashable); equal lists give equal keys.
+    return repr(extra)
 
 
 def worst(found: Iterable[Finding]) -> list[Finding]:

@@ -89,9 +89,11 @@ def _colors(report: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _name(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+def _name(short: Mapping[str, str], config: Mapping[str, Any]) -> str:
+    # ``short`` is worked out once per chart: it reads every config, so once per trace
+    # made the page quadratic in the configs.
     full = str(config.get("label"))
-    return label(_short(report).get(full, full))
+    return label(short.get(full, full))
 
 
 def _case_order(case: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -177,6 +179,7 @@ def readiness(report: Mapping[str, Any]) -> Chart | None:
 
 def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
     """Output tok/s per case and config, with the 95% interval over rounds as error bars."""
+    short = _short(report)
     cases = _cases(report)
     data = []
     for config in report.get("configs") or []:
@@ -195,7 +198,7 @@ def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
         data.append(
             {
                 "type": "bar",
-                "name": _name(report, config),
+                "name": _name(short, config),
                 "x": [label(c) for c in cases],
                 "y": values,
                 "error_y": _errors(values, lows, highs),
@@ -216,6 +219,7 @@ def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
 
 def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
     """Speedup (baseline TPOT / config TPOT) per case, with its 95% interval."""
+    short = _short(report)
     cases = _cases(report)
     data = []
     for config in report.get("configs") or []:
@@ -229,7 +233,7 @@ def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | Non
         data.append(
             {
                 "type": "bar",
-                "name": _name(report, config),
+                "name": _name(short, config),
                 "x": [label(c) for c in cases],
                 "y": values,
                 "error_y": _errors(
@@ -266,8 +270,11 @@ def pareto(report: Mapping[str, Any], colors: Mapping[str, str]) -> list[Chart]:
     for index, group in enumerate(groups[:MAX_PARETO_PANELS]):
         points = [p for p in group.get("points") or [] if isinstance(p, Mapping)]
         data: list[dict[str, Any]] = []
-        for full in dict.fromkeys(str(p.get("config")) for p in points):
-            mine = [p for p in points if str(p.get("config")) == full]
+        # One pass groups the points by config (in first-seen order), not a scan per config.
+        by_config: dict[str, list[Mapping[str, Any]]] = {}
+        for p in points:
+            by_config.setdefault(str(p.get("config")), []).append(p)
+        for full, mine in by_config.items():
             data.append(
                 {
                     "type": "scatter",
@@ -408,6 +415,7 @@ def histogram(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | N
 
 def pass_rate(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
     """Coding pass rate (mean pass@1) per config."""
+    short = _short(report)
     rows = []
     for config in report.get("configs") or []:
         found = config.get("pass_rate")
@@ -424,7 +432,7 @@ def pass_rate(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | N
         "data": [
             {
                 "type": "bar",
-                "x": [_name(report, c) for c, _, _ in rows],
+                "x": [_name(short, c) for c, _, _ in rows],
                 "y": [r for _, r, _ in rows],
                 "text": [label(t) for _, _, t in rows],
                 "textposition": "auto",

@@ -14,9 +14,13 @@ FAULT_HELP = (
     "logs draft_window_size=None, compact_cache=False), oom-on-first-start / "
     "sigkill-on-first-start (the first start for --sim-state-file runs out of CUDA memory / "
     "is killed by SIGKILL after loading; later starts with the same file work), "
-    "degenerate-drafter (speculative configs collapse into a short repeated phrase that the "
-    "drafter predicts almost perfectly: accept length near the block size; NONE stays normal)"
+    "degenerate-drafter[:SHAPE] (speculative configs collapse into a short repeated phrase "
+    "that the drafter predicts almost perfectly: accept length near the block size; NONE "
+    "stays normal; SHAPE phrase (the default), cjk (one CJK character), letter (one letter) "
+    "or newlines (line breaks only): what the reply repeats)"
 )
+DEGENERATE_SHAPES = ("phrase", "cjk", "letter", "newlines")
+"""What a collapsed reply repeats: a spaced phrase, or one unit with no space in it."""
 _PLAIN = (
     "crash-on-start",
     "hang-on-load",
@@ -36,6 +40,7 @@ class Fault:
 
     name: str
     value: float | None = None
+    shape: str | None = None  # degenerate-drafter's SHAPE
 
 
 def parse_fault(text: str) -> Fault:
@@ -43,6 +48,12 @@ def parse_fault(text: str) -> Fault:
     name, sep, raw = text.partition(":")
     if name in _PLAIN and not sep:
         return Fault(name)
+    if name == "degenerate-drafter" and sep:
+        if raw in DEGENERATE_SHAPES:
+            return Fault(name, shape=raw)
+        raise argparse.ArgumentTypeError(
+            f"degenerate-drafter's SHAPE is one of {', '.join(DEGENERATE_SHAPES)}, got {raw!r}"
+        )
     if name == "die-after" and sep:
         try:
             count = int(raw)
@@ -76,6 +87,7 @@ class Faults:
     drafter_ignores_window: bool = False
     first_start: str | None = None  # "oom" or "sigkill": how the first start fails
     degenerate_drafter: bool = False
+    degenerate_shape: str = DEGENERATE_SHAPES[0]
 
     @property
     def needs_state_file(self) -> bool:
@@ -87,8 +99,11 @@ class Faults:
         names = {f.name for f in faults}
         die_after = None
         slow = 0.0
+        shape = DEGENERATE_SHAPES[0]
         for f in faults:
-            if f.name == "die-after":
+            if f.name == "degenerate-drafter":
+                shape = f.shape or DEGENERATE_SHAPES[0]
+            elif f.name == "die-after":
                 die_after = int(f.value or 0)
             elif f.name == "slow-first-token":
                 slow = float(f.value or 0.0)
@@ -110,6 +125,7 @@ class Faults:
                 None,
             ),
             degenerate_drafter="degenerate-drafter" in names,
+            degenerate_shape=shape,
         )
 
 

@@ -23,6 +23,13 @@ CONTEXT_LENGTH = 32768
 # loops on this phrase (pieces of the simulator's tokenizer) to the end.
 DEGENERATE_LEAD = 6
 DEGENERATE_PHRASE = (" and", " the", " same", " thing", ",")
+# ...or, by its SHAPE, on one token with no space in it: what a word count never sees.
+DEGENERATE_PIECES = {
+    "phrase": DEGENERATE_PHRASE,
+    "cjk": ("好",),
+    "letter": ("a",),
+    "newlines": ("\n",),
+}
 
 
 class BadRequest(ValueError):
@@ -82,13 +89,20 @@ class Generator:
     """Turns :class:`GenRequest` into sequences, deterministically for a seed."""
 
     def __init__(
-        self, book: AnswerBook, seed: int, *, lossy: bool = False, degenerate: bool = False
+        self,
+        book: AnswerBook,
+        seed: int,
+        *,
+        lossy: bool = False,
+        degenerate: bool = False,
+        degenerate_shape: str = "phrase",
     ) -> None:
         self.book = book
         self.seed = seed
         self.lossy = lossy
         # Set for a speculative server under the degenerate-drafter fault (never for NONE).
         self.degenerate = degenerate
+        self.phrase = DEGENERATE_PIECES[degenerate_shape]
         self._samples: dict[str, int] = {}
 
     def sequence(self, req: GenRequest) -> tuple[Sequence, str | None]:
@@ -114,7 +128,7 @@ class Generator:
         if self.lossy:
             pieces = pieces.copy()
         if self.degenerate:
-            pieces, classes = degenerate_reply(pieces, total)
+            pieces, classes = degenerate_reply(pieces, total, self.phrase)
         rng = random.Random(f"{self.seed}:{req.prompt}:{sample}:steps")
         seq = Sequence(
             req.rid,
@@ -154,12 +168,14 @@ class Generator:
         return total, text[:index], {"type": "stop", "matched": matched}
 
 
-def degenerate_reply(pieces: Pieces, total: int) -> tuple[Pieces, bytes]:
+def degenerate_reply(
+    pieces: Pieces, total: int, phrase: tuple[str, ...] = DEGENERATE_PHRASE
+) -> tuple[Pieces, bytes]:
     """A reply collapsed into a repeated phrase: the answer's first few tokens, then
-    :data:`DEGENERATE_PHRASE` over and over, ``total`` tokens in all, every one of the
-    class the drafter predicts best (``REPEAT``)."""
+    ``phrase`` over and over, ``total`` tokens in all, every one of the class the
+    drafter predicts best (``REPEAT``)."""
     lead = pieces.pieces[: min(DEGENERATE_LEAD, total)]
-    loop = [DEGENERATE_PHRASE[i % len(DEGENERATE_PHRASE)] for i in range(total - len(lead))]
+    loop = [phrase[i % len(phrase)] for i in range(total - len(lead))]
     return Pieces([*lead, *loop]), bytes([REPEAT]) * total
 
 

@@ -69,6 +69,7 @@ class SimServer:
             args.seed,
             lossy=args.faults.lossy,
             degenerate=args.faults.degenerate_drafter and spec.speculative,
+            degenerate_shape=args.faults.degenerate_shape,
         )
         self.metrics = Metrics()
         self.ready = False

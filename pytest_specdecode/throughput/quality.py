@@ -18,8 +18,18 @@ simulator's word pieces), and whatever the text's whitespace. It lies in
 near 1 for a phrase repeated to the end. Each reply is judged on its own,
 because replies to similar prompts may share their start without anything
 being wrong; and the pooled figure does not depend on the order of the
-replies. A compression ratio would say much the same but reads less plainly
-("0.31 of the size") and depends on the compressor's window.
+replies.
+
+Where words are few, characters stand in for them: a reply with fewer
+words than one per :data:`CHARS_PER_WORD` characters (a collapse into one
+repeated CJK character or letter, which is a single "word", or into line
+breaks, which are none; unspaced CJK prose) is judged by its character
+:data:`CHAR_NGRAM`-grams instead, whitespace included. Ordinary prose and
+code have a word every 3-7 characters and keep the word figure; a reply
+shorter than :data:`CHAR_FLOOR` characters says nothing.
+
+A compression ratio would say much the same but reads less plainly ("0.31
+of the size") and depends on the compressor's window.
 """
 
 from __future__ import annotations
@@ -34,6 +44,16 @@ SAMPLE_TEXTS = 32
 """Replies kept per case (the first ones): enough to see a collapse, small to keep."""
 SAMPLE_CHARS = 4096
 """Characters kept of each reply (a 512-token reply is about 2-3 KB)."""
+CHARS_PER_WORD = 16
+"""A reply with fewer words than one per this many characters is judged by characters:
+English and code have one every 3-7 (punctuation marks count), a long word is 15."""
+CHAR_NGRAM = 8
+"""Characters per n-gram where words are few: a repeated unit of up to 8 characters
+gives one distinct n-gram per offset, while prose (even CJK, a word per 1-2
+characters) seldom repeats 8 characters in a row."""
+CHAR_FLOOR = 32
+"""Characters a reply judged by characters needs to say anything: a short answer
+("1000000000", "ok") is no evidence of a collapse."""
 EXCERPT_CHARS = 80
 """Characters of a reply shown in a failure line (escaped there)."""
 
@@ -46,17 +66,30 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def few_words(found: list[str], text: str) -> bool:
+    """Whether ``text``, whose words are ``found``, is to be judged by characters."""
+    return len(found) * CHARS_PER_WORD < len(text)
+
+
 def ngram_counts(text: str, n: int = NGRAM) -> tuple[int, int]:
-    """(n-grams, distinct n-grams) of one text; (0, 0) when it has fewer than ``n`` words."""
+    """(n-grams, distinct n-grams) of one text: of its words, or of its characters
+    (:data:`CHAR_NGRAM`-grams) where words are few; (0, 0) when it has fewer words
+    than one n-gram needs or, judged by characters, fewer than :data:`CHAR_FLOOR`."""
     found = words(text)
+    if few_words(found, text):
+        if len(text) < CHAR_FLOOR:
+            return 0, 0
+        chars = [text[i : i + CHAR_NGRAM] for i in range(len(text) - CHAR_NGRAM + 1)]
+        return len(chars), len(set(chars))
     grams = [tuple(found[i : i + n]) for i in range(len(found) - n + 1)]
     return len(grams), len(set(grams))
 
 
 def repetition(texts: Iterable[str], n: int = NGRAM) -> float | None:
     """Share of repeated word n-grams over ``texts``, each text judged on its own:
-    sum of (n-grams - distinct n-grams) / sum of n-grams; ``None`` when no text has
-    ``n`` words (too short to say)."""
+    sum of (n-grams - distinct n-grams) / sum of n-grams, a text's n-grams being of
+    characters where its words are few (:func:`ngram_counts`); ``None`` when no text
+    has one n-gram (too short to say)."""
     total = repeated = 0
     for text in texts:
         count, distinct = ngram_counts(text, n)

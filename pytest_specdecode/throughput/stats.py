@@ -24,6 +24,7 @@ fraction, then bisection) so the plugin needs no SciPy.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,6 +110,9 @@ def t_quantile(p: float, df: float) -> float:
     return 0.5 * (lo + hi)
 
 
+# Cached: the search above costs half a millisecond, and a sweep asks for the same few
+# degrees of freedom (rounds - 1) once per case and config.
+@functools.lru_cache(maxsize=256)
 def _critical(df: float) -> float:
     return t_quantile(0.5 + CONFIDENCE / 2.0, df)
 

@@ -113,3 +113,30 @@ def test_a_budget_8_run_alone_is_judged_by_the_bound(sim_ini: pytest.Pytester) -
     # A bound above the figure lets it through.
     relaxed = sim_ini.runpytest(*args, "--dflash-max-repetition", "100%")
     assert relaxed.ret == pytest.ExitCode.OK, relaxed.stdout.str()
+
+
+@pytest.mark.parametrize("shape", ["cjk", "letter", "newlines"])
+def test_a_collapse_into_one_unspaced_token_fails_the_run_with_its_figure(
+    project: pytest.Pytester, shape: str
+) -> None:
+    """One CJK character, one letter or only line breaks: a single "word" or none, so the
+    figure is taken over characters, shown, and the run fails."""
+    result = project.runpytest(
+        *SMALL, "--dflash-domains=chat", "--dflash-sim-fault", f"degenerate-drafter:{shape}"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*degenerate output: DFLASH budget=8 window=2048 on chat: repetition 0.* vs 0.* "
+            "for the baseline NONE*output starts '*"
+        ]
+    )
+    report = json.loads((project.path / "report.json").read_text())
+    (record,) = [
+        case["repetition"]
+        for config in report["configs"]
+        if config["config"]["algorithm"] == "DFLASH"
+        for case in config["throughput"]
+    ]
+    assert record["degenerate"]
+    assert record["value"] > 0.5

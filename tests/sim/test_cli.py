@@ -107,6 +107,20 @@ def test_bad_fault_exits_2(bad: str, capsys: pytest.CaptureFixture[str]) -> None
     assert "--sim-fault" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("values", "shape"),
+    [
+        (["degenerate-drafter"], "phrase"),
+        (["degenerate-drafter:cjk"], "cjk"),
+        (["degenerate-drafter:letter", "degenerate-drafter:newlines"], "newlines"),
+    ],
+)
+def test_a_degenerate_drafter_has_a_shape(values: list[str], shape: str) -> None:
+    faults = resolve(*(arg for v in values for arg in ("--sim-fault", v))).faults
+    assert faults.degenerate_drafter
+    assert faults.degenerate_shape == shape
+
+
 def test_skip_server_warmup_means_no_warmup() -> None:
     assert resolve("--sim-warmup-seconds", "5", "--skip-server-warmup").warmup_seconds == 0
 

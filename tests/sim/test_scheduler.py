@@ -7,9 +7,11 @@ import asyncio
 import pytest
 
 from pytest_specdecode.sim.answers import AnswerBook
+from pytest_specdecode.sim.faults import DEGENERATE_SHAPES
 from pytest_specdecode.sim.generation import (
     DEGENERATE_LEAD,
     DEGENERATE_PHRASE,
+    DEGENERATE_PIECES,
     Generator,
     GenRequest,
 )
@@ -124,6 +126,22 @@ def test_a_degenerate_drafter_loops_on_a_phrase_it_predicts_almost_perfectly() -
     normal_accept = sum(s.total for s in clean) / sum(len(x) for x in clean_steps)
     assert normal_accept < 6
     assert len(steps[0]) < len(clean_steps[0])
+
+
+@pytest.mark.parametrize("shape", DEGENERATE_SHAPES)
+def test_each_collapse_shape_repeats_its_unit_to_the_end(shape: str) -> None:
+    gen = Generator(AnswerBook(0, 1.0), 0, degenerate=True, degenerate_shape=shape)
+    seq = gen.sequence(request("def gcd(a, b)", 200))[0]
+    unit = "".join(DEGENERATE_PIECES[shape])
+    tail = text(seq)[len("".join(seq.tokens.pieces[:DEGENERATE_LEAD])) :]
+    assert tail.startswith(unit * 3)
+    assert tail.count(unit) * len(DEGENERATE_PIECES[shape]) >= seq.total - DEGENERATE_LEAD - 5
+    if shape != "phrase":
+        assert " " not in unit  # no word boundary: one long word, or none
+
+
+def test_every_shape_the_fault_parses_has_its_pieces() -> None:
+    assert set(DEGENERATE_PIECES) == set(DEGENERATE_SHAPES)
 
 
 def test_deterministic_for_a_seed() -> None:

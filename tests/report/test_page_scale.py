@@ -1,0 +1,100 @@
+"""The page and the verdict in linear time, shown by the work they do, not by a clock.
+
+The work is counted as the Python and C function calls a profile hook sees
+while a report is judged (speedups, degenerate output, break-even, verdict
+with its Pareto front) and its page rendered. For work ``a + b*n`` the
+increase from 2n to 4n configs is twice the increase from n to 2n; a
+quadratic part (a scan of every config per config) makes it four times.
+The wall-clock requirement (3,000 configs in under 10 s) is
+``benchmarks/html_scale.py``'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import FrameType
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_specdecode.report import break_even, degenerate, html, verdict
+
+from .conftest import config_dict, config_entry, make_report
+
+FAKE_JS = "window.Plotly = {newPlot: function () {}};"
+
+
+def sweep(configs: int) -> dict[str, Any]:
+    entries = [config_entry(config_dict("NONE"), problems=2, failing=1)]
+    entries += [
+        config_entry(
+            config_dict("DFLASH", 2 + i % 10, 256 * (1 + i // 10)), problems=2, failing=i % 2
+        )
+        for i in range(configs - 1)
+    ]
+    return make_report(entries)
+
+
+def judge_and_render(report: dict[str, Any]) -> str:
+    verdict.annotate_speedups(report)
+    degenerate.annotate(report, 0.5)
+    report["break_even"] = break_even.records(report)
+    report["verdict"] = verdict.decide(report, {})
+    return html.render(report, js=FAKE_JS)
+
+
+def calls(configs: int) -> int:
+    """Function calls made judging and rendering a sweep of ``configs`` configs."""
+    report = sweep(configs)
+    count = 0
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    sys.setprofile(hook)
+    try:
+        judge_and_render(report)
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def test_the_work_grows_linearly_with_the_configs() -> None:
+    judge_and_render(sweep(3))  # imports and caches outside the count
+    small, middle, large = calls(50), calls(100), calls(200)
+    # Linear: 2.0. Before, a per-trace recount of the short labels and an all-pairs
+    # Pareto front made it 2.7 at these sizes (and more as they grow).
+    assert (large - middle) / (middle - small) < 2.2, (small, middle, large)
+
+
+def _front_by_all_pairs(points: list[dict[str, Any]]) -> list[bool]:
+    eligible = [p for p in points if p["eligible"]]
+    return [
+        p["eligible"]
+        and not any(
+            q is not p
+            and q["req_tok_s"] >= p["req_tok_s"]
+            and q["tok_s"] >= p["tok_s"]
+            and (q["req_tok_s"] > p["req_tok_s"] or q["tok_s"] > p["tok_s"])
+            for q in eligible
+        )
+        for p in points
+    ]
+
+
+# Few distinct values, so ties on either axis and repeated points are common.
+AXIS = st.sampled_from([0.0, 1.0, 2.5, 3.0, 10.0, 1e9])
+POINTS = st.lists(
+    st.fixed_dictionaries({"req_tok_s": AXIS, "tok_s": AXIS, "eligible": st.booleans()}),
+    max_size=30,
+)
+
+
+@given(POINTS)
+def test_the_front_by_a_sort_is_the_front_by_definition(points: list[dict[str, Any]]) -> None:
+    expected = _front_by_all_pairs(points)
+    verdict.mark_front(points)
+    assert [p["front"] for p in points] == expected
