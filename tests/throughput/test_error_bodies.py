@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.client import (
@@ -107,6 +107,7 @@ replies = st.builds(
 )
 
 
+@settings(max_examples=100, deadline=None)  # a busy machine is no reason to fail
 @given(replies)
 def test_any_object_recognised_as_an_error_becomes_an_error_result(reply: dict[str, Any]) -> None:
     message = error_message(reply)
