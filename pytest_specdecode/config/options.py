@@ -44,6 +44,8 @@ SGLANG_VERSIONS = facts.VERSIONS
 MAX_REPETITION = 0.5
 # ...and, with a NONE baseline in the run, this far above the baseline's figure.
 REPETITION_MARGIN = 0.2
+# --dflash-lossless-margin: BF16 noise in a logit reaches a few hundredths of a nat.
+LOSSLESS_MARGIN = 0.05
 
 # ``--help`` groups, in the order they are shown: (pytest group name, title).
 GROUPS = {
@@ -341,6 +343,11 @@ OPTIONS: tuple[Option, ...] = (
                 "word 4-grams in a throughput case is above FRACTION (0.5 or 50%) and, when the "
                 f"run has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; "
                 "such a config never wins the verdict."),
+    Option("lossless_margin", "--dflash-lossless-margin", "gates", parse=_positive,
+           default=LOSSLESS_MARGIN, metavar="NATS",
+           help="The lossless gate counts a config's first divergence from the NONE baseline as "
+                "engine numerics, not a drafter defect, where the top-2 logprob margin there is "
+                "below NATS (or the baseline's own runs part there); any defect fails the run."),
     Option("report", "--dflash-report", "gates", default=".dflash/report.json", metavar="PATH",
            help="Write the JSON run report here, updated after every test, plus a copy named "
                 "after the run's start time; {now} (start time) or {n} (next free number) in the "

@@ -274,7 +274,7 @@ def test_lossless_check(
         result.assert_outcomes(passed=2)
         return
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*DFLASH budget=8 is not lossless against NONE: *token*"])
+    result.stdout.fnmatch_lines(["*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defects in 100 replies*"])
 
 
 @pytest.mark.parametrize(
