@@ -373,7 +373,8 @@ OPTIONS: tuple[Option, ...] = (
                 "problems it does not know with no code)."),
     Option("sim_fault", "--dflash-sim-fault", "simulator", default=(), metavar="FAULT", kind="list",
            help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
-                "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
+                "unhealthy, slow-first-token:S, lossy, lossy:RATE, near-tie, stale-config, "
+                "drafter-ignores-window, "
                 "degenerate-drafter); repeatable."),
     Option("sim_restart_noise", "--dflash-sim-restart-noise", "simulator", parse=parsers.below_one,
            shown="0", metavar="F",

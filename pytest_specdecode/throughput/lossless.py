@@ -139,9 +139,7 @@ def _margin_at(output: GreedyOutput, index: int, unit: str) -> float | None:
     return output.margins[index]
 
 
-def classify(
-    runs: Sequence[GreedyOutput], actual: GreedyOutput, bound: float
-) -> Divergence | None:
+def classify(runs: Sequence[GreedyOutput], actual: GreedyOutput, bound: float) -> Divergence | None:
     """The first divergence of ``actual`` from the baseline's ``runs`` of its prompt (at
     least one), classified; None when it equals any of them. The run it follows longest is
     the reference: a config that took the other branch of a near tie follows that run."""

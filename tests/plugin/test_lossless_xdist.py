@@ -31,7 +31,9 @@ def test_a_lossy_config_fails_under_workers_as_it_does_serially(
     pytester.makepyfile(test_ll=LOSSLESS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-n", "2", "-rs")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defects in 100 replies*"])
+    result.stdout.fnmatch_lines(
+        ["*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defects in 100 replies*"]
+    )
 
 
 def outputs(text: str) -> list[list[GreedyOutput]]:

@@ -274,7 +274,9 @@ def test_lossless_check(
         result.assert_outcomes(passed=2)
         return
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defects in 100 replies*"])
+    result.stdout.fnmatch_lines(
+        ["*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defects in 100 replies*"]
+    )
 
 
 def test_near_tie_numerics_pass_the_lossless_gate_and_are_counted(
@@ -288,11 +290,15 @@ def test_near_tie_numerics_pass_the_lossless_gate_and_are_counted(
     report = json.loads((pytester.path / "report.json").read_text())
     by_label = {c["label"]: c for c in report["configs"]}
     (record,) = by_label["DFLASH budget=8"]["lossless"]
-    assert record["passed"] and record["replies"] == 100 and record["defects"] == 0
-    assert record["numerics"] > 0 and len(record["divergences"]) == record["numerics"]
+    assert record["passed"]
+    assert record["replies"] == 100
+    assert record["defects"] == 0
+    assert record["numerics"] > 0
+    assert len(record["divergences"]) == record["numerics"]
     assert record["detail"].startswith("lossless gate passed: DFLASH budget=8 against NONE: ")
     shown = record["divergences"][0]
-    assert shown["kind"] == "numerics" and shown["baseline"] != shown["actual"]
+    assert shown["kind"] == "numerics"
+    assert shown["baseline"] != shown["actual"]
     assert shown["before"] or shown["index"] == 0
 
 

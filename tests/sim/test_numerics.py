@@ -29,7 +29,8 @@ def margins_at_changes(gen: Generator, other: Generator) -> list[float]:
     for prompt in PROMPTS:
         a, b = reply(gen, prompt), reply(other, prompt)
         assert a.numerics is not None
-        found += [a.numerics.margins[i] for i, (x, y) in enumerate(zip(a.tokens.ids, b.tokens.ids, strict=True)) if x != y]  # fmt: skip
+        pairs = enumerate(zip(a.tokens.ids, b.tokens.ids, strict=True))
+        found += [a.numerics.margins[i] for i, (x, y) in pairs if x != y]
     return found
 
 
@@ -51,9 +52,11 @@ def test_lossy_rate_is_one_defect_per_reply_at_its_rate_at_large_margins() -> No
     changed = 0
     for prompt in PROMPTS * 5:
         a, b = reply(clean, prompt), reply(lossy, prompt)
-        diffs = [i for i, (x, y) in enumerate(zip(a.tokens.ids, b.tokens.ids, strict=True)) if x != y]  # fmt: skip
+        pairs = enumerate(zip(a.tokens.ids, b.tokens.ids, strict=True))
+        diffs = [i for i, (x, y) in pairs if x != y]
         assert len(diffs) <= 1
-        assert all(a.numerics is not None and a.numerics.margins[i] >= numerics.LARGE_MARGIN for i in diffs)  # fmt: skip
+        assert a.numerics is not None
+        assert all(a.numerics.margins[i] >= numerics.LARGE_MARGIN for i in diffs)
         changed += len(diffs)
     assert 8 <= changed <= 35  # 200 replies at 1 in 10
 
@@ -68,7 +71,8 @@ def test_logprobs_put_the_chosen_token_on_top_after_a_flip_and_the_true_one_afte
     (flip, defect, clean) = meta["output_top_logprobs"]
     assert [flip[0][1], flip[1][1]] == [50, 10]
     assert flip[0][0] - flip[1][0] == pytest.approx(0.01)
-    assert defect[0][1] == 11 and defect[1][1] == 51  # the target would have chosen 11
+    assert defect[0][1] == 11
+    assert defect[1][1] == 51
     assert clean[0][1] == 12
     assert [t[1] for t in meta["output_token_logprobs"]] == [50, 51, 12]
     assert meta["output_token_logprobs"][1][0] < defect[0][0]
@@ -92,7 +96,8 @@ def test_the_client_reads_the_simulators_top_logprobs(sim_factory: Any) -> None:
     with SGLangClient(sim.url, timeout=10) as c:
         result = c.generate("The history of the loom begins", max_new_tokens=32, top_logprobs=2)
         plain = c.generate("The history of the loom begins", max_new_tokens=32)
-    assert result.top_logprobs is not None and plain.top_logprobs is None
+    assert result.top_logprobs is not None
+    assert plain.top_logprobs is None
     assert len(result.top_logprobs) == result.completion_tokens == 32
     assert all(len(row) == 2 and row[0][0] >= row[1][0] for row in result.top_logprobs)
     assert "output_top_logprobs" not in plain.meta_info

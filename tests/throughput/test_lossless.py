@@ -48,16 +48,19 @@ def test_a_flip_at_a_large_margin_is_a_defect_with_the_text_on_both_sides() -> N
 def test_a_flip_at_a_near_tie_is_numerics_from_either_sides_logprobs() -> None:
     base = out((1, 2, 3), (3.0, 0.01, 3.0))
     div = classify([base], out((1, 7, 3)), BOUND)
-    assert div is not None and (div.kind, div.why) == ("numerics", "top-2 margin 0.01 < 0.05")
+    assert div is not None
+    assert (div.kind, div.why) == ("numerics", "top-2 margin 0.01 < 0.05")
     # The baseline sent none; the config's own margin at that position decides.
     div = classify([out((1, 2, 3))], out((1, 7, 3), (3.0, 0.02, 3.0)), BOUND)
-    assert div is not None and div.kind == "numerics"
+    assert div is not None
+    assert div.kind == "numerics"
 
 
 def test_where_the_baseline_runs_part_a_divergence_is_numerics_without_logprobs() -> None:
     alone, batched = out((1, 2, 3, 4)), out((1, 2, 5, 4))
     div = classify([alone, batched], out((1, 2, 6, 4)), BOUND)
-    assert div is not None and (div.kind, div.why) == (
+    assert div is not None
+    assert (div.kind, div.why) == (
         "numerics",
         "the baseline's own runs part here",
     )
@@ -65,7 +68,8 @@ def test_where_the_baseline_runs_part_a_divergence_is_numerics_without_logprobs(
     assert classify([alone, batched], out((1, 2, 5, 4)), BOUND) is None
     # Past the runs' own split the config follows one of them, and a flip there is a defect.
     div = classify([alone, batched], out((1, 2, 5, 8)), BOUND)
-    assert div is not None and (div.index, div.kind) == (3, "defect")
+    assert div is not None
+    assert (div.index, div.kind) == (3, "defect")
 
 
 def test_text_is_compared_when_ids_are_missing() -> None:
@@ -95,12 +99,15 @@ def test_the_gate_counts_defects_with_an_interval_and_fails_on_any() -> None:
 
 def test_a_missing_reply_fails_the_gate() -> None:
     verdict = judge([[out((1,), pid="a"), out((1,), pid="b")]], [out((1,), pid="a")], BOUND)
-    assert not verdict.passed and verdict.missing == ["b"]
+    assert not verdict.passed
+    assert verdict.missing == ["b"]
     assert verdict.line("X").endswith("no reply for 'b'")
 
 
 def test_top2_margins_reads_sorted_pairs() -> None:
-    assert top2_margins([[(-0.1, 5), (-0.4, 6)], [(-0.0, 1)]]) == (pytest.approx(0.3), 99.0)
+    first, second = top2_margins([[(-0.1, 5), (-0.4, 6)], [(-0.0, 1)]])
+    assert first == pytest.approx(0.3)
+    assert second == 99.0
 
 
 ids = st.lists(st.integers(0, 3), min_size=1, max_size=12).map(tuple)
@@ -132,7 +139,9 @@ def test_a_divergence_below_the_margin_bound_is_never_a_defect(
     a = out(base, tuple(found) if side == "baseline" else None)
     b = out(mine, tuple(found) if side == "config" else None)
     div = classify([a], b, bound)
-    assert div is not None and div.index == index and div.kind == "numerics"
+    assert div is not None
+    assert div.index == index
+    assert div.kind == "numerics"
 
 
 @given(st.lists(st.tuples(ids, ids), min_size=1, max_size=8))
