@@ -99,6 +99,9 @@ class GenerateResult:
     spec_accept_length: float | None = None
     server_e2e_latency: float | None = None
     meta_info: dict[str, Any] = field(default_factory=dict)
+    # Per output token, its top (logprob, token id) pairs, best first: asked with
+    # ``top_logprobs=K``; None when not asked or the server sent none.
+    top_logprobs: list[list[tuple[float, int]]] | None = None
 
     @property
     def e2e_latency(self) -> float:
@@ -508,6 +511,7 @@ class SGLangClient:
         ignore_eos: bool,
         stream: bool,
         sampling_params: Mapping[str, Any] | None,
+        top_logprobs: int = 0,
     ) -> dict[str, Any]:
         if (text is None) == (input_ids is None):
             raise ValueError("generate() needs exactly one of text= or input_ids=")
@@ -518,6 +522,8 @@ class SGLangClient:
         }
         params.update(sampling_params or {})
         body: dict[str, Any] = {"sampling_params": params, "stream": stream}
+        if top_logprobs > 0:  # SGLang's fields; -1: the output's positions only
+            body.update(return_logprob=True, top_logprobs_num=top_logprobs, logprob_start_len=-1)
         if text is not None:
             body["text"] = text
         else:
@@ -534,10 +540,21 @@ class SGLangClient:
         ignore_eos: bool = False,
         stream: bool = False,
         sampling_params: Mapping[str, Any] | None = None,
+        top_logprobs: int = 0,
     ) -> GenerateResult:
-        """Native ``/generate``; with ``stream=True`` the result has per-chunk timings."""
+        """Native ``/generate``; with ``stream=True`` the result has per-chunk timings;
+        ``top_logprobs=K`` (not streamed) asks for each output token's top K logprobs."""
+        if top_logprobs and (stream or not 0 < top_logprobs <= MAX_TOP_LOGPROBS):
+            raise ValueError(f"top_logprobs must be 1..{MAX_TOP_LOGPROBS}, not streamed")
         body = self._generate_body(
-            text, input_ids, max_new_tokens, temperature, ignore_eos, stream, sampling_params
+            text,
+            input_ids,
+            max_new_tokens,
+            temperature,
+            ignore_eos,
+            stream,
+            sampling_params,
+            top_logprobs,
         )
         if stream:
             return _collect_generate_stream(self._stream("/generate", body, max_new_tokens))
@@ -548,6 +565,10 @@ class SGLangClient:
             data = data[0]
         result = _generate_result(data, send)
         result.end_time = end
+        if top_logprobs:
+            result.top_logprobs = parse_top_logprobs(
+                result.meta_info.get("output_top_logprobs"), result.completion_tokens, top_logprobs
+            )
         if result.completion_tokens > 0:
             result.chunk_times = [end]
             result.chunk_tokens = [result.completion_tokens]
@@ -700,6 +721,48 @@ def int_ids(ids: list[Any]) -> list[int]:
             "POST", "/generate", 200, f"output_ids are not all integers: {ids!r:.200}"
         )
     return ids
+
+
+MAX_TOP_LOGPROBS = 20
+
+
+def parse_top_logprobs(
+    rows: object, completion_tokens: int, top: int
+) -> list[list[tuple[float, int]]] | None:
+    """SGLang's ``meta_info.output_top_logprobs`` (per output token a list of
+    ``[logprob, token_id, text|null]``) as (logprob, id) pairs, best first; None when
+    absent. A ServerError when its shape is not one a server could have sent: a row per
+    completion token, 1..``top`` entries each, finite logprobs <= 0, integer ids >= 0."""
+    if rows is None:
+        return None
+
+    def bad(what: str) -> ServerError:
+        return ServerError("POST", "/generate", 200, f"output_top_logprobs {what}")
+
+    if not isinstance(rows, list) or len(rows) != completion_tokens:
+        shown = len(rows) if isinstance(rows, list) else type(rows).__name__
+        raise bad(f"must be a list of {completion_tokens} rows (one per token), got {shown}")
+    out: list[list[tuple[float, int]]] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or not 0 < len(row) <= top:
+            raise bad(f"row {i} must list 1..{top} entries, got {row!r:.100}")
+        pairs = []
+        for entry in row:
+            if not (isinstance(entry, list) and 2 <= len(entry) <= 3):
+                raise bad(f"row {i}: entry {entry!r:.100} is not [logprob, token_id, text]")
+            logprob, token = entry[0], entry[1]
+            if (
+                not isinstance(logprob, (int, float))
+                or isinstance(logprob, bool)
+                or not math.isfinite(logprob)
+                or logprob > 1e-6
+                or not is_int(token)
+                or token < 0
+            ):
+                raise bad(f"row {i}: entry {entry!r:.100} needs a logprob <= 0 and an id >= 0")
+            pairs.append((float(logprob), token))
+        out.append(sorted(pairs, key=lambda p: -p[0]))
+    return out
 
 
 def _finish_reason(value: Any) -> str | None:

@@ -44,6 +44,8 @@ SGLANG_VERSIONS = facts.VERSIONS
 MAX_REPETITION = 0.5
 # ...and, with a NONE baseline in the run, this far above the baseline's figure.
 REPETITION_MARGIN = 0.2
+# --dflash-lossless-margin: BF16 noise in a logit reaches a few hundredths of a nat.
+LOSSLESS_MARGIN = 0.05
 
 # ``--help`` groups, in the order they are shown: (pytest group name, title).
 GROUPS = {
@@ -342,6 +344,11 @@ OPTIONS: tuple[Option, ...] = (
                 "above FRACTION (0.5 or 50%) and, when the "
                 f"run has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; "
                 "such a config never wins the verdict."),
+    Option("lossless_margin", "--dflash-lossless-margin", "gates", parse=_positive,
+           default=LOSSLESS_MARGIN, metavar="NATS",
+           help="The lossless gate counts a config's first divergence from the NONE baseline as "
+                "engine numerics, not a drafter defect, where the top-2 logprob margin there is "
+                "below NATS (or the baseline's own runs part there); any defect fails the run."),
     Option("report", "--dflash-report", "gates", default=".dflash/report.json", metavar="PATH",
            help="Write the JSON run report here, updated after every test, plus a copy named "
                 "after the run's start time; {now} (start time) or {n} (next free number) in the "
@@ -367,8 +374,8 @@ OPTIONS: tuple[Option, ...] = (
                 "problems it does not know with no code)."),
     Option("sim_fault", "--dflash-sim-fault", "simulator", default=(), metavar="FAULT", kind="list",
            help="The simulator's --sim-fault (crash-on-start, hang-on-load, die-after:N, "
-                "unhealthy, slow-first-token:S, lossy, stale-config, drafter-ignores-window, "
-                "degenerate-drafter[:SHAPE]); repeatable."),
+                "unhealthy, slow-first-token:S, lossy, lossy:RATE, near-tie, stale-config, "
+                "drafter-ignores-window, degenerate-drafter[:SHAPE]); repeatable."),
     Option("sim_restart_noise", "--dflash-sim-restart-noise", "simulator", parse=parsers.below_one,
            shown="0", metavar="F",
            help="The simulator's --sim-restart-noise: each server start runs at its own speed, "

@@ -130,6 +130,7 @@ class Settings:
     min_accept_length: float | None = DEFAULTS["min_accept_length"]
     # Degenerate output (report/degenerate.py): the repetition bound, a fraction.
     max_repetition: float = DEFAULTS["max_repetition"]
+    lossless_margin: float = DEFAULTS["lossless_margin"]  # nats (throughput/lossless.py)
     report: str = DEFAULTS["report"]
     plot: str | None = DEFAULTS["plot"]
     html: str | None = DEFAULTS["html"]  # the HTML report (None: none)

@@ -184,6 +184,11 @@ class LosslessRecord(_Record):
     nodeid: str
     passed: bool
     detail: str = ""
+    replies: int | None = None
+    defects: int | None = None
+    numerics: int | None = None
+    divergences: list[dict[str, Any]] | None = None
+    seconds: float | None = None
     digest: str | None = None
 
 

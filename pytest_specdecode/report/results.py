@@ -9,7 +9,7 @@ code aggregates a plain run and a distributed one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pytest_specdecode.records import (
@@ -61,6 +61,12 @@ class LosslessRecord:
 
     passed: bool
     detail: str
+    # The numerics-aware gate's counts and each first divergence (throughput/lossless.py).
+    replies: int | None = None
+    defects: int | None = None
+    numerics: int | None = None
+    divergences: list[dict[str, Any]] | None = None
+    seconds: float | None = None
 
 
 @dataclass
@@ -123,6 +129,7 @@ class ConfigResults:
 
 
 # The markers of the tests that measure: a run that selected some and ran none measured nothing.
+LOSSLESS_FIELDS = frozenset(f.name for f in fields(LosslessRecord))
 MEASURING = ("coding", "throughput", "lossless")
 
 
@@ -239,7 +246,9 @@ class RunResults:
                     record["case"], record["metrics"], record.get("key", ""), nodeid
                 )
             elif kind == "lossless":
-                results.lossless[nodeid] = LosslessRecord(record["passed"], record["detail"])
+                results.lossless[nodeid] = LosslessRecord(
+                    **{k: v for k, v in record.items() if k in LOSSLESS_FIELDS}
+                )
         measured = data.get(BASELINE_CASES)
         if isinstance(measured, list) and when == "call":  # the lossless baseline's, for speedup
             for found in measured:

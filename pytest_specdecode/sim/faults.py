@@ -8,7 +8,10 @@ from dataclasses import dataclass
 FAULT_HELP = (
     "crash-on-start (exit 1 after loading), hang-on-load (never listen), die-after:N "
     "(exit after N generate requests), unhealthy (health 503 forever), "
-    "slow-first-token:SECONDS, lossy (speculative output differs from greedy), "
+    "slow-first-token:SECONDS, lossy (speculative output differs from greedy), lossy:RATE "
+    "(a speculative reply takes a wrong token, at a large top-2 margin, with probability "
+    "RATE: a drafter defect), near-tie (greedy tokens flip where the top-2 margin is tiny, "
+    "per config and repeat, NONE too: BF16-like numerics), "
     "stale-config (run and report another drafter window than requested), "
     "drafter-ignores-window (flags and /server_info keep the window, the drafter runs and "
     "logs draft_window_size=None, compact_cache=False), oom-on-first-start / "
@@ -31,6 +34,7 @@ _PLAIN = (
     "oom-on-first-start",
     "sigkill-on-first-start",
     "degenerate-drafter",
+    "near-tie",
 )
 
 
@@ -62,6 +66,14 @@ def parse_fault(text: str) -> Fault:
         if count >= 0:
             return Fault(name, count)
         raise argparse.ArgumentTypeError(f"die-after needs a count >= 0, got {raw!r}")
+    if name == "lossy" and sep:
+        try:
+            rate = float(raw)
+        except ValueError:
+            rate = -1.0
+        if 0 < rate <= 1:
+            return Fault(name, rate)
+        raise argparse.ArgumentTypeError(f"lossy:RATE needs 0 < RATE <= 1, got {raw!r}")
     if name == "slow-first-token" and sep:
         try:
             seconds = float(raw)
@@ -83,6 +95,8 @@ class Faults:
     unhealthy: bool = False
     slow_first_token: float = 0.0
     lossy: bool = False
+    lossy_rate: float = 0.0  # lossy:RATE, of sim.numerics
+    near_tie: bool = False
     stale_config: bool = False
     drafter_ignores_window: bool = False
     first_start: str | None = None  # "oom" or "sigkill": how the first start fails
@@ -113,7 +127,9 @@ class Faults:
             die_after=die_after,
             unhealthy="unhealthy" in names,
             slow_first_token=slow,
-            lossy="lossy" in names,
+            lossy=any(f.name == "lossy" and f.value is None for f in faults),
+            lossy_rate=max((f.value or 0.0 for f in faults if f.name == "lossy"), default=0.0),
+            near_tie="near-tie" in names,
             stale_config="stale-config" in names,
             drafter_ignores_window="drafter-ignores-window" in names,
             first_start=next(

@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pytest_specdecode.sim import tokenizer
+from pytest_specdecode.sim import numerics, tokenizer
 from pytest_specdecode.sim.answers import Answer, AnswerBook
 from pytest_specdecode.sim.domains import REPEAT
 from pytest_specdecode.sim.scheduler import Sequence
@@ -46,6 +46,8 @@ class GenRequest:
     temperature: float = 1.0
     ignore_eos: bool = False
     stop: list[str] = field(default_factory=list)
+    # return_logprob: -1 none, else top_logprobs_num (0: the chosen tokens' only)
+    logprobs: int = -1
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -96,10 +98,18 @@ class Generator:
         lossy: bool = False,
         degenerate: bool = False,
         degenerate_shape: str = "phrase",
+        near_tie: bool = False,
+        lossy_rate: float = 0.0,
+        numerics_key: str = "",
     ) -> None:
         self.book = book
         self.seed = seed
         self.lossy = lossy
+        # Faults of sim.numerics (lossy_rate only ever set for a speculative server).
+        self.near_tie = near_tie
+        self.lossy_rate = lossy_rate
+        self.numerics_key = numerics_key
+        self._repeats: dict[str, int] = {}
         # Set for a speculative server under the degenerate-drafter fault (never for NONE).
         self.degenerate = degenerate
         self.phrase = DEGENERATE_PIECES[degenerate_shape]
@@ -129,6 +139,19 @@ class Generator:
             pieces = pieces.copy()
         if self.degenerate:
             pieces, classes = degenerate_reply(pieces, total, self.phrase)
+        info: numerics.Numerics | None = None
+        if self.near_tie or self.lossy_rate > 0 or req.logprobs >= 0:
+            repeat = self._repeats.get(req.prompt, 0)
+            self._repeats[req.prompt] = repeat + 1
+            pieces, info = numerics.apply(
+                pieces,
+                total,
+                seed=self.seed,
+                prompt=req.prompt,
+                key=f"{self.numerics_key}:{repeat}",
+                near_tie=self.near_tie,
+                lossy_rate=self.lossy_rate,
+            )
         rng = random.Random(f"{self.seed}:{req.prompt}:{sample}:steps")
         seq = Sequence(
             req.rid,
@@ -139,6 +162,7 @@ class Generator:
             rng,
             time.monotonic(),
         )
+        seq.numerics = info
         return seq, stop_text
 
     def _extend(self, answer: Answer, want: int) -> tuple[Pieces, bytes]:

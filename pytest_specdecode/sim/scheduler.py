@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from pytest_specdecode.sim.answers import Answer
 from pytest_specdecode.sim.model import SpecModel
+from pytest_specdecode.sim.numerics import Numerics
 from pytest_specdecode.sim.tokenizer import Pieces
 
 LOSSY_PIECES = (" maybe", " the", " 7", "  ", " None")
@@ -38,6 +39,7 @@ class Sequence:
         "created",
         "finish_reason",
         "hist",
+        "numerics",
         "pos",
         "prompt_tokens",
         "queue",
@@ -71,6 +73,8 @@ class Sequence:
         self.cancelled = False
         # Verify steps by accepted drafts (SGLang's spec_correct_drafts_histogram).
         self.hist: list[int] = []
+        # Margins and fault marks (sim.numerics) when a fault or logprobs need them.
+        self.numerics: Numerics | None = None
         # (end position, verify count) after each step; None never appears.
         self.queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
 

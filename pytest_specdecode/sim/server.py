@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pytest_specdecode.sim import protocol, serverinfo, streams
+from pytest_specdecode.sim import numerics, protocol, serverinfo, streams
 from pytest_specdecode.sim.admission import Admission, OnePerTurn
 from pytest_specdecode.sim.answers import AnswerBook, Scripted
 from pytest_specdecode.sim.arrival import received_at
@@ -70,6 +70,9 @@ class SimServer:
             lossy=args.faults.lossy,
             degenerate=args.faults.degenerate_drafter and spec.speculative,
             degenerate_shape=args.faults.degenerate_shape,
+            near_tie=args.faults.near_tie,
+            lossy_rate=args.faults.lossy_rate if spec.speculative else 0.0,
+            numerics_key=f"{spec.algorithm}:{spec.num_draft_tokens}:{spec.topk}:{spec.window}",
         )
         self.metrics = Metrics()
         self.ready = False
@@ -261,12 +264,14 @@ class SimServer:
         else:
             ids = body["input_ids"]
             prompt, n_prompt = "ids:" + ",".join(map(str, ids)), len(ids)
-        return sampling(
+        req = sampling(
             body.get("sampling_params") or {},
             default_max=128,
             prompt=prompt,
             prompt_tokens=n_prompt,
         )
+        req.logprobs = logprob_request(body)
+        return req
 
     async def _generate_one(
         self, body: dict[str, Any], received: float | None = None
@@ -278,6 +283,9 @@ class SimServer:
         finally:
             self._finished()
         meta = protocol.meta_info(seq, seq.total, verify_ct, self.drafts_per_step, True)
+        if req.logprobs >= 0 and seq.numerics is not None:
+            ids = seq.tokens.ids[: seq.total]
+            meta.update(numerics.logprob_meta(seq.numerics, ids, req.logprobs))
         return protocol.generate_body(
             streams.final_text(seq, stop_text), seq.tokens.ids[: seq.total], meta
         )
@@ -307,6 +315,18 @@ class SimServer:
 
     async def ready_endpoint(self, request: Request) -> Response:
         return Response(status_code=200 if self.ready else 503)
+
+
+def logprob_request(body: dict[str, Any]) -> int:
+    """``return_logprob``/``top_logprobs_num`` of a native request: -1 (none) or the top
+    entries per position (0: the chosen tokens' logprobs only)."""
+    want = body.get("return_logprob", False)
+    if not isinstance(want, bool):
+        raise BadRequest(f"return_logprob must be a boolean, got {want!r}")
+    top = body.get("top_logprobs_num") or 0
+    if not isinstance(top, int) or isinstance(top, bool) or top < 0:
+        raise BadRequest(f"top_logprobs_num must be a non-negative integer, got {top!r}")
+    return top if want else -1
 
 
 class ApiKeyMiddleware:

@@ -30,14 +30,47 @@ from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
 from pytest_specdecode.throughput.workload import ThroughputCase
 
-# Greedy prompts of the lossless check: code and prose, short and long.
+# Greedy prompts of the lossless check: code and prose, short and long, enough replies
+# that a drafter wrong in one reply of ten is seen (0.9**100: once in 38,000 runs).
+_TOPICS = (
+    ("fibonacci", "the printing press", "the Moon", "speculative decoding"),
+    ("binary_search", "the steam engine", "Mars", "a hash table"),
+    ("merge_sort", "the telescope", "the Sun", "garbage collection"),
+    ("is_prime", "the railway", "Jupiter", "a B-tree"),
+    ("gcd", "radio", "Saturn", "virtual memory"),
+    ("flatten", "the compass", "Venus", "a mutex"),
+    ("reverse_words", "paper money", "comets", "TCP congestion control"),
+    ("transpose", "the telegraph", "the Milky Way", "a bloom filter"),
+    ("run_length", "the microscope", "black holes", "copy-on-write"),
+    ("parse_csv", "vaccines", "the tides", "a write-ahead log"),
+    ("levenshtein", "the bicycle", "auroras", "consistent hashing"),
+    ("topo_sort", "photography", "eclipses", "branch prediction"),
+    ("lru_cache", "the lighthouse", "meteors", "a skip list"),
+    ("dijkstra", "the printing of maps", "Neptune", "tail calls"),
+    ("to_roman", "glassmaking", "asteroids", "reference counting"),
+    ("matrix_power", "the loom", "neutron stars", "an event loop"),
+    ("quickselect", "aviation", "Pluto", "a trie"),
+    ("word_count", "the clock", "the ozone layer", "database indexes"),
+    ("bit_count", "canals", "supernovae", "a ring buffer"),
+    ("median", "the typewriter", "Mercury", "speculative execution"),
+    ("chunk", "electric light", "the Kuiper belt", "a lock-free queue"),
+    ("rotate", "the phonograph", "solar wind", "a heap"),
+    ("dedupe", "bridges", "Uranus", "memoization"),
+    ("balanced_parens", "the printing of newspapers", "the Big Bang", "a semaphore"),
+    ("fizzbuzz", "windmills", "galaxies", "JIT compilation"),
+)
 LOSSLESS_PROMPTS = {
-    "code": "def fibonacci(n):\n    ",
-    "prose": "The history of the printing press begins",
-    "list": "Ten facts about the Moon:\n1.",
-    "chat": "Explain speculative decoding to a new engineer in three sentences.",
+    f"{kind}-{n}": text
+    for n, (name, history, facts, idea) in enumerate(_TOPICS)
+    for kind, text in (
+        ("code", f"def {name}(n):\n    "),
+        ("prose", f"The history of {history} begins"),
+        ("list", f"Ten facts about {facts}:\n1."),
+        ("chat", f"Explain {idea} to a new engineer in three sentences."),
+    )
 }
-LOSSLESS_TOKENS = 128
+LOSSLESS_TOKENS = 64
+LOSSLESS_CONCURRENCY = 32  # one batch shape per run; the baseline's second run, others
 # In a record measured under pytest-xdist, where pytest-benchmark is off.
 PYTEST_BENCHMARK_OFF = (
     "off under pytest-xdist: measured by the plugin's load client alone (this worker held its "
@@ -189,7 +222,8 @@ class LosslessBaseline:
         sleep: Callable[[float], None] = time.sleep,
         poll_interval: float = 0.1,
     ) -> None:
-        self.outputs: list[lossless.GreedyOutput] | None = None
+        # One list of outputs per baseline run (each under another batch shape).
+        self.runs: list[list[lossless.GreedyOutput]] | None = None
         self.label: str | None = None
         self.expected: set[str] = set()
         # The run's throughput cases when none runs under algorithm NONE (set at
@@ -202,11 +236,11 @@ class LosslessBaseline:
         self._sleep = sleep
         self._poll = poll_interval
 
-    def record(self, outputs: list[lossless.GreedyOutput], label: str) -> None:
-        """Keep the baseline (and share it with the other workers)."""
-        self.outputs, self.label = outputs, label
+    def record(self, runs: list[list[lossless.GreedyOutput]], label: str) -> None:
+        """Keep the baseline's runs (and share them with the other workers)."""
+        self.runs, self.label = runs, label
         if self.directory is not None:
-            lossless.save_baseline(self.directory / self.FILE, outputs, meta={"label": label})
+            lossless.save_baseline(self.directory / self.FILE, runs, meta={"label": label})
 
     def done(self, nodeid: str) -> None:
         """A baseline test finished (passed or not); called from its teardown report."""
@@ -215,12 +249,12 @@ class LosslessBaseline:
 
     def load(self) -> bool:
         """Whether a baseline is at hand, reading the shared file if need be."""
-        if self.outputs is None and self.directory is not None:
+        if self.runs is None and self.directory is not None:
             path = self.directory / self.FILE
             if path.exists():
-                self.outputs, meta = lossless.load_baseline(path)
+                self.runs, meta = lossless.load_baseline(path)
                 self.label = str(meta.get("label") or "the baseline")
-        return self.outputs is not None
+        return self.runs is not None
 
     def finished(self) -> bool:
         """Every baseline test of the run is done (in any worker)."""
@@ -272,8 +306,9 @@ class LosslessChecker:
         self.node = node
         self.settings = settings or Settings()
 
-    def outputs(self) -> list[lossless.GreedyOutput]:
-        """Greedy outputs of the prompts; a failed request fails the test in one line."""
+    def outputs(self, *, reverse: bool = False) -> list[lossless.GreedyOutput]:
+        """Greedy outputs of the prompts (in reverse order: other batches); a failed
+        request fails the test in one line."""
         failure: str | None = None
         try:
             return lossless.collect_greedy(
@@ -281,32 +316,43 @@ class LosslessChecker:
                 LOSSLESS_PROMPTS,
                 LOSSLESS_TOKENS,
                 bounds=draft_bounds(self.service),
+                concurrency=LOSSLESS_CONCURRENCY,
+                reverse=reverse,
             )
         except (SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)
         pytest.fail(failure, pytrace=False)
 
     def check(self) -> None:
-        """Baseline config: record; speculative config: compare, fail on the first difference."""
+        """Baseline config: record two runs (two batch orders, so the gate sees where the
+        engine's own numerics flip); speculative config: judge its first divergences and
+        fail on a drafter defect (:mod:`pytest_specdecode.throughput.lossless`)."""
         config = self.service.config
+        started = time.monotonic()
         if config.algorithm == "NONE":
-            outputs = self.outputs()
+            runs = [self.outputs(), self.outputs(reverse=True)]
             self._same_server()
-            self.baseline.record(outputs, config.label())
+            self.baseline.record(runs, config.label())
+            flips = sum(a != b for a, b in zip(*runs, strict=True))
+            seconds = time.monotonic() - started
             unmeasured = self._measure_speedup_cases()
-            self._record(True, "; ".join(["baseline recorded", *unmeasured]))
+            detail = f"baseline recorded: {len(runs[1])} prompts twice, {flips} replies differ"
+            self._record(True, "; ".join([detail, *unmeasured]), seconds=seconds)
             return
-        if not self.baseline.load() or self.baseline.outputs is None:
+        if not self.baseline.load() or self.baseline.runs is None:
             pytest.skip(self.baseline.missing())
-        problems = lossless.compare_outputs(self.baseline.outputs, self.outputs())
+        mine = self.outputs()
         self._same_server()
-        detail = "; ".join(problems) if problems else "identical to the baseline"
-        self._record(not problems, detail)
-        if problems:
-            pytest.fail(
-                f"{config.label()} is not lossless against {self.baseline.label}: {problems[0]}",
-                pytrace=False,
-            )
+        verdict = lossless.judge(self.baseline.runs, mine, self.settings.lossless_margin)
+        label = f"{config.label()} against {self.baseline.label}"
+        self._record(
+            verdict.passed,
+            verdict.detail(label),
+            verdict=verdict,
+            seconds=time.monotonic() - started,
+        )
+        if not verdict.passed:
+            pytest.fail(verdict.detail(label), pytrace=False)
 
     def _same_server(self) -> None:
         """Fail (recording the failure) when the server is not the gate's any more."""
@@ -343,5 +389,22 @@ class LosslessChecker:
             self.node.user_properties.append((BASELINE_CASES, measured))
         return missed
 
-    def _record(self, passed: bool, detail: str) -> None:
-        self.node.user_properties.append((RECORD, {"passed": passed, "detail": detail}))
+    def _record(
+        self,
+        passed: bool,
+        detail: str,
+        *,
+        verdict: lossless.Verdict | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        record: dict[str, Any] = {"passed": passed, "detail": detail}
+        if seconds is not None:
+            record["seconds"] = round(seconds, 3)
+        if verdict is not None:
+            record.update(
+                replies=verdict.replies,
+                defects=len(verdict.defects),
+                numerics=len(verdict.numerics),
+                divergences=[d.to_json() for d in verdict.divergences],
+            )
+        self.node.user_properties.append((RECORD, record))

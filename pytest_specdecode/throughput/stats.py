@@ -340,3 +340,15 @@ def between_run_interval(
             change, change * math.exp(-half), change * math.exp(half), len(data), "between-run"
         )
     return Interval(change, change - half, change + half, len(data), "between-run")
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson's 95% score interval of a rate ``successes / trials`` ((0, 1) with no trials):
+    unlike the normal one it stays within 0..1 and is not empty at 0 of n."""
+    if trials <= 0:
+        return 0.0, 1.0
+    p = successes / trials
+    centre = p + z * z / (2 * trials)
+    spread = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    scale = 1 + z * z / trials
+    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)

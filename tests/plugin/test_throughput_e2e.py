@@ -274,7 +274,49 @@ def test_lossless_check(
         result.assert_outcomes(passed=2)
         return
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*DFLASH budget=8 is not lossless against NONE: *token*"])
+    result.stdout.fnmatch_lines(
+        ["*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defects in 100 replies*"]
+    )
+
+
+def test_near_tie_numerics_pass_the_lossless_gate_and_are_counted(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> None:
+    # BF16-like flips at near ties, in the NONE runs too: an exact-match gate fails here.
+    sim_project(pytester, "--sim-fault near-tie")
+    pytester.makepyfile(test_ll=LOSSLESS)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    report = json.loads((pytester.path / "report.json").read_text())
+    by_label = {c["label"]: c for c in report["configs"]}
+    (record,) = by_label["DFLASH budget=8"]["lossless"]
+    assert record["passed"]
+    assert record["replies"] == 100
+    assert record["defects"] == 0
+    assert record["numerics"] > 0
+    assert len(record["divergences"]) == record["numerics"]
+    assert record["detail"].startswith("lossless gate passed: DFLASH budget=8 against NONE: ")
+    shown = record["divergences"][0]
+    assert shown["kind"] == "numerics"
+    assert shown["baseline"] != shown["actual"]
+    assert shown["before"] or shown["index"] == 0
+
+
+def test_a_drafter_wrong_once_in_ten_replies_fails_the_gate_with_its_counts(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> None:
+    sim_project(pytester, "--sim-fault near-tie --sim-fault lossy:0.1")
+    pytester.makepyfile(test_ll=LOSSLESS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--dflash-lossless-margin", "0.05")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*lossless gate FAILED: DFLASH budget=8 against NONE: * drafter defect* in 100 "
+            "replies (*%, 95% interval *-*%), * numerics (top-2 margin < 0.05*"
+            "(defect: top-2 margin *, the baseline's runs agree here): after '*' the baseline "
+            "wrote '*', this config '*'*"
+        ]
+    )
 
 
 @pytest.mark.parametrize(
