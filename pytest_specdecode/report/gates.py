@@ -18,6 +18,7 @@ from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.report import degenerate, rates
 from pytest_specdecode.report.results import ConfigResults, RunResults
+from pytest_specdecode.throughput.stats import wilson_interval
 
 OK, TESTS_FAILED = 0, 1
 CANNOT_JUDGE = "cannot-judge"
@@ -129,7 +130,7 @@ def outcomes(
 
 def _wilson_note(passed: int, total: int, threshold: float) -> str:
     """The pass rate's 95% Wilson interval, and whether the floor lies inside it."""
-    low, high = rates.wilson(passed, total)
+    low, high = wilson_interval(passed, total)
     side = "within noise of" if low < threshold <= high else "clear of"
     return f" (95% interval {low:.0%}-{high:.0%}, {side} the floor)"
 

@@ -1,8 +1,7 @@
-"""Pass rates as statistics: a Wilson interval, and an exact paired test of two configs.
+"""Pass rates as statistics: an exact paired test of two configs.
 
-A pass rate over n problems is a binomial proportion; its 95% interval here is
-Wilson's score interval (it stays inside [0, 1] and is not degenerate at 0/n
-or n/n, unlike the normal approximation). Two configs asked the same problems
+(A pass rate's own 95% interval is Wilson's, :func:`throughput.stats.wilson_interval`.)
+Two configs asked the same problems
 are paired: only the problems where they disagree say which is better, and
 under "no difference" each disagreement goes either way with probability 1/2.
 So the test of a config against the NONE baseline is the exact one-sided sign
@@ -14,23 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-Z95 = 1.959963984540054
-"""The two-sided 95% normal quantile."""
-
-
-def wilson(passed: int, total: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval (low, high) of ``passed / total``; (0, 1) for no problems."""
-    if total <= 0:
-        return 0.0, 1.0
-    p = passed / total
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    # The bounds at 0/n and n/n are 0 and 1 exactly (rounding would leave 5e-17).
-    low = 0.0 if passed == 0 else max(0.0, centre - half)
-    high = 1.0 if passed == total else min(1.0, centre + half)
-    return low, high
 
 
 def sign_test(lost: int, won: int) -> float:

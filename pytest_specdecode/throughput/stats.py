@@ -351,4 +351,7 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     centre = p + z * z / (2 * trials)
     spread = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
     scale = 1 + z * z / trials
-    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
+    # The bounds at 0 of n and n of n are 0 and 1 exactly (rounding would leave 5e-17).
+    low = 0.0 if successes == 0 else max(0.0, (centre - spread) / scale)
+    high = 1.0 if successes == trials else min(1.0, (centre + spread) / scale)
+    return low, high

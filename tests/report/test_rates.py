@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.report.rates import paired, sign_test, wilson
+from pytest_specdecode.report.rates import paired, sign_test
+from pytest_specdecode.throughput.stats import wilson_interval as wilson
 
 
 @given(st.integers(min_value=1, max_value=2000), st.data())
