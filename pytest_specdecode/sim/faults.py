@@ -15,7 +15,10 @@ FAULT_HELP = (
     "sigkill-on-first-start (the first start for --sim-state-file runs out of CUDA memory / "
     "is killed by SIGKILL after loading; later starts with the same file work), "
     "degenerate-drafter (speculative configs collapse into a short repeated phrase that the "
-    "drafter predicts almost perfectly: accept length near the block size; NONE stays normal)"
+    "drafter predicts almost perfectly: accept length near the block size; NONE stays normal), "
+    "window-ignored (the window is reported and logged, but acceptance collapses for tokens "
+    "whose context is past it), batch-collapse (acceptance falls toward 1 token per step as "
+    "more requests share a step)"
 )
 _PLAIN = (
     "crash-on-start",
@@ -27,6 +30,8 @@ _PLAIN = (
     "oom-on-first-start",
     "sigkill-on-first-start",
     "degenerate-drafter",
+    "window-ignored",
+    "batch-collapse",
 )
 
 
@@ -76,6 +81,8 @@ class Faults:
     drafter_ignores_window: bool = False
     first_start: str | None = None  # "oom" or "sigkill": how the first start fails
     degenerate_drafter: bool = False
+    window_ignored: bool = False
+    batch_collapse: bool = False
 
     @property
     def needs_state_file(self) -> bool:
@@ -110,6 +117,8 @@ class Faults:
                 None,
             ),
             degenerate_drafter="degenerate-drafter" in names,
+            window_ignored="window-ignored" in names,
+            batch_collapse="batch-collapse" in names,
         )
 
 
