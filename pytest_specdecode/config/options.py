@@ -44,6 +44,10 @@ SGLANG_VERSIONS = facts.VERSIONS
 MAX_REPETITION = 0.5
 # ...and, with a NONE baseline in the run, this far above the baseline's figure.
 REPETITION_MARGIN = 0.2
+# Acceptance integrity (report/acceptance.py): a window smaller than the drafter's
+# trained one loses up to about a third of the accept length past it by nature; a
+# drafter without its window or a batching bug loses most of it.
+MAX_ACCEPT_DROP = 0.4
 
 # ``--help`` groups, in the order they are shown: (pytest group name, title).
 GROUPS = {
@@ -341,6 +345,13 @@ OPTIONS: tuple[Option, ...] = (
                 "word 4-grams in a throughput case is above FRACTION (0.5 or 50%) and, when the "
                 f"run has a NONE baseline, more than {REPETITION_MARGIN:g} above the baseline's; "
                 "such a config never wins the verdict."),
+    Option("max_accept_drop", "--dflash-max-accept-drop", "gates", parse=parsers.fraction,
+           default=MAX_ACCEPT_DROP, metavar="FRACTION",
+           help="Exit 1 when a speculative config's accept length for the same prompts falls "
+                "at a higher concurrency than the lowest, or past the config's window against "
+                "within it, by more than FRACTION (0.4 or 40%) with the whole 95% interval "
+                "beyond it; judged whenever the run has several loads or contexts past the "
+                "window, 1 turns it off."),
     Option("report", "--dflash-report", "gates", default=".dflash/report.json", metavar="PATH",
            help="Write the JSON run report here, updated after every test, plus a copy named "
                 "after the run's start time; {now} (start time) or {n} (next free number) in the "

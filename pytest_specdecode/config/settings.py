@@ -128,6 +128,8 @@ class Settings:
     min_accept_length: float | None = DEFAULTS["min_accept_length"]
     # Degenerate output (report/degenerate.py): the repetition bound, a fraction.
     max_repetition: float = DEFAULTS["max_repetition"]
+    # Acceptance integrity (report/acceptance.py): the largest drop allowed, a fraction.
+    max_accept_drop: float = DEFAULTS["max_accept_drop"]
     report: str = DEFAULTS["report"]
     plot: str | None = DEFAULTS["plot"]
     html: str | None = DEFAULTS["html"]  # the HTML report (None: none)
