@@ -66,3 +66,17 @@ def test_compare_gate_needs_every_trial(same: list[int], slower: list[int], stat
 )
 def test_restart_noise_gate_needs_every_compare(same: list[int], slower: int, status: int) -> None:
     assert load("restart_noise_gate").verdict(same, slower) == status
+
+
+@pytest.mark.parametrize(
+    ("caught", "alarms", "status"),
+    [
+        ({"window-ignored": 20, "batch-collapse": 20}, 0, 0),
+        ({"window-ignored": 20, "batch-collapse": 19}, 0, 1),
+        ({"window-ignored": 20, "batch-collapse": 20}, 1, 1),
+    ],
+)
+def test_acceptance_integrity_needs_every_catch_and_no_alarm(
+    caught: dict[str, int], alarms: int, status: int
+) -> None:
+    assert load("acceptance_integrity").verdict(caught, alarms, 20) == status

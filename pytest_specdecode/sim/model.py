@@ -44,7 +44,7 @@ DRAFT_PER_BRANCH = 0.0004
 PREFILL_PER_TOKEN = 2e-5
 # The faults: ``p`` times this past the window; ``p / (1 + c * (batch - 1))`` in a batch.
 PAST_WINDOW_ACCEPT = 0.3
-BATCH_COLLAPSE = 0.5
+BATCH_COLLAPSE = 1.0
 
 
 @dataclass(frozen=True)
