@@ -81,3 +81,17 @@ def test_html_scale_fails_a_slow_page_or_superlinear_growth() -> None:
     assert grown == [
         "page: seconds per config grew 7.47x from 400 to 3,000 configs (requirement <= 2x: linear)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("caught", "alarms", "status"),
+    [
+        ({"window-ignored": 20, "batch-collapse": 20}, 0, 0),
+        ({"window-ignored": 20, "batch-collapse": 19}, 0, 1),
+        ({"window-ignored": 20, "batch-collapse": 20}, 1, 1),
+    ],
+)
+def test_acceptance_integrity_needs_every_catch_and_no_alarm(
+    caught: dict[str, int], alarms: int, status: int
+) -> None:
+    assert load("acceptance_integrity").verdict(caught, alarms, 20) == status

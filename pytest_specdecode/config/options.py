@@ -46,6 +46,10 @@ MAX_REPETITION = 0.5
 REPETITION_MARGIN = 0.2
 # --dflash-lossless-margin: BF16 noise in a logit reaches a few hundredths of a nat.
 LOSSLESS_MARGIN = 0.05
+# Acceptance integrity (report/acceptance.py): a window smaller than the drafter's
+# trained one loses up to about a third of the accept length past it by nature; a
+# drafter without its window or a batching bug loses most of it.
+MAX_ACCEPT_DROP = 0.4
 
 # ``--help`` groups, in the order they are shown: (pytest group name, title).
 GROUPS = {
@@ -349,6 +353,13 @@ OPTIONS: tuple[Option, ...] = (
            help="The lossless gate counts a config's first divergence from the NONE baseline as "
                 "engine numerics, not a drafter defect, where the top-2 logprob margin there is "
                 "below NATS (or the baseline's own runs part there); any defect fails the run."),
+    Option("max_accept_drop", "--dflash-max-accept-drop", "gates", parse=parsers.fraction,
+           default=MAX_ACCEPT_DROP, metavar="FRACTION",
+           help="Exit 1 when a speculative config's accept length for the same prompts falls "
+                "at a higher concurrency than the lowest, or past the config's window against "
+                "within it, by more than FRACTION (0.4 or 40%) with the whole 95% interval "
+                "beyond it; judged whenever the run has several loads or contexts past the "
+                "window, 1 turns it off."),
     Option("report", "--dflash-report", "gates", default=".dflash/report.json", metavar="PATH",
            help="Write the JSON run report here, updated after every test, plus a copy named "
                 "after the run's start time; {now} (start time) or {n} (next free number) in the "

@@ -131,6 +131,8 @@ class Settings:
     # Degenerate output (report/degenerate.py): the repetition bound, a fraction.
     max_repetition: float = DEFAULTS["max_repetition"]
     lossless_margin: float = DEFAULTS["lossless_margin"]  # nats (throughput/lossless.py)
+    # Acceptance integrity (report/acceptance.py): the largest drop allowed, a fraction.
+    max_accept_drop: float = DEFAULTS["max_accept_drop"]
     report: str = DEFAULTS["report"]
     plot: str | None = DEFAULTS["plot"]
     html: str | None = DEFAULTS["html"]  # the HTML report (None: none)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report import degenerate, rates
+from pytest_specdecode.report import acceptance, degenerate, rates
 from pytest_specdecode.report.results import ConfigResults, RunResults
 from pytest_specdecode.throughput.stats import wilson_interval
 
@@ -116,6 +116,7 @@ def outcomes(
     found.extend(_paired(results))
     if settings.min_accept_length is not None:
         found.extend(_accept_length(settings.min_accept_length, results))
+    found.extend(_acceptance(settings.max_accept_drop, results))
     found.extend(
         Outcome("repetition", False, line, line)
         for line in degenerate.failure_lines(results, settings.max_repetition)
@@ -311,4 +312,19 @@ def _accept_length(minimum: float, results: RunResults) -> list[Outcome]:
             "so nothing measured it"
         )
         found.append(cannot_judge("accept length", detail, f"accept length: {detail}"))
+    return found
+
+
+def _acceptance(tolerance: float, results: RunResults) -> list[Outcome]:
+    """The acceptance-integrity gate (report/acceptance.py), per speculative config with
+    something to compare: several loads, or contexts past its window."""
+    found: list[Outcome] = []
+    for r in results.ordered():
+        if r.config.get("algorithm") == "NONE" or r.died is not None:
+            continue
+        points = [p for t in r.throughput.values() if (p := acceptance.point(t.case, t.metrics))]
+        verdict = acceptance.judge(r.label, points, acceptance.window_of(r.config), tolerance)
+        if verdict is not None:
+            ok, detail = verdict
+            found.append(Outcome("acceptance", ok, detail, "" if ok else f"acceptance: {detail}"))
     return found

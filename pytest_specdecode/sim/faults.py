@@ -20,7 +20,10 @@ FAULT_HELP = (
     "degenerate-drafter[:SHAPE] (speculative configs collapse into a short repeated phrase "
     "that the drafter predicts almost perfectly: accept length near the block size; NONE "
     "stays normal; SHAPE phrase (the default), cjk (one CJK character), letter (one letter) "
-    "or newlines (line breaks only): what the reply repeats)"
+    "or newlines (line breaks only): what the reply repeats), "
+    "window-ignored (the window is reported and logged, but acceptance collapses for tokens "
+    "whose context is past it), batch-collapse (acceptance falls toward 1 token per step as "
+    "more requests share a step)"
 )
 DEGENERATE_SHAPES = ("phrase", "cjk", "letter", "newlines")
 """What a collapsed reply repeats: a spaced phrase, or one unit with no space in it."""
@@ -35,6 +38,8 @@ _PLAIN = (
     "sigkill-on-first-start",
     "degenerate-drafter",
     "near-tie",
+    "window-ignored",
+    "batch-collapse",
 )
 
 
@@ -102,6 +107,8 @@ class Faults:
     first_start: str | None = None  # "oom" or "sigkill": how the first start fails
     degenerate_drafter: bool = False
     degenerate_shape: str = DEGENERATE_SHAPES[0]
+    window_ignored: bool = False
+    batch_collapse: bool = False
 
     @property
     def needs_state_file(self) -> bool:
@@ -142,6 +149,8 @@ class Faults:
             ),
             degenerate_drafter="degenerate-drafter" in names,
             degenerate_shape=shape,
+            window_ignored="window-ignored" in names,
+            batch_collapse="batch-collapse" in names,
         )
 
 

@@ -10,6 +10,11 @@ against the context (the drafter was trained with a 2048-token window:
 a smaller window loses context, full attention on long contexts goes out of
 distribution). The step time grows with the batch, the context, the verify
 budget and the draft cost, so a middle budget usually wins on tok/s.
+
+Two faults break acceptance itself while the server reports its config as
+given: ``window-ignored`` (a drafter that loses its window: tokens whose
+context is past it are mostly rejected) and ``batch-collapse`` (a batching
+bug: acceptance falls toward one token per step as more requests share it).
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ DRAFT_PER_TOKEN = 0.00006
 DRAFT_PER_CONTEXT = 5e-8
 DRAFT_PER_BRANCH = 0.0004
 PREFILL_PER_TOKEN = 2e-5
+# The faults: ``p`` times this past the window; ``p / (1 + c * (batch - 1))`` in a batch.
+PAST_WINDOW_ACCEPT = 0.3
+BATCH_COLLAPSE = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,12 @@ class SpecSettings:
 class SpecModel:
     """Accept-length draws and step times for one :class:`SpecSettings`."""
 
-    def __init__(self, settings: SpecSettings) -> None:
+    def __init__(
+        self, settings: SpecSettings, *, window_ignored: bool = False, batch_collapse: bool = False
+    ) -> None:
         self.settings = settings
+        self.window_ignored = window_ignored and settings.window is not None
+        self.batch_collapse = batch_collapse
         s = settings
         k = s.num_draft_tokens or 1
         topk = max(1, s.topk or 1)
@@ -92,26 +104,31 @@ class SpecModel:
             factor -= 0.25 * (1 - window / TRAINED_WINDOW) * min(1.0, (context - window) / window)
         return factor
 
-    def accept_prob(self, content: int, context: int) -> float:
-        """Probability that a drafted position is accepted."""
+    def accept_prob(self, content: int, context: int, batch: int = 1) -> float:
+        """Probability that a drafted position is accepted (``batch``: requests in the step)."""
         if content == REPEAT:
-            return REPEAT_ACCEPT
-        p = BASE_ACCEPT[content] * self.window_factor(context)
-        p = 1.0 - (1.0 - p) * (1.0 - self.branch_gain)
-        return min(p, 0.995)
+            p = REPEAT_ACCEPT
+        else:
+            p = BASE_ACCEPT[content] * self.window_factor(context)
+            p = min(1.0 - (1.0 - p) * (1.0 - self.branch_gain), 0.995)
+        if self.window_ignored and context > (self.settings.window or 0):
+            p *= PAST_WINDOW_ACCEPT
+        if self.batch_collapse and batch > 1:
+            p /= 1.0 + BATCH_COLLAPSE * (batch - 1)
+        return p
 
-    def expected_accept_length(self, content: int, context: int) -> float:
+    def expected_accept_length(self, content: int, context: int, batch: int = 1) -> float:
         """Mean tokens per verify step (including the bonus token)."""
         if self.depth == 1:
             return 1.0
-        p = self.accept_prob(content, context)
+        p = self.accept_prob(content, context, batch)
         return float((1 - p**self.depth) / (1 - p))
 
-    def draw(self, rng: random.Random, content: int, context: int) -> int:
+    def draw(self, rng: random.Random, content: int, context: int, batch: int = 1) -> int:
         """Tokens produced by one verify step, in ``1..depth``."""
         if self.depth == 1:
             return 1
-        p = self.accept_prob(content, context)
+        p = self.accept_prob(content, context, batch)
         u = 1.0 - rng.random()  # in (0, 1]
         extra = int(math.log(u) / math.log(p))
         return 1 + min(extra, self.depth - 1)

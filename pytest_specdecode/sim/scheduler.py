@@ -164,6 +164,7 @@ class Engine:
         keep = []
         spec = self.model.settings.speculative
         woken = 0
+        batch = sum(not seq.cancelled for seq in self.running)
         for seq in self.running:
             if seq.cancelled:
                 continue
@@ -172,7 +173,7 @@ class Engine:
                 woken = 0
             woken += 1
             pos = seq.pos
-            n = draw(seq.rng, seq.classes[pos], seq.prompt_tokens + pos)
+            n = draw(seq.rng, seq.classes[pos], seq.prompt_tokens + pos, batch)
             end = min(pos + n, seq.total)
             if self.lossy and end - pos >= 3:
                 # A buggy verifier: the last token of a long acceptance is wrong.

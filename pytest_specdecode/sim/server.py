@@ -58,7 +58,11 @@ class SimServer:
         self.args = args
         self.spec = spec
         self.launch_command = launch_command
-        self.model = SpecModel(spec)
+        self.model = SpecModel(
+            spec,
+            window_ignored=args.faults.window_ignored,
+            batch_collapse=args.faults.batch_collapse,
+        )
         # A faster start (--sim-restart-noise) takes less modelled time per step.
         scale = args.time_scale / args.speed_factor
         self.engine = Engine(self.model, scale, lossy=args.faults.lossy)
