@@ -146,6 +146,10 @@ PAIRED_ALPHA = 0.05
 
 
 def _paired(results: RunResults) -> list[Outcome]:
+    return [outcome for _, outcome in _paired_by_label(results)]
+
+
+def _paired_by_label(results: RunResults) -> list[tuple[str, Outcome]]:
     """Each config against the NONE baseline on the same problems: an exact sign test on
     the problems where they disagree. A lossless drafter changes no answer, so a config
     that loses more than chance allows fails; Holm's correction keeps a sweep of many
@@ -172,7 +176,7 @@ def _paired(results: RunResults) -> list[Outcome]:
             f"{'<' if failing else '>='} {level:.3g})"
         )
         line = f"paired coding: {detail}: the config changes answers the baseline got right"
-        out.append(Outcome("paired coding", not failing, detail, line))
+        out.append((r.label, Outcome("paired coding", not failing, detail, line)))
     return out
 
 
@@ -235,11 +239,13 @@ def _compare_passed(settings: Settings, findings: list[dict[str, Any]]) -> list[
 
 
 def config_failures(settings: Settings, results: RunResults) -> dict[str, list[str]]:
-    """Per config label, the gates it failed (pass rate, lossless, accept floor, degenerate
-    output) and whether its server failed its readiness gate: what keeps a config out of
+    """Per config label, the gates it failed (pass rate, paired coding, lossless, accept
+    floor, acceptance integrity, degenerate output) and whether its server failed its
+    readiness gate: what keeps a config out of
     the verdict (and what a search treats as infeasible)."""
     out: dict[str, list[str]] = {}
     degenerate_configs = degenerate.infeasible(results, settings.max_repetition)
+    lost = {label for label, o in _paired_by_label(results) if not o.passed}
     for r in results.ordered():
         reasons: list[str] = []
         found, floor = r.pass_rate(), settings.min_pass_rate
@@ -255,6 +261,11 @@ def config_failures(settings: Settings, results: RunResults) -> dict[str, list[s
                 reasons.append(f"accept length {shown} < {figures.plain(least)}")
         if r.errors:
             reasons.append("server not ready")
+        held = _acceptance_of(r, settings.max_accept_drop)
+        if held is not None and not held[0]:
+            reasons.append("acceptance collapses")
+        if r.label in lost:
+            reasons.append("loses coding problems NONE solves")
         reasons += degenerate_configs.get(r.label, [])
         out[r.label] = reasons
     return out
@@ -320,11 +331,15 @@ def _acceptance(tolerance: float, results: RunResults) -> list[Outcome]:
     something to compare: several loads, or contexts past its window."""
     found: list[Outcome] = []
     for r in results.ordered():
-        if r.config.get("algorithm") == "NONE" or r.died is not None:
-            continue
-        points = [p for t in r.throughput.values() if (p := acceptance.point(t.case, t.metrics))]
-        verdict = acceptance.judge(r.label, points, acceptance.window_of(r.config), tolerance)
+        verdict = _acceptance_of(r, tolerance)
         if verdict is not None:
             ok, detail = verdict
             found.append(Outcome("acceptance", ok, detail, "" if ok else f"acceptance: {detail}"))
     return found
+
+
+def _acceptance_of(r: ConfigResults, tolerance: float) -> tuple[bool, str] | None:
+    if r.config.get("algorithm") == "NONE" or r.died is not None:
+        return None
+    points = [p for t in r.throughput.values() if (p := acceptance.point(t.case, t.metrics))]
+    return acceptance.judge(r.label, points, acceptance.window_of(r.config), tolerance)

@@ -182,3 +182,11 @@ def test_losses_balanced_by_wins_are_chance_and_pass() -> None:
 
 def test_no_baseline_no_paired_gate() -> None:
     assert not [o for o in gates.outcomes(Settings(), two_of_three(), []) if "paired" in o.gate]
+
+
+def test_a_config_that_loses_problems_is_kept_out_of_the_verdict() -> None:
+    names = [f"p{i}" for i in range(40)]
+    results = paired_results(dict.fromkeys(names, True), {n: i >= 6 for i, n in enumerate(names)})
+    failures = gates.config_failures(Settings(), results)
+    assert failures[B8.label()] == ["loses coding problems NONE solves"]
+    assert failures[NONE.label()] == []
