@@ -27,7 +27,6 @@ and each finding says which noise it used.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import figures
+from pytest_specdecode import figures, statefiles
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.throughput import stats
 
@@ -190,12 +189,14 @@ def row_from_benchmark(bench: Mapping[str, Any]) -> CaseRow:
 def load_run(path: str | Path) -> list[CaseRow]:
     """All benchmarks of a saved pytest-benchmark JSON file (``--benchmark-save``/``--json``)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = statefiles.load_json(path)
         benches = data["benchmarks"]
         if not isinstance(benches, list):
             raise TypeError(f"'benchmarks' is a {type(benches).__name__}, not a list")
         return [row_from_benchmark(b) for b in benches]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except statefiles.FileRefused as exc:
+        raise CompareError(f"cannot read saved benchmark run {exc}") from None
+    except (KeyError, TypeError, AttributeError) as exc:
         raise CompareError(
             f"cannot read saved benchmark run {str(path)!r}: {type(exc).__name__}: {exc}"
         ) from None
