@@ -202,7 +202,8 @@ def test_the_reader_gives_the_value_or_one_line_naming_the_file(
         found = statefiles.load_json(path, limit=limit)
     except statefiles.FileRefused as exc:
         line = str(exc)
-        assert line.startswith(f"{str(path)!r}: ") and "\n" not in line
+        assert line.startswith(f"{str(path)!r}: ")
+        assert "\n" not in line
         # Refused exactly when the file is over the size cap or nests past the depth cap.
         if len(raw) > limit:
             assert line.endswith(f"larger than {limit:,} bytes, the most read from one file")
@@ -210,7 +211,8 @@ def test_the_reader_gives_the_value_or_one_line_naming_the_file(
             assert depth > statefiles.MAX_DEPTH
             assert line.endswith(f"JSON nested deeper than {statefiles.MAX_DEPTH} levels")
     else:
-        assert len(raw) <= limit and depth <= statefiles.MAX_DEPTH
+        assert len(raw) <= limit
+        assert depth <= statefiles.MAX_DEPTH
         assert found == value
     # With the default size cap only the nesting decides.
     if depth > statefiles.MAX_DEPTH:

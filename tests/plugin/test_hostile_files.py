@@ -32,7 +32,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def one_error_line(result: pytest.RunResult) -> str:
     text = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in text and "Traceback" not in text, text
+    assert "INTERNALERROR" not in text, text
+    assert "Traceback" not in text, text
     errors = [line for line in result.stderr.lines if line.startswith("ERROR: ")]
     assert len(errors) == 1, text
     return errors[0]
@@ -57,7 +58,8 @@ def test_a_hostile_compared_run_is_one_usage_line(project: pytest.Pytester, kind
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     line = one_error_line(result)
     assert line.startswith("ERROR: --benchmark-compare: cannot read saved benchmark run "), line
-    assert "0001_evil.json" in line and why in line, line
+    assert "0001_evil.json" in line, line
+    assert why in line, line
 
 
 @pytest.mark.parametrize("kind", HOSTILE)
@@ -71,7 +73,8 @@ def test_a_hostile_saved_run_beside_the_compared_one_is_left_out(
     make(folder / "0002_evil.json")
     result = run(project, "--benchmark-compare=0001", "--dflash-compare-fail=tok_s:5%")
     text = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in text and "Traceback" not in text, text
+    assert "INTERNALERROR" not in text, text
+    assert "Traceback" not in text, text
     # This run measured nothing: the gate says it cannot judge (exit 1), it does not hang.
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     result.stdout.fnmatch_lines(["*nothing compared: this run measured no throughput case*"])
@@ -85,7 +88,8 @@ def test_a_hostile_resumed_report_is_one_usage_line(project: pytest.Pytester, ki
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     line = one_error_line(result)
     assert line.startswith("ERROR: --dflash-resume: cannot read report "), line
-    assert "old.json" in line and why in line, line
+    assert "old.json" in line, line
+    assert why in line, line
 
 
 def test_a_hostile_lossless_baseline_is_one_line(tmp_path: Path) -> None:
@@ -96,4 +100,5 @@ def test_a_hostile_lossless_baseline_is_one_line(tmp_path: Path) -> None:
         make(path)
         with pytest.raises(ValueError, match="cannot read lossless baseline") as info:
             load_baseline(path)
-        assert why in str(info.value) and "\n" not in str(info.value)
+        assert why in str(info.value)
+        assert "\n" not in str(info.value)
