@@ -507,8 +507,7 @@ def _noise(
     if within.half_width is not None and within.half_width >= (between.half_width or 0.0):
         inner = _shown(spec, within.half_width).lstrip("+")
         note = (
-            f"within-run noise +-{inner} (the {k} saved runs' between-run noise: +-{spread})"
-            f"{aside}"
+            f"within-run noise +-{inner} (the {k} saved runs' between-run noise: +-{spread}){aside}"
         )
         return within, "within-run", note, k
     return between, "between-run", f"between-run noise +-{spread} from {k} saved runs{aside}", k

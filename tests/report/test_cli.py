@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,7 @@ def test_main_reads_sys_argv(
     )
 
 
-HOSTILE = {
+HOSTILE: dict[str, tuple[Callable[[Path], object], str]] = {
     "nested": (lambda p: p.write_text("[" * 200_000), "JSON nested deeper than 64 levels"),
     "dev-zero": (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file"),
     "fifo": (lambda p: os.mkfifo(p), "a FIFO, not a regular file"),
