@@ -167,6 +167,77 @@ def test_read_json_is_none_unless_the_file_holds_json(tmp_path: Path, raw: bytes
     assert statefiles.read_text(tmp_path / "missing.json") is None
 
 
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def nest(value: Any, levels: int) -> tuple[Any, bytes]:
+    """``value`` inside ``levels`` more lists and dicts, and its JSON made without
+    recursion (``json.dumps`` of 3,000 levels would raise RecursionError itself)."""
+    raw = json.dumps(value, separators=(",", ":"))
+    for i in range(levels):
+        value, raw = ([value], f"[{raw}]") if i % 2 else ({"k": value}, f'{{"k":{raw}}}')
+    return value, raw.encode()
+
+
+@temp_dir
+@given(
+    value=json_values,
+    extra=st.integers(min_value=0, max_value=3000),
+    limit=st.integers(0, 400) | st.just(statefiles.MAX_BYTES),
+)
+def test_the_reader_gives_the_value_or_one_line_naming_the_file(
+    tmp_path: Path, value: Any, extra: int, limit: int
+) -> None:
+    value, raw = nest(value, extra)
+    path = tmp_path / "any.json"
+    path.write_bytes(raw)
+    depth = statefiles.nesting(value, stop=10_000)
+    try:
+        found = statefiles.load_json(path, limit=limit)
+    except statefiles.FileRefused as exc:
+        line = str(exc)
+        assert line.startswith(f"{str(path)!r}: ")
+        assert "\n" not in line
+        # Refused exactly when the file is over the size cap or nests past the depth cap.
+        if len(raw) > limit:
+            assert line.endswith(f"larger than {limit:,} bytes, the most read from one file")
+        else:
+            assert depth > statefiles.MAX_DEPTH
+            assert line.endswith(f"JSON nested deeper than {statefiles.MAX_DEPTH} levels")
+    else:
+        assert len(raw) <= limit
+        assert depth <= statefiles.MAX_DEPTH
+        assert found == value
+    # With the default size cap only the nesting decides.
+    if depth > statefiles.MAX_DEPTH:
+        assert statefiles.read_json(path) is None
+    else:
+        assert statefiles.read_json(path) == value
+
+
+def test_the_reader_takes_regular_files_only_and_never_blocks(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # no writer: a blocking open would wait forever
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO"), (zero, "a character device"), (tmp_path, "a directory")):
+        with pytest.raises(statefiles.FileRefused) as info:
+            statefiles.load_bytes(path)
+        assert str(info.value) == f"{str(path)!r}: {kind}, not a regular file; give a file"
+        assert statefiles.read_json(path) is None
+    with pytest.raises(statefiles.FileRefused, match="cannot read: No such file"):
+        statefiles.load_text(tmp_path / "missing.json")
+    (tmp_path / "latin.txt").write_bytes(b"caf\xe9")
+    with pytest.raises(statefiles.FileRefused, match=r"not UTF-8 text \(byte 3\)"):
+        statefiles.load_text(tmp_path / "latin.txt")
+
+
 def test_json_that_cannot_be_written_leaves_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / "lease.json"
     statefiles.write_json(path, {"live": "A"}, indent=1)

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.coding.problem import Problem
 from pytest_specdecode.coding.typespec import TypeSpecError, args_strategy
 from pytest_specdecode.errors import SpecDecodeError
@@ -99,10 +100,10 @@ def load_problems_toml(path: str | Path) -> list[Problem]:
     """The problems in a TOML file; ProblemFileError (a ValueError) if it is unusable."""
     shown = str(path)
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProblemFileError(f"{shown}: cannot read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(statefiles.load_text(path))
+    except statefiles.FileRefused as exc:
+        raise ProblemFileError(f"{shown}: {exc.problem}") from None
+    except tomllib.TOMLDecodeError as exc:
         raise ProblemFileError(f"{shown}: not valid TOML: {exc}") from None
     tables = data.get("problem")
     if not isinstance(tables, list) or not tables:

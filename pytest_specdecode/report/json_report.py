@@ -130,8 +130,8 @@ def _source(reference: Any) -> str:
 
 def _digest(path: str) -> str:
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    except OSError:
+        return hashlib.sha256(statefiles.load_bytes(path)).hexdigest()[:16]
+    except statefiles.FileRefused:
         return "unreadable"
 
 
@@ -227,9 +227,9 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a saved report (format 1 read as format 2); ``ValueError`` with a one-line reason
     if it is not one."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read report {str(path)!r}: {exc}") from None
+        data = statefiles.load_json(path)
+    except statefiles.FileRefused as exc:
+        raise ValueError(f"cannot read report {exc}") from None
     if not isinstance(data, dict) or data.get("format") not in READ_FORMATS:
         raise ValueError(
             f"{str(path)!r} is not a pytest-specdecode report (format 1 or {REPORT_FORMAT})"

@@ -22,7 +22,7 @@ from pytest_specdecode.report import break_even, degenerate, digest, gates, verd
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
-from pytest_specdecode.throughput import stats
+from pytest_specdecode.throughput import fingerprint, stats
 
 
 class RunOutputs:
@@ -207,6 +207,11 @@ class RunOutputs:
     def _compare(self) -> list[str]:
         if self.baseline is None:
             return []
+        # Each case with where it ran, as its saved benchmark says (runner.py).
+        here = {
+            simulated: fingerprint.of_run(self.settings, simulated=simulated)
+            for simulated in (False, True)
+        }
         current = [
             compare.CaseRow(
                 key=t.key or t.case,
@@ -215,7 +220,10 @@ class RunOutputs:
                 config=r.label,
                 tok_s=t.metrics.get("tok_s"),
                 accept_length=t.metrics.get("accept_length"),
-                extra_info=t.metrics,
+                extra_info={
+                    **t.metrics,
+                    fingerprint.KEY: here[bool(r.service.get("simulated"))],
+                },
             )
             for r in self.results.ordered()
             for t in r.throughput.values()

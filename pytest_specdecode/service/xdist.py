@@ -30,7 +30,6 @@ elsewhere it skips.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
@@ -43,6 +42,7 @@ from xdist.remote import Producer
 from xdist.report import report_collection_diff
 from xdist.workermanage import WorkerController, parse_tx_spec_config
 
+from pytest_specdecode import statefiles
 from pytest_specdecode.config.settings import Host, Settings, SettingsError
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.lease import HostLease, write_active
@@ -526,8 +526,8 @@ def stop_local_servers(lease_dir: Path) -> None:
     Registry(lease_dir / LEASES).reap(only_orphans=False)
     for path in (lease_dir / LEASES).glob("*.json"):
         try:
-            server = json.loads(path.read_text(encoding="utf-8")).get("server") or {}
-        except (OSError, ValueError):
+            server = (statefiles.read_json(path) or {}).get("server") or {}
+        except AttributeError:  # a lease file holding a list or a number
             continue
         if server.get("pgid"):
             stop_group_id(int(server["pgid"]))

@@ -27,17 +27,18 @@ and each finding says which noise it used.
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import platform
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import figures
+from pytest_specdecode import figures, statefiles
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.throughput import stats
+from pytest_specdecode.throughput import fingerprint, stats
 
 METRICS = ("tok_s", "accept_length")
 """Metrics a fail spec may name; higher is better for both."""
@@ -125,9 +126,14 @@ class CaseRow:
     tok_s: float | None
     accept_length: float | None
     extra_info: Mapping[str, Any]
+    refused: str | None = None
+    """Why the saved record is not used (a figure of the wrong type), else None."""
 
     def samples(self, metric: str) -> list[float]:
-        """The per-round values of ``metric`` (a run saved without them: its one value)."""
+        """The per-round values of ``metric`` (a run saved without them: its one value;
+        a refused record: none)."""
+        if self.refused is not None:
+            return []
         intervals = self.extra_info.get("intervals")
         found = intervals.get(metric) if isinstance(intervals, Mapping) else None
         listed = found.get("values") if isinstance(found, Mapping) else None
@@ -166,11 +172,48 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _figure_fault(value: Any) -> str | None:
+    """What is wrong with a saved figure (absent is not wrong), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"a {type(value).__name__} ({_short(value)})"
+    return None if math.isfinite(value) else f"not finite ({value!r})"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def refusal(info: Mapping[str, Any]) -> str | None:
+    """Why a saved record's figures cannot be used, or None: a figure the gate reads
+    (each of :data:`METRICS` and its per-round values) that is there but not a finite
+    number. Such a record is refused whole, never repaired from its other fields."""
+    intervals = info.get("intervals")
+    for metric in METRICS:
+        fault = _figure_fault(info.get(metric))
+        if fault is not None:
+            return f"{metric} is {fault}"
+        found = intervals.get(metric) if isinstance(intervals, Mapping) else None
+        values = found.get("values") if isinstance(found, Mapping) else None
+        if values is None:
+            continue
+        if not isinstance(values, list):
+            return f"the {metric} round values are a {type(values).__name__}, not a list"
+        for i, value in enumerate(values):
+            fault = _figure_fault(value) if value is not None else "null"
+            if fault is not None:
+                return f"the {metric} value of round {i + 1} is {fault}"
+    return None
+
+
 def row_from_benchmark(bench: Mapping[str, Any]) -> CaseRow:
     """A :class:`CaseRow` from one entry of a saved run's ``benchmarks`` list.
 
     Whatever the entry holds (another plugin's, an older format, a hand edit), the
-    row has no figure it did not state as a number: the gate then cannot judge it."""
+    row has no figure it did not state as a number: the gate then cannot judge it;
+    a figure of the wrong type refuses the record (:func:`refusal`)."""
     if not isinstance(bench, Mapping):
         bench = {}
     fullname = str(bench.get("fullname") or bench.get("name") or "?")
@@ -184,18 +227,21 @@ def row_from_benchmark(bench: Mapping[str, Any]) -> CaseRow:
         tok_s=_number(info.get("tok_s")),
         accept_length=_number(info.get("accept_length")),
         extra_info=dict(info),
+        refused=refusal(info),
     )
 
 
 def load_run(path: str | Path) -> list[CaseRow]:
     """All benchmarks of a saved pytest-benchmark JSON file (``--benchmark-save``/``--json``)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = statefiles.load_json(path)
         benches = data["benchmarks"]
         if not isinstance(benches, list):
             raise TypeError(f"'benchmarks' is a {type(benches).__name__}, not a list")
         return [row_from_benchmark(b) for b in benches]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except statefiles.FileRefused as exc:
+        raise CompareError(f"cannot read saved benchmark run {exc}") from None
+    except (KeyError, TypeError, AttributeError) as exc:
         raise CompareError(
             f"cannot read saved benchmark run {str(path)!r}: {type(exc).__name__}: {exc}"
         ) from None
@@ -387,14 +433,59 @@ class Finding:
     saved_runs: int | None = None
 
 
-History = Mapping[tuple[str, str], Sequence[CaseRow]]
-"""Saved runs' rows by (pairing key, config): one row per saved run that has the case."""
+@dataclass(frozen=True)
+class History:
+    """The saved runs beside the compared one: their rows by (pairing key, config),
+    one per saved run that has the case, and the saved files that could not be read."""
+
+    rows: Mapping[tuple[str, str], Sequence[CaseRow]] = field(default_factory=dict)
+    unreadable: int = 0
 
 
-def run_means(history: History, row: CaseRow, metric: str) -> list[float]:
-    """The mean of ``metric`` in each saved run of ``row``'s config and case."""
-    found = history.get((row.key, row.config)) or ()
-    return [m for r in found if (m := r.mean(metric)) is not None]
+@dataclass(frozen=True)
+class Noise:
+    """The saved runs of one config and case that count as noise across restarts of the
+    current run's setup (their means), and why each other one was left out."""
+
+    means: list[float]
+    left_out: Counter[str]
+
+    def said(self) -> str:
+        """``3 left out: 2 another machine, 1 simulated`` (empty when none was)."""
+        n = sum(self.left_out.values())
+        if not n:
+            return ""
+        reasons = ", ".join(f"{k} {why}" for why, k in self.left_out.most_common())
+        return f"{n} left out: {reasons}"
+
+
+def run_noise(history: History, row: CaseRow, metric: str, current: CaseRow | None) -> Noise:
+    """The saved runs of ``row``'s config and case measured where ``current`` was
+    (:func:`fingerprint.left_out`), with a readable ``metric``."""
+    means: list[float] = []
+    left: Counter[str] = Counter()
+    now = current.extra_info.get(fingerprint.KEY) if current is not None else None
+    for saved in history.rows.get((row.key, row.config)) or ():
+        why = "refused" if saved.refused is not None else None
+        why = why or fingerprint.left_out(saved.extra_info.get(fingerprint.KEY), now)
+        mean = saved.mean(metric) if why is None else None
+        if why is None and mean is None:
+            why = f"no {metric}"
+        if why is None and mean is not None:
+            means.append(mean)
+        else:
+            left[why or "?"] += 1
+    if history.unreadable:
+        left["unreadable"] += history.unreadable
+    return Noise(means, left)
+
+
+def run_means(
+    history: History, row: CaseRow, metric: str, current: CaseRow | None = None
+) -> list[float]:
+    """The mean of ``metric`` in each saved run of ``row``'s config and case that
+    :func:`run_noise` counts (``current``: the run they must match; default ``row``)."""
+    return run_noise(history, row, metric, current or row).means
 
 
 def _noise(
@@ -403,21 +494,23 @@ def _noise(
     """The interval the gate uses, which noise that is, the note the line carries, k."""
     if history is None or delta.base is None:
         return within, "within-run", "", None
-    means = run_means(history, delta.base, spec.metric)
+    found = run_noise(history, delta.base, spec.metric, delta.current)
+    means, left = found.means, found.said()
     k = len(means)
     between = delta.between_interval(spec.metric, means, percent=spec.percent)
     if between is None:
-        note = (
-            f"between-run noise unknown ({k} saved runs): the gate uses the within-run "
-            "interval only"
-        )
+        runs = f"{k} saved runs; {left}" if left else f"{k} saved runs"
+        note = f"between-run noise unknown ({runs}): the gate uses the within-run interval only"
         return within, "within-run only", note, k
     spread = _shown(spec, between.half_width).lstrip("+")
+    aside = f" ({left})" if left else ""
     if within.half_width is not None and within.half_width >= (between.half_width or 0.0):
         inner = _shown(spec, within.half_width).lstrip("+")
-        note = f"within-run noise +-{inner} (the {k} saved runs' between-run noise: +-{spread})"
+        note = (
+            f"within-run noise +-{inner} (the {k} saved runs' between-run noise: +-{spread}){aside}"
+        )
         return within, "within-run", note, k
-    return between, "between-run", f"between-run noise +-{spread} from {k} saved runs", k
+    return between, "between-run", f"between-run noise +-{spread} from {k} saved runs{aside}", k
 
 
 def _shown(spec: FailSpec, value: float | None) -> str:
@@ -441,6 +534,12 @@ def judge(
     """
     if delta.base is None:
         return None
+    if delta.base.refused is not None and delta.current is not None:
+        line = (
+            f"the saved run {saved or '?'} has a record for {delta.case} that is refused: "
+            f"{delta.base.refused}; save the run again"
+        )
+        return Finding(delta.case, spec, CANNOT_JUDGE, line)
     base = delta.value(spec.metric, "base")
     if base is None:
         if delta.current is None:

@@ -310,13 +310,17 @@ def save_baseline(
 def load_baseline(path: str | Path) -> tuple[list[list[GreedyOutput]], dict[str, Any]]:
     """Read a file written by :func:`save_baseline`: ``(runs, meta)``."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = statefiles.load_json(path)
         if data.get("format") != BASELINE_FORMAT:
             raise ValueError(f"format {data.get('format')!r}, expected {BASELINE_FORMAT}")
         outputs = [[GreedyOutput.from_json(o) for o in run] for run in data["runs"]]
         if not outputs:
             raise ValueError("no runs")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except statefiles.FileRefused as exc:
+        raise ValueError(
+            f"cannot read lossless baseline {exc}; write a fresh one from a non-speculative run"
+        ) from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(
             f"cannot read lossless baseline {str(path)!r}: {exc}; "
             "write a fresh one from a non-speculative run"

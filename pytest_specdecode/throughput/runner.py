@@ -25,7 +25,7 @@ from pytest_specdecode.progress import Progress
 from pytest_specdecode.records import BASELINE_CASES, RECORD
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
 from pytest_specdecode.server import Server
-from pytest_specdecode.throughput import lossless
+from pytest_specdecode.throughput import fingerprint, lossless
 from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
 from pytest_specdecode.throughput.workload import ThroughputCase
@@ -157,6 +157,10 @@ class ThroughputRunner:
                 benchmark.extra_info["repetition_baseline"] = beside
             benchmark.extra_info["case"] = case.id
             benchmark.extra_info["simulated"] = self.service.simulated
+            # Where it ran: the compare gate's noise counts only saved runs of this setup.
+            benchmark.extra_info[fingerprint.KEY] = fingerprint.of_run(
+                self.settings, simulated=self.service.simulated
+            )
             # A saved run of algorithm NONE is a speedup baseline for later runs.
             benchmark.extra_info["algorithm"] = self.service.config.algorithm
         record = {

@@ -7,8 +7,10 @@ for each case, so the same config and case across those files show how far
 runs differ from start to start, beyond any one run's rounds. This module
 reads them into :data:`~pytest_specdecode.throughput.comparison.History`;
 :func:`~pytest_specdecode.throughput.comparison.judge` turns them into the
-between-run interval. Files that cannot be read are skipped (an old or
-hand-edited file must not stop a gate that has its own baseline).
+between-run interval. Files that cannot be read are left out (an old or
+hand-edited file must not stop a gate that has its own baseline), and so is
+every run measured elsewhere (:mod:`~pytest_specdecode.throughput.fingerprint`);
+the gate line counts them and says why.
 """
 
 from __future__ import annotations
@@ -29,12 +31,15 @@ def saved_run_files(compared: Path) -> list[Path]:
 
 
 def history(files: list[Path]) -> History:
-    """Rows by (pairing key, config), one per readable file that has the case."""
+    """Rows by (pairing key, config), one per readable file that has the case; the
+    files that cannot be read are counted (the gate line says how many it left out)."""
     out: dict[tuple[str, str], list[CaseRow]] = {}
+    unreadable = 0
     for path in files:
         try:
             rows = load_run(path)
         except CompareError:
+            unreadable += 1
             continue
         seen: set[tuple[str, str]] = set()
         for row in rows:
@@ -42,7 +47,7 @@ def history(files: list[Path]) -> History:
             if key not in seen:  # a file holding a case twice counts as one run
                 seen.add(key)
                 out.setdefault(key, []).append(row)
-    return out
+    return History(out, unreadable)
 
 
 def load_history(compared: Path) -> History:

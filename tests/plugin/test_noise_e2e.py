@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Callable
 
 import pytest
@@ -48,6 +49,16 @@ def test_three_saved_starts_give_the_gate_its_between_run_noise(project: pytest.
     result.stdout.fnmatch_lines(
         [f"  noise used for 1 case(s): {finding['noise']} noise * 3 saved runs*"]
     )
+    # Each saved benchmark says where it ran; the gate counted them as this setup's.
+    [saved] = {
+        json.dumps(b["extra_info"]["fingerprint"], sort_keys=True)
+        for path in (project.path / ".benchmarks").glob("*/*.json")
+        for b in json.loads(path.read_text())["benchmarks"]
+    }
+    fingerprint = json.loads(saved)
+    assert (fingerprint["simulated"], fingerprint["host"]) == (True, "simulator")
+    assert fingerprint["machine"].startswith(platform.node())
+    assert len(fingerprint["launch"]) == 16
 
 
 def test_a_baseline_and_two_loads_give_a_break_even_line_and_record(

@@ -50,12 +50,10 @@ def finish(tmp_path: Path, saved: Path, results: RunResults, spec: str = "tok_s:
     ("entry", "why"),
     [
         ({"fullname": NODE, "name": f"test_throughput[{CASE}]"}, " (its entry has no extra_info)"),
-        ({"fullname": NODE, "extra_info": {"case": CASE, "tok_s": "fast"}}, ""),
-        ({"fullname": NODE, "extra_info": {"case": CASE, "tok_s": True}}, ""),
         ({"fullname": NODE, "extra_info": {"case": CASE, "tokens_per_s": 900.0}}, ""),
         ({"fullname": NODE, "extra_info": {"case": CASE, "tok_s": None}}, ""),
     ],
-    ids=["no-extra-info", "a-string", "a-bool", "an-older-name", "null"],
+    ids=["no-extra-info", "an-older-name", "null"],
 )
 def test_a_saved_run_without_the_figure_cannot_judge_and_fails(
     tmp_path: Path, entry: dict[str, Any], why: str
@@ -70,6 +68,43 @@ def test_a_saved_run_without_the_figure_cannot_judge_and_fails(
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["exitstatus"] == 1
     assert report["gates"]["failed"] == [line]
+
+
+ROUNDS = {"tok_s": {"values": [990.0, 1000.0, 1010.0]}}
+
+
+@pytest.mark.parametrize(
+    ("info", "why"),
+    [
+        ({"tok_s": "fast", "intervals": ROUNDS}, "tok_s is a str ('fast')"),
+        ({"tok_s": True, "intervals": ROUNDS}, "tok_s is a bool (True)"),
+        ({"tok_s": [1000.0], "intervals": ROUNDS}, "tok_s is a list ([1000.0])"),
+        ({"tok_s": float("nan"), "intervals": ROUNDS}, "tok_s is not finite (nan)"),
+        ({"tok_s": 1000.0, "accept_length": "3.1"}, "accept_length is a str ('3.1')"),
+        (
+            {"tok_s": 1000.0, "intervals": {"tok_s": {"values": [990.0, "1e9", 1010.0]}}},
+            "the tok_s value of round 2 is a str ('1e9')",
+        ),
+        (
+            {"tok_s": 1000.0, "intervals": {"tok_s": {"values": "990,1000"}}},
+            "the tok_s round values are a str, not a list",
+        ),
+    ],
+    ids=["a-string", "a-bool", "a-list", "nan", "accept-a-string", "a-round", "rounds-a-str"],
+)
+def test_a_saved_record_whose_figure_has_the_wrong_type_is_refused_not_repaired(
+    tmp_path: Path, info: dict[str, Any], why: str
+) -> None:
+    # The per-round values would give a figure (the round min and max too): not used.
+    entry = {"fullname": NODE, "extra_info": {"case": CASE, **info}}
+    outputs = finish(tmp_path, save(tmp_path / "0003_b8.json", [entry]), measured())
+    assert outputs.status == 1  # type: ignore[attr-defined]
+    line = (
+        f"compare cannot judge: tok_s:5%: the saved run 0003_b8 has a record for {CASE} that "
+        f"is refused: {why}; save the run again"
+    )
+    assert outputs.gate_lines == [line]
+    assert [o.status for o in outputs.gate_outcomes] == ["cannot-judge"]
 
 
 def test_a_gate_that_compares_nothing_fails(tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +179,29 @@ def test_main_reads_sys_argv(
         capsys.readouterr().out.splitlines()[-1]
         == "  DFLASH budget=16 window=2048: pass rate 50% < 80%"
     )
+
+
+HOSTILE: dict[str, tuple[Callable[[Path], object], str]] = {
+    "nested": (lambda p: p.write_text("[" * 200_000), "JSON nested deeper than 64 levels"),
+    "dev-zero": (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file"),
+    "fifo": (lambda p: os.mkfifo(p), "a FIFO, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_report_file_exits_1_in_one_line(tmp_path: Path, kind: str) -> None:
+    make, why = HOSTILE[kind]
+    path = tmp_path / "r.json"
+    make(path)
+    # A child process with a timeout: a reader that blocks on the FIFO fails, not hangs.
+    code = "import sys; from pytest_specdecode.report.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "report", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    line = one_line_error(done.stderr)
+    assert line.startswith(f"pytest-specdecode: error: cannot read report {str(path)!r}: {why}")

@@ -23,17 +23,27 @@ from pytest_specdecode.throughput.comparison import (
     render_sweep,
 )
 
+HERE: dict[str, Any] = {
+    "simulated": False,
+    "machine": "box (Example CPU, 8 CPUs)",
+    "host": "gpu1",
+    "launch": "0123456789abcdef",
+}
+"""A fingerprint (throughput/fingerprint.py): where the runs of these tests ran."""
+
 
 def bench(
     test_id: str,
     case: str,
     config: str,
-    tok_s: float,
+    tok_s: Any,
     accept: float | None,
-    rounds: list[float] | None = None,
+    rounds: list[Any] | None = None,
+    fingerprint: dict[str, Any] | None = HERE,
 ) -> dict[str, Any]:
     """One entry as pytest-benchmark 5.x writes it (``as_dict(include_data=True)``);
-    ``rounds`` are per-round tok/s (the plugin's ``intervals``)."""
+    ``rounds`` are per-round tok/s (the plugin's ``intervals``), ``fingerprint`` where
+    it ran (None: a run saved before runs recorded one)."""
     fullname = f"tests/test_tp.py::test_throughput[{test_id}]"
     entry: dict[str, Any] = {
         "group": None,
@@ -52,6 +62,8 @@ def bench(
     }  # fmt: skip
     if rounds is not None:
         entry["extra_info"]["intervals"] = {"tok_s": {"values": rounds}}
+    if fingerprint is not None:
+        entry["extra_info"]["fingerprint"] = fingerprint
     return entry
 
 
