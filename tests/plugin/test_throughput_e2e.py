@@ -130,8 +130,8 @@ def test_compare_fail_gate_against_a_saved_file(project: pytest.Pytester) -> Non
     regressed.stdout.fnmatch_lines(
         [
             "*compare gate FAILED: ctx60-c1-t64-chat: tok_s 1,000,000,000 tok/s -> * tok/s (*), "
-            "beyond the allowed drop tok_s:5%; between-run noise unknown (0 saved runs; 1 left out: "
-            "1 no fingerprint)*"
+            "beyond the allowed drop tok_s:5%; between-run noise unknown "
+            "(0 saved runs; 1 left out: 1 no fingerprint)*"
         ]
     )
     regressed.stdout.fnmatch_lines(
