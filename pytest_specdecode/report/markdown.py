@@ -139,7 +139,8 @@ def _verdict(report: Mapping[str, Any], simulated: str) -> list[str]:
     by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
     out = [f"### Verdict{simulated}", ""]
     out += [f"Per load and domain, the best {by} among the configs that passed every gate "
-            "(geometric mean over contexts).", ""]  # fmt: skip
+            "(geometric mean over contexts), with every config whose 95% interval overlaps "
+            "it (tie within noise; clear when none does).", ""]  # fmt: skip
     out += [*_cells(tables.verdict(report)), ""]
     excluded = tables.excluded_lines(report)
     out += [*(f"- not eligible: {_esc(line)}" for line in excluded), *([""] if excluded else [])]

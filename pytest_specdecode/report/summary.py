@@ -191,7 +191,8 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
     lines = [
         "",
         f"verdict{simulated}: per load and domain, the best {by} among the configs that passed "
-        "every gate (geometric mean over contexts)",
+        "every gate (geometric mean over contexts), with every config whose 95% interval "
+        "overlaps it (tie within noise; clear when none does)",
         *_table(*tables.verdict(report)),
     ]
     lines += [f"  not eligible: {line}" for line in tables.excluded_lines(report)]
