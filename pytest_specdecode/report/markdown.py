@@ -48,7 +48,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         out += [*_text_table(str(compare.get("table", ""))), ""]
         notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
         out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
-    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
+    if tables.ranks_several(report):
         out += _verdict(report, simulated)
     from pytest_specdecode.report.search_summary import markdown_lines
 

@@ -59,7 +59,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += ["", f"compared with {compare['baseline']} (saved run of {saved}):"]
         lines += compare["table"].splitlines()
         lines += _findings(compare.get("findings") or [])
-    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
+    if tables.ranks_several(report):
         lines += _verdict(report, simulated)
     lines += _break_even(report, simulated)
     lines += _search(report)

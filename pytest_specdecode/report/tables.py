@@ -191,6 +191,17 @@ def _order(short: Mapping[str, str], label: str) -> int:
     return values.index(label) if label in values else len(values)
 
 
+def ranks_several(report: Mapping[str, Any]) -> bool:
+    """Whether the verdict chose among configs: several of this run's, or a compared
+    run's beside them (one config alone has nothing to be ranked against)."""
+    found = report.get("verdict")
+    if not isinstance(found, Mapping):
+        return False
+    measured = sum(1 for c in report.get("configs") or [] if c.get("throughput"))
+    groups = [g for g in found.get("groups") or [] if isinstance(g, Mapping)]
+    return measured > 1 or any(len(g.get("members") or []) > 1 for g in groups)
+
+
 def verdict(report: Mapping[str, Any]) -> Table:
     """One row per load point and domain: the verdict's set (``clear: budget=8``,
     ``tie within noise: budget=8, budget=16``), each member's correctness coverage, and

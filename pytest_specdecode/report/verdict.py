@@ -170,7 +170,9 @@ def _bound(found: Mapping[str, Any], name: str) -> float | None:
 def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> Score | None:
     metrics = case.get("metrics") or {}
     if not by_speedup:
-        found: Mapping[str, Any] = (metrics.get("intervals") or {}).get("tok_s") or {}
+        intervals = metrics.get("intervals")  # a saved run's extra_info: anything
+        found = intervals.get("tok_s") if isinstance(intervals, Mapping) else None
+        found = found if isinstance(found, Mapping) else {}
         value = mean(metrics, "tok_s")
         return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
     if (config.get("config") or {}).get("algorithm") == "NONE":
@@ -257,7 +259,7 @@ def saved_configs(
     for row in rows:
         if row.algorithm == "NONE" and baselines:
             continue  # this run's NONE is the reference; a second 1.0x says nothing
-        label = f"{row.config} (saved run {name})"
+        label = f"{row.config or '?'} (saved run {name})"
         entry = out.setdefault(
             label,
             {"label": label, "base": row.config, "saved": name,
