@@ -4,7 +4,7 @@ Runs the demo (``conftest_examples``, as ``make demo`` does, against the bundled
 simulator) ``--runs`` times, each in a fresh copy of the project, and reads each
 run's JSON report. Per load and domain the verdict's answer is a set (the top
 config and every config whose 95% interval overlaps it); the script prints the
-sets of every run and exits 1 unless
+sets of every run and exits 1 unless (the requirement)
 
 - every run gives the same set for every load and domain, and
 - no config that no coding or lossless test checked is shown in the terminal's
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,20 @@ def verdict_sets(report: dict[str, Any]) -> Sets:
     }
 
 
+def figures(report: dict[str, Any]) -> list[str]:
+    """Per group, each ranked config's score and interval: what a differing set came from."""
+    short = tables.short_labels(list(report.get("configs") or []))
+    out = []
+    for g in (report.get("verdict") or {}).get("groups") or []:
+        shown = ", ".join(
+            f"{'*' if m.get('best') else ''}{short.get(m['config'], m['config'])} "
+            f"{m['score']:.2f} [{m['low'] or 0:.2f}, {m['high'] or 0:.2f}]"
+            for m in g.get("members") or []
+        )
+        out.append(f"{g['load']} {g['domain']}: {shown}")
+    return out
+
+
 def unchecked(report: dict[str, Any]) -> set[str]:
     """Configs of the run that no coding and no lossless test checked (read from the
     records, not from the verdict's own coverage)."""
@@ -80,7 +95,9 @@ def unmarked(report: dict[str, Any], output: str) -> list[str]:
     "correctness not checked" beside it."""
     short = tables.short_labels(list(report.get("configs") or []))
     lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("verdict")), None)
+    # The live progress line may precede it on the same line: found, not matched at the start.
+    heading = re.compile(r"verdict( \(simulated\))?: per load and domain")
+    start = next((i for i, line in enumerate(lines) if heading.search(line)), None)
     if start is None:
         return ["the terminal summary has no verdict table"]
     rows = lines[start + 3 :]
@@ -118,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{load} {domain}: {', '.join(sorted(s))}" for (load, domain), s in sorted(sets.items())
         )
         print(f"run {n} ({time.monotonic() - start:.0f} s): {shown}", flush=True)
+        for line in figures(report):
+            print(f"  {line}", flush=True)
     differing = sorted(
         {key for sets in seen for key in sets if len({s.get(key) for s in seen}) > 1}
     )

@@ -81,3 +81,23 @@ def test_html_scale_fails_a_slow_page_or_superlinear_growth() -> None:
     assert grown == [
         "page: seconds per config grew 7.47x from 400 to 3,000 configs (requirement <= 2x: linear)"
     ]
+
+
+def test_verdict_stability_sees_an_unmarked_unchecked_config() -> None:
+    bench = load("verdict_stability")
+    report = {
+        "configs": [
+            {"label": "B16", "config": {}, "throughput": [{}], "coding": [], "lossless": []},
+            {"label": "B8", "config": {}, "throughput": [{}], "coding": [{}], "lossless": []},
+        ],
+        "verdict": {"groups": [{"load": "c1", "domain": "chat", "best_set": ["B16", "B8"]}]},
+    }
+    head = "[dflash 4/4] verdict (simulated): per load and domain, the best speedup"
+    table = [head, "load  domain  best config", "----  ------  -----------"]
+    marked = "c1    chat    tie within noise: B16 (correctness not checked), B8"
+    assert bench.unmarked(report, "\n".join([*table, marked, ""])) == []
+    bare = "c1    chat    tie within noise: B16, B8"
+    assert bench.unmarked(report, "\n".join([*table, bare, ""])) == [
+        "c1 chat: B16 shown as checked"
+    ]
+    assert bench.verdict_sets(report) == {("c1", "chat"): frozenset({"B16", "B8"})}
