@@ -95,3 +95,23 @@ def test_acceptance_integrity_needs_every_catch_and_no_alarm(
     caught: dict[str, int], alarms: int, status: int
 ) -> None:
     assert load("acceptance_integrity").verdict(caught, alarms, 20) == status
+
+
+def test_verdict_stability_sees_an_unmarked_unchecked_config() -> None:
+    bench = load("verdict_stability")
+    report = {
+        "configs": [
+            {"label": "B16", "config": {}, "throughput": [{}], "coding": [], "lossless": []},
+            {"label": "B8", "config": {}, "throughput": [{}], "coding": [{}], "lossless": []},
+        ],
+        "verdict": {"groups": [{"load": "c1", "domain": "chat", "best_set": ["B16", "B8"]}]},
+    }
+    head = "[dflash 4/4] verdict (simulated): per load and domain, the best speedup"
+    table = [head, "load  domain  best config", "----  ------  -----------"]
+    marked = "c1    chat    tie within noise: B16 (correctness not checked), B8"
+    assert bench.unmarked(report, "\n".join([*table, marked, ""])) == []
+    bare = "c1    chat    tie within noise: B16, B8"
+    assert bench.unmarked(report, "\n".join([*table, bare, ""])) == [
+        "c1 chat: B16 shown as checked"
+    ]
+    assert bench.verdict_sets(report) == {("c1", "chat"): frozenset({"B16", "B8"})}

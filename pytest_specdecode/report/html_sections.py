@@ -138,8 +138,11 @@ def verdict(report: Mapping[str, Any], charts: ChartSlot) -> str:
     by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
     note = (
         f"Per load and domain, the best {by} among the configs that passed every gate "
-        "(geometric mean over contexts). Margin: 'clear' when the best config's 95% "
-        "interval lies above the runner-up's in every context, else 'within noise'."
+        "(geometric mean over contexts), with every config whose 95% interval overlaps it "
+        "in some context: 'tie within noise' names them all, 'clear' means the best's "
+        "interval lies above every other's in every context. A config that no coding or "
+        "lossless test checked is marked 'correctness not checked'; figures that contradict "
+        "each other (TPOT speedup against tok/s ratio, or a TPOT of 0) are not ranked."
     )
     excluded = [f"not eligible: {line}" for line in tables.excluded_lines(report)]
     return section(
@@ -208,11 +211,26 @@ def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list
         if _mentions(str(line), label) and str(line).split(": ", 1)[-1] not in details:
             rows.append([str(line).split(":")[0], "FAILED", str(line)])
     if report.get("verdict"):
-        reasons = tables.excluded(report).get(label) or []
-        rows.append(
-            ["verdict eligible", "no" if reasons else "yes", ", ".join(map(str, reasons)) or "-"]
-        )
+        rows.append(_eligible(report, label))
     return rows
+
+
+def _eligible(report: Mapping[str, Any], label: str) -> list[str]:
+    """Whether the verdict could choose a config; "yes" only when a test checked it."""
+    reasons = tables.excluded(report).get(label) or []
+    if reasons:
+        return ["verdict eligible", "no", ", ".join(map(str, reasons))]
+    members = [
+        m
+        for g in (report.get("verdict") or {}).get("groups") or []
+        for m in g.get("members") or []
+        if m.get("config") == label
+    ]
+    if any(tables.checked(m) is False for m in members):
+        named = any(m.get("best") for m in members)
+        said = "fastest, correctness not checked" if named else "correctness not checked"
+        return ["verdict eligible", "not checked", f"{said}: no coding or lossless result"]
+    return ["verdict eligible", "yes", "-"]
 
 
 def _secs(value: Any) -> str:

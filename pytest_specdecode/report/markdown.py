@@ -48,7 +48,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         out += [*_text_table(str(compare.get("table", ""))), ""]
         notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
         out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
-    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
+    if tables.ranks_several(report):
         out += _verdict(report, simulated)
     from pytest_specdecode.report.search_summary import markdown_lines
 
@@ -139,7 +139,8 @@ def _verdict(report: Mapping[str, Any], simulated: str) -> list[str]:
     by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
     out = [f"### Verdict{simulated}", ""]
     out += [f"Per load and domain, the best {by} among the configs that passed every gate "
-            "(geometric mean over contexts).", ""]  # fmt: skip
+            "(geometric mean over contexts), with every config whose 95% interval overlaps "
+            "it (tie within noise; clear when none does).", ""]  # fmt: skip
     out += [*_cells(tables.verdict(report)), ""]
     excluded = tables.excluded_lines(report)
     out += [*(f"- not eligible: {_esc(line)}" for line in excluded), *([""] if excluded else [])]

@@ -358,13 +358,45 @@ class BreakEven(_Record):
     line: str = ""
 
 
+class Coverage(_Record):
+    """What checked a config's correctness (``checked``: coding or lossless ran for it)."""
+
+    checked: bool = False
+    passed: int | None = None
+    total: int | None = None
+    lossless: str = "not checked"
+    accept_floor: str = "not checked"
+
+
+class VerdictMember(_Record):
+    """One ranked config of a load and domain: its score, interval and coverage."""
+
+    config: str
+    saved: str | None = None
+    score: float | None = None
+    low: float | None = None
+    high: float | None = None
+    best: bool = False
+    coverage: Coverage = msgspec.field(default_factory=Coverage)
+
+
+class Unranked(_Record):
+    """A config left out of a group's ranking, and why (``inconsistent figures``, ...)."""
+
+    config: str
+    reason: str
+    detail: str = ""
+
+
 class VerdictGroup(_Record):
-    """The best config of one load and domain."""
+    """The answer for one load and domain: ``best_set`` holds the top config and every
+    config whose interval overlaps it; ``best`` is the top alone (older readers)."""
 
     load: str
     domain: str
     contexts: list[int | None] = []
     best: str | None = None
+    best_set: list[str] = []
     score: float | None = None
     range: list[float] | None = None
     runner_up: str | None = None
@@ -372,6 +404,8 @@ class VerdictGroup(_Record):
     margin: str | None = None
     candidates: int = 0
     ranked_by: str = ""
+    members: list[VerdictMember] = []
+    unranked: list[Unranked] = []
 
 
 class Excluded(_Record):

@@ -141,7 +141,11 @@ class RunOutputs:
         data["break_even"] = break_even.records(data)
         if any(c.get("throughput") for c in data.get("configs") or []):
             excluded = gates.config_failures(self.settings, self.results)
-            data["verdict"] = verdict.decide(data, excluded)
+            # A compared run's configs are ranked beside this run's: "(saved run NNNN)".
+            compared = verdict.saved_configs(
+                data, self.baseline or [], saved_name(self.baseline_label)
+            )
+            data["verdict"] = verdict.decide(data, excluded, compared)
 
     def update(self) -> None:
         """Rewrite the report (after each test)."""

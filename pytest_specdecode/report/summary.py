@@ -59,7 +59,7 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         lines += ["", f"compared with {compare['baseline']} (saved run of {saved}):"]
         lines += compare["table"].splitlines()
         lines += _findings(compare.get("findings") or [])
-    if report.get("verdict") and sum(1 for c in configs if c.get("throughput")) > 1:
+    if tables.ranks_several(report):
         lines += _verdict(report, simulated)
     lines += _break_even(report, simulated)
     lines += _search(report)
@@ -191,7 +191,8 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
     lines = [
         "",
         f"verdict{simulated}: per load and domain, the best {by} among the configs that passed "
-        "every gate (geometric mean over contexts)",
+        "every gate (geometric mean over contexts), with every config whose 95% interval "
+        "overlaps it (tie within noise; clear when none does)",
         *_table(*tables.verdict(report)),
     ]
     lines += [f"  not eligible: {line}" for line in tables.excluded_lines(report)]

@@ -191,38 +191,115 @@ def _order(short: Mapping[str, str], label: str) -> int:
     return values.index(label) if label in values else len(values)
 
 
+def ranks_several(report: Mapping[str, Any]) -> bool:
+    """Whether the verdict chose among configs: several of this run's, or a compared
+    run's beside them (one config alone has nothing to be ranked against)."""
+    found = report.get("verdict")
+    if not isinstance(found, Mapping):
+        return False
+    measured = sum(1 for c in report.get("configs") or [] if c.get("throughput"))
+    groups = [g for g in found.get("groups") or [] if isinstance(g, Mapping)]
+    return measured > 1 or any(len(g.get("members") or []) > 1 for g in groups)
+
+
 def verdict(report: Mapping[str, Any]) -> Table:
-    """One row per load point and domain: the best config that passed every gate."""
+    """One row per load point and domain: the verdict's set (``clear: budget=8``,
+    ``tie within noise: budget=8, budget=16``), each member's correctness coverage, and
+    the configs whose figures could not be ranked."""
     found = report.get("verdict") or {}
     short = short_labels(list(report.get("configs") or []))
     by_speedup = found.get("ranked_by") == "speedup"
     score = "speedup" if by_speedup else "tok/s"
-    header = ["load", "domain", "best config", score, "over contexts", "runner-up", "margin"]
+    header = ["load", "domain", "best config", score, "over contexts", "runner-up"]
+    header.append("correctness")
+    groups = [g for g in found.get("groups") or [] if isinstance(g, Mapping)]
+    unranked = any(g.get("unranked") for g in groups)
+    if unranked:
+        header.append("not ranked")
     crossing = _break_even_cells(report)
     if crossing:
         header.append("best's break-even")
     rows = []
-    for group in found.get("groups") or []:
-        best, runner = group.get("best"), group.get("runner_up")
-        second = _score(group.get("runner_up_score"), by_speedup)
-        contexts = ", ".join(str(c) for c in group.get("contexts") or [])
-        spread = group.get("range") or []
-        if len(spread) == 2 and spread[0] != spread[1]:
-            contexts += f" ({_score(spread[0], by_speedup)} to {_score(spread[1], by_speedup)})"
-        rows.append(
-            [
-                str(group.get("load")),
-                str(group.get("domain")),
-                short.get(str(best), str(best)) if best else "none passed every gate",
-                _score(group.get("score"), by_speedup),
-                contexts or "-",
-                f"{short.get(str(runner), str(runner))} ({second})" if runner else "-",
-                str(group.get("margin") or "-"),
-            ]
-        )
+    for group in groups:
+        row = _verdict_row(group, short, by_speedup, unranked)
         if crossing:
-            rows[-1].append(crossing.get((str(best), str(group.get("domain"))), "-"))
+            row.append(crossing.get((str(group.get("best")), str(group.get("domain"))), "-"))
+        rows.append(row)
     return header, rows
+
+
+def _verdict_row(
+    group: Mapping[str, Any], short: Mapping[str, str], by_speedup: bool, unranked: bool
+) -> list[str]:
+    best, runner = group.get("best"), group.get("runner_up")
+    members = {
+        str(m.get("config")): m for m in group.get("members") or [] if isinstance(m, Mapping)
+    }
+    chosen = [str(b) for b in group.get("best_set") or ([best] if best else [])]
+
+    def name(label: str) -> str:
+        return _short(short, label, members.get(label) or {})
+
+    second = _score(group.get("runner_up_score"), by_speedup)
+    contexts = ", ".join(str(c) for c in group.get("contexts") or [])
+    spread = group.get("range") or []
+    if len(spread) == 2 and spread[0] != spread[1]:
+        contexts += f" ({_score(spread[0], by_speedup)} to {_score(spread[1], by_speedup)})"
+    named = [name(b) + _unchecked(members.get(b)) for b in chosen]
+    margin = str(group.get("margin") or "only candidate")
+    coverage = [
+        (f"{name(b)}: " if len(chosen) > 1 else "") + coverage_text(members.get(b)) for b in chosen
+    ]
+    row = [
+        str(group.get("load")),
+        str(group.get("domain")),
+        f"{margin}: {', '.join(named)}" if chosen else "none passed every gate",
+        _score(group.get("score"), by_speedup),
+        contexts or "-",
+        f"{name(str(runner))} ({second})" if runner else "-",
+        "; ".join(coverage) or "-",
+    ]
+    if unranked:
+        left = [
+            f"{name(str(u.get('config')))}: {u.get('reason')}"
+            + (f" ({u.get('detail')})" if u.get("detail") else "")
+            for u in group.get("unranked") or []
+            if isinstance(u, Mapping)
+        ]
+        row.append("; ".join(left) or "-")
+    return row
+
+
+def _short(short: Mapping[str, str], label: str, member: Mapping[str, Any]) -> str:
+    """A verdict member's short label; a saved run's config keeps its ``(saved run N)``."""
+    saved = member.get("saved")
+    tail = f" (saved run {saved})"
+    if saved and label.endswith(tail):
+        base = label.removesuffix(tail)
+        return short.get(base, base) + tail
+    return short.get(label, label)
+
+
+def checked(member: Mapping[str, Any] | None) -> bool | None:
+    """Whether coding or lossless checked a verdict member (None: the report does not say)."""
+    found = (member or {}).get("coverage")
+    return bool(found.get("checked")) if isinstance(found, Mapping) else None
+
+
+def _unchecked(member: Mapping[str, Any] | None) -> str:
+    return " (correctness not checked)" if checked(member) is False else ""
+
+
+def coverage_text(member: Mapping[str, Any] | None) -> str:
+    """A member's correctness coverage in a few words: pass rate, lossless, accept floor."""
+    found = (member or {}).get("coverage")
+    if not isinstance(found, Mapping):
+        return "-"  # a report from before coverage was recorded
+    if not found.get("checked"):
+        return "not checked (no coding or lossless result)"
+    passed, total = found.get("passed"), found.get("total")
+    rate = f"pass rate {passed}/{total}" if total else "pass rate not checked"
+    return f"{rate}, lossless {found.get('lossless')}, accept floor {found.get('accept_floor')}"
 
 
 def _break_even_cells(report: Mapping[str, Any]) -> dict[tuple[str, str], str]:

@@ -162,34 +162,141 @@ Score = tuple[float, float | None, float | None]
 """A config's figure on one case, with its 95% interval: (value, low, high)."""
 
 
+def _bound(found: Mapping[str, Any], name: str) -> float | None:
+    value = found.get(name)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
 def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> Score | None:
     metrics = case.get("metrics") or {}
     if not by_speedup:
-        found: Mapping[str, Any] = (metrics.get("intervals") or {}).get("tok_s") or {}
+        intervals = metrics.get("intervals")  # a saved run's extra_info: anything
+        found = intervals.get("tok_s") if isinstance(intervals, Mapping) else None
+        found = found if isinstance(found, Mapping) else {}
         value = mean(metrics, "tok_s")
-        return None if value is None else (value, found.get("low"), found.get("high"))
+        return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
     if (config.get("config") or {}).get("algorithm") == "NONE":
         return (1.0, 1.0, 1.0)
     found = (case.get("speedup") or {}).get("tpot") or {}
-    value = found.get("value")
-    if not isinstance(value, (int, float)):
+    value = _bound(found, "value")
+    return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
+
+
+def _direction(found: Any) -> int:
+    """+1 when a ratio's interval lies above 1, -1 when below, 0 when it holds 1 (or is
+    unknown); without bounds the value alone says."""
+    if not isinstance(found, Mapping):
+        return 0
+    value, low, high = _bound(found, "value"), _bound(found, "low"), _bound(found, "high")
+    low = value if low is None else low
+    high = value if high is None else high
+    if low is not None and low > 1:
+        return 1
+    if high is not None and high < 1:
+        return -1
+    return 0
+
+
+def inconsistent(case: Mapping[str, Any], config: Mapping[str, Any]) -> str | None:
+    """Why a case's figures cannot rank its config by speedup (None when they can): its
+    TPOT is 0 or missing, or the TPOT speedup and the tok/s ratio point opposite ways
+    beyond their intervals (a loaded client, a broken clock: not a speedup to act on)."""
+    tpot = mean(case.get("metrics") or {}, "tpot_ms")
+    if tpot is None or tpot <= 0:
+        return f"{case.get('case')}: TPOT {'missing' if tpot is None else 'is 0'}"
+    if (config.get("config") or {}).get("algorithm") == "NONE":
         return None
-    return (float(value), found.get("low"), found.get("high"))
+    speedup = case.get("speedup") or {}
+    ratio, tok = speedup.get("tpot") or {}, speedup.get("tok_s") or {}
+    value = _bound(ratio, "value")
+    if value is None or value <= 0:
+        return f"{case.get('case')}: no TPOT speedup"
+    if _direction(ratio) * _direction(tok) < 0:
+        return (
+            f"{case.get('case')}: TPOT speedup {value:.2f}x but tok/s ratio "
+            f"{_bound(tok, 'value') or 0:.2f}x"
+        )
+    return None
 
 
-Member = list[tuple[int | None, Score | None]]
+def coverage(config: Mapping[str, Any], min_accept_length: Any) -> dict[str, Any]:
+    """What checked a config's correctness: its coding pass rate, the lossless check and
+    the accept floor; ``checked`` is False when neither coding nor lossless ran for it."""
+    rate = config.get("pass_rate") if isinstance(config.get("pass_rate"), Mapping) else None
+    coding = bool(config.get("coding")) or bool(rate and rate.get("total"))
+    lossless = [v for v in config.get("lossless") or [] if isinstance(v, Mapping)]
+    accept = config.get("accept_length")
+    floor = "not checked"
+    if (config.get("config") or {}).get("algorithm") == "NONE":
+        floor = "no drafter"
+    elif isinstance(min_accept_length, (int, float)) and isinstance(accept, (int, float)):
+        floor = "held" if accept >= min_accept_length else "FAILED"
+    return {
+        "checked": coding or bool(lossless),
+        "passed": rate.get("passed") if rate and coding else None,
+        "total": rate.get("total") if rate and coding else None,
+        "lossless": (
+            "not checked"
+            if not lossless
+            else "fail"
+            if any(not v.get("passed") for v in lossless)
+            else "pass"
+        ),
+        "accept_floor": floor,
+    }
 
 
-def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+def saved_configs(
+    report: Mapping[str, Any], rows: Iterable[CaseRow], name: str
+) -> list[dict[str, Any]]:
+    """A compared run's configs as configs of this report, labelled ``(saved run NAME)``,
+    their speedups against this run's NONE case (else the saved run's own NONE), so the
+    verdict ranks them beside this run's."""
+    rows = list(rows)
+    baselines = _session_baselines(list(report.get("configs") or []))
+    saved_none = {row.case: row for row in rows if row.algorithm == "NONE"}
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.algorithm == "NONE" and baselines:
+            continue  # this run's NONE is the reference; a second 1.0x says nothing
+        label = f"{row.config or '?'} (saved run {name})"
+        entry = out.setdefault(
+            label,
+            {"label": label, "base": row.config, "saved": name,
+             "config": {"algorithm": row.algorithm}, "throughput": []},
+        )  # fmt: skip
+        case: dict[str, Any] = {"case": row.case, "metrics": dict(row.extra_info)}
+        if row.algorithm != "NONE":
+            found = _baseline_case(row.case, baselines)
+            base = found[1] if found else None
+            if base is None and row.case in saved_none:
+                base = dict(saved_none[row.case].extra_info)
+            if base is not None:
+                case["speedup"] = _speedup(base, case["metrics"])
+        entry["throughput"].append(case)
+    return list(out.values())
+
+
+Member = list[tuple[int | None, Score | None, str | None]]
+
+
+def decide(
+    report: Mapping[str, Any],
+    excluded: Mapping[str, Sequence[str]],
+    saved: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
     """The verdict per (load, domain) and the Pareto front per (context, domain).
 
     ``excluded`` maps a config label to the gates it failed; those configs are
-    never chosen (nor on a front), and the verdict lists why.
+    never chosen (nor on a front), and the verdict lists why. ``saved`` are a
+    compared run's configs (:func:`saved_configs`), ranked beside this run's.
     """
-    configs: list[dict[str, Any]] = list(report.get("configs") or [])
+    configs: list[Mapping[str, Any]] = [*(report.get("configs") or []), *saved]
     by_speedup = any(
         "speedup" in case for config in configs for case in config.get("throughput") or []
     )
+    floor = (report.get("gates") or {}).get("min_accept_length")
+    covered = {str(c.get("label")): coverage(c, floor) for c in configs}
     groups: dict[tuple[str, str], dict[str, Member]] = {}
     order: dict[tuple[str, str], tuple[Any, ...]] = {}
     for config in configs:
@@ -201,11 +308,13 @@ def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> 
             rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
             order.setdefault(key, (_load_order(load), rank, domain))
             errors = metrics.get("errors")
-            score = None if errors else _score(case, config, by_speedup)
-            groups.setdefault(key, {}).setdefault(label, []).append((context, score))
+            odd = inconsistent(case, config) if by_speedup and not errors else None
+            score = None if errors or odd else _score(case, config, by_speedup)
+            entry = (context, score, "errored case" if errors else odd)
+            groups.setdefault(key, {}).setdefault(label, []).append(entry)
     lines = []
     for key in sorted(groups, key=lambda k: order[k]):
-        lines.append(_group(key, groups[key], excluded, by_speedup))
+        lines.append(_group(key, groups[key], excluded, by_speedup, covered, saved))
     return {
         "ranked_by": "speedup" if by_speedup else "tok_s",
         "groups": lines,
@@ -219,7 +328,8 @@ def decide(report: Mapping[str, Any], excluded: Mapping[str, Sequence[str]]) -> 
 
 
 def _margin(best: dict[int | None, Score], runner: dict[int | None, Score]) -> str:
-    """``clear`` when, in every context, the best's interval lies above the runner-up's."""
+    """``clear`` when, in every context, the best's interval lies above the runner-up's;
+    ``no interval`` when a bound is unknown, else ``within noise``."""
     lows_highs = [(best[c][1], runner[c][2]) for c in best if c in runner]
     if not lows_highs or any(low is None or high is None for low, high in lows_highs):
         return "no interval"
@@ -232,35 +342,78 @@ def _group(
     members: dict[str, Member],
     excluded: Mapping[str, Sequence[str]],
     by_speedup: bool,
+    covered: Mapping[str, Mapping[str, Any]],
+    saved: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
+    """The group's answer is a set: the top config and every config whose interval
+    overlaps the top's in some context (not clearly below it). Ordered by score, then
+    label, never by the order configs ran in, so identical runs give identical sets."""
     load, domain = key
-    contexts = sorted({c for values in members.values() for c, _ in values if c is not None})
+    contexts = sorted({c for values in members.values() for c, _, _ in values if c is not None})
+    saved_of = {str(c.get("label")): c.get("saved") for c in saved}
     scored: list[tuple[float, str, dict[int | None, Score]]] = []
-    for label, values in members.items():
+    unranked: list[dict[str, Any]] = []
+    for label, values in sorted(members.items()):
         if excluded.get(label):
             continue
-        per_context = {c: s for c, s in values if s is not None}
+        odd = [why for _, _, why in values if why]
+        if odd:
+            reason = "inconsistent figures" if odd[0] != "errored case" else "errored case"
+            unranked.append({"config": label, "reason": reason, "detail": "; ".join(odd)})
+            continue
+        per_context = {c: s for c, s, _ in values if s is not None}
         if len(per_context) < len(values) or len(per_context) < len(contexts):
-            continue  # an errored or missing case: not comparable over the group
+            unranked.append({"config": label, "reason": "missing case", "detail": ""})
+            continue  # not comparable over the group
         score = _geo_mean([s[0] for s in per_context.values()])
         if score is not None:
             scored.append((score, label, per_context))
-    scored.sort(key=lambda entry: -entry[0])
-    best = scored[0] if scored else None
-    runner = scored[1] if len(scored) > 1 else None
-    figures = [s[0] for s in best[2].values()] if best else []
+    scored.sort(key=lambda entry: (-entry[0], entry[1]))
+    top = scored[0] if scored else None
+    margins = {label: _margin(top[2], ctx) for _, label, ctx in scored[1:]} if top else {}
+    chosen = [e for e in scored if e is top or margins.get(e[1]) != "clear"]
+    rest = [e for e in scored if e not in chosen]
+    runner = rest[0] if rest else (chosen[1] if len(chosen) > 1 else None)
+    if top is None or len(scored) == 1:
+        margin = None
+    elif len(chosen) == 1:
+        margin = "clear"
+    elif any(margins.get(e[1]) == "no interval" for e in chosen):
+        margin = "no interval"
+    else:
+        margin = "tie within noise"
+    figures = [s[0] for s in top[2].values()] if top else []
+
+    def member(entry: tuple[float, str, dict[int | None, Score]]) -> dict[str, Any]:
+        score, label, per_context = entry
+        lows = [s[1] for s in per_context.values()]
+        highs = [s[2] for s in per_context.values()]
+        known = all(v is not None for v in lows + highs)
+        return {
+            "config": label,
+            "saved": saved_of.get(label),
+            "score": score,
+            "low": _geo_mean([v for v in lows if v is not None]) if known else None,
+            "high": _geo_mean([v for v in highs if v is not None]) if known else None,
+            "best": entry in chosen,
+            "coverage": dict(covered.get(label) or coverage({}, None)),
+        }
+
     return {
         "load": load,
         "domain": domain,
         "contexts": contexts,
-        "best": best[1] if best else None,
-        "score": best[0] if best else None,
+        "best": top[1] if top else None,
+        "best_set": [e[1] for e in chosen],
+        "score": top[0] if top else None,
         "range": [min(figures), max(figures)] if figures else None,
         "runner_up": runner[1] if runner else None,
         "runner_up_score": runner[0] if runner else None,
-        "margin": _margin(best[2], runner[2]) if best and runner else None,
+        "margin": margin,
         "candidates": len(scored),
         "ranked_by": "speedup" if by_speedup else "tok_s",
+        "members": [member(e) for e in scored],
+        "unranked": unranked,
     }
 
 
