@@ -164,6 +164,8 @@ Score = tuple[float, float | None, float | None]
 
 def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> Score | None:
     metrics = case.get("metrics") or {}
+    if case.get("client_limited"):
+        return None  # its figures are the client's (report/client_limit.py): not ranked
     if not by_speedup:
         found: Mapping[str, Any] = (metrics.get("intervals") or {}).get("tok_s") or {}
         value = mean(metrics, "tok_s")
