@@ -9,7 +9,7 @@ the same client against a null server on the same machine) a case is
   concurrency: the server's speed no longer decides the figure, the client's
   does; or
 - its client overhead p99 (client e2e minus the server's own e2e) is above
-  :data:`OVERHEAD_SHARE` of its e2e p50 *and* above :data:`OVERHEAD_FACTOR` times
+  :data:`LOADED_SHARE` of its e2e p50 *and* above :data:`OVERHEAD_FACTOR` times
   the overhead the client showed against the null server at that concurrency:
   the machine was busier than the client's own cost explains.
 
@@ -31,7 +31,12 @@ CEILING_SHARE = 0.5
 """A case above this share of the client's null-server tok/s is client-limited."""
 
 OVERHEAD_SHARE = 0.02
-"""Client overhead p99 above this share of e2e p50: the client may be the limit."""
+"""Client overhead p99 above this share of e2e p50: the client may be the limit (the
+warning of a run without a calibration)."""
+
+LOADED_SHARE = 0.10
+"""Client overhead p99 above this share of e2e p50 may move the case's tok/s by as much:
+more than the noise between rounds, so (with :data:`OVERHEAD_FACTOR`) out of the ranking."""
 
 OVERHEAD_FACTOR = 2.0
 """...and above this many times the null server's overhead p99: the machine was loaded."""
@@ -64,8 +69,8 @@ def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> li
     tok_s, top = _number(metrics.get("tok_s")), _number(ceiling.get("tok_s"))
     if tok_s is not None and top and tok_s > CEILING_SHARE * top:
         found.append(
-            f"{figures.tok_s(tok_s)} tok/s is {tok_s / top:.0%} of the client's ceiling "
-            f"({figures.tok_s(top)} tok/s against a null server)"
+            f"{figures.tok_s(tok_s)} is {tok_s / top:.0%} of the client's ceiling "
+            f"({figures.tok_s(top)} against a null server)"
         )
     overhead, e2e = (
         _number(metrics.get("client_overhead_ms_p99")),
@@ -74,7 +79,7 @@ def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> li
     floor = _number(ceiling.get("overhead_ms_p99"))
     if overhead is None or not e2e or not floor:
         return found
-    if overhead > OVERHEAD_SHARE * e2e and overhead > OVERHEAD_FACTOR * floor:
+    if overhead > LOADED_SHARE * e2e and overhead > OVERHEAD_FACTOR * floor:
         found.append(
             f"client overhead p99 {overhead:.1f} ms is {overhead / e2e:.0%} of e2e p50 and "
             f"{overhead / floor:.1f}x the null server's {floor:.1f} ms"

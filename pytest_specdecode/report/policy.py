@@ -10,7 +10,9 @@ config with the best geometric-mean ratio, else NONE. So a band never runs a
 config whose interval reaches below 0.95x of NONE.
 
 Configs the gates excluded, and client-limited or errored cases, take no
-part (a config with such a case at C does not qualify there). Contiguous
+part (a config with such a case at C does not qualify there; with a
+client-limited NONE case at C, no config does: its ratios are against the
+client's figure). Contiguous
 load points with the same choice make one band; the first band starts at
 concurrency 1, a band ends where the next one starts, and the last one has
 no upper end (``max_concurrency`` null): every concurrency has a config.
@@ -40,6 +42,8 @@ class LoadPoint:
     concurrency: int
     ratios: dict[str, Evidence] = field(default_factory=dict)  # config label -> evidence
     shapes: set[str] = field(default_factory=set)
+    # Shapes whose NONE case is client-limited: every ratio there is against the client's figure.
+    unsure: set[str] = field(default_factory=set)
 
 
 def _ratio(case: Mapping[str, Any]) -> tuple[float, float | None] | None:
@@ -71,6 +75,8 @@ def load_points(
             shape = f"ctx{metrics.get('context')}-{metrics.get('domain')}"
             point.shapes.add(shape)
             usable = not (label in excluded or case.get("client_limited") or metrics.get("errors"))
+            if none and case.get("client_limited"):
+                point.unsure.add(shape)
             ratio = (1.0, 1.0) if none else _ratio(case)
             if usable and ratio is not None:
                 point.ratios.setdefault(label, {})[shape] = ratio
@@ -80,6 +86,8 @@ def load_points(
 def choose(point: LoadPoint) -> tuple[str | None, float]:
     """The qualifying config with the best geometric-mean ratio at ``point`` (None: NONE)."""
     best: tuple[float, str] | None = None
+    if point.unsure:
+        return None, 1.0
     for label, evidence in sorted(point.ratios.items()):
         if set(evidence) != point.shapes:
             continue

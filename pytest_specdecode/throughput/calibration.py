@@ -200,7 +200,7 @@ def summary_line(found: Calibration) -> str:
             "client-limited by it (--dflash-client-calibration off skips it)"
         )
     shown = ", ".join(
-        f"c{c} {figures.tok_s(found.ceilings[c].tok_s)} tok/s" for c in sorted(found.ceilings)
+        f"c{c} {figures.tok_s(found.ceilings[c].tok_s)}" for c in sorted(found.ceilings)
     )
     late = f"; no time for c{', c'.join(map(str, found.skipped))}" if found.skipped else ""
     return (
