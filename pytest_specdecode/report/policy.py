@@ -46,13 +46,16 @@ class LoadPoint:
     unsure: set[str] = field(default_factory=set)
 
 
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 def _ratio(case: Mapping[str, Any]) -> tuple[float, float | None] | None:
     found = (case.get("speedup") or {}).get("tok_s") or {}
-    value, low = found.get("value"), found.get("low")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    usable = isinstance(low, (int, float)) and not isinstance(low, bool) and math.isfinite(low)
-    return float(value), float(low) if usable else None
+    value = _finite(found.get("value"))
+    return None if value is None else (value, _finite(found.get("low")))
 
 
 def load_points(

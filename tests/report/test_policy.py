@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given
@@ -72,8 +73,9 @@ def test_a_band_runs_a_config_only_where_its_low_bound_is_at_least_the_floor(
     bands = found["bands"]
     loads = sorted({load for _, load, _ in figures})
     # The bands cover every concurrency from 1 up, contiguously, the last one open-ended.
-    assert bands[0]["min_concurrency"] == 1 and bands[-1]["max_concurrency"] is None
-    for before, after in zip(bands, bands[1:], strict=False):
+    assert bands[0]["min_concurrency"] == 1
+    assert bands[-1]["max_concurrency"] is None
+    for before, after in itertools.pairwise(bands):
         assert before["max_concurrency"] == after["min_concurrency"] - 1
         assert before["label"] != after["label"]
     assert sorted(c for b in bands for c in b["measured"]) == loads
@@ -86,7 +88,8 @@ def test_a_band_runs_a_config_only_where_its_low_bound_is_at_least_the_floor(
             # Measured in every domain at that load, each low bound at least the floor.
             for domain in DOMAINS:
                 ratio = figures.get((band["label"], load, domain))
-                assert ratio is not None and ratio[1] >= policy.FLOOR
+                assert ratio is not None
+                assert ratio[1] >= policy.FLOOR
 
 
 def test_the_fastest_qualifying_config_wins_and_contiguous_loads_merge() -> None:

@@ -40,8 +40,10 @@ def test_each_concurrency_gets_its_best_round_and_the_budget_stops_the_rest() ->
     )
     assert seen == [1, 1, 8, 8]
     assert sorted(found.ceilings) == [1, 8]
-    assert found.ceilings[1].tok_s == 102.0 and found.ceilings[8].tok_s == 804.0
-    assert found.skipped == [32] and found.error is None
+    assert found.ceilings[1].tok_s == 102.0
+    assert found.ceilings[8].tok_s == 804.0
+    assert found.skipped == [32]
+    assert found.error is None
     assert found.to_json()["ceilings"][0]["concurrency"] == 1
 
 
@@ -50,5 +52,6 @@ def test_a_failing_calibration_is_one_line_not_an_error() -> None:
         raise OSError("connection refused\nmore")
 
     found = calibration.calibrate([1], 64, server=fake_server, one_round=one_round)
-    assert found.error == "OSError: connection refused" and not found.ceilings
+    assert found.error == "OSError: connection refused"
+    assert not found.ceilings
     assert "calibration failed (OSError: connection refused)" in calibration.summary_line(found)
