@@ -41,7 +41,7 @@ def case(load: int, tok_s: float, overhead: float = 1.0, e2e: float = 100.0) -> 
 def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
     load: int, tok_s: float, overhead: float, e2e: float
 ) -> None:
-    data = {
+    data: dict[str, Any] = {
         "calibration": CALIBRATION,
         "configs": [{"label": "b8", "throughput": [case(load, tok_s, overhead, e2e)]}],
     }

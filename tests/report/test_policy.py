@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import given
@@ -26,7 +27,7 @@ def case(load: int, domain: str, ratio: tuple[float, float, float] | None) -> di
 
 
 def report(
-    figures: dict[tuple[str, int, str], tuple[float, float, float] | None],
+    figures: Mapping[tuple[str, int, str], tuple[float, float, float] | None],
 ) -> dict[str, Any]:
     loads = sorted({load for _, load, _ in figures})
     configs = [
@@ -66,7 +67,7 @@ sweeps = st.dictionaries(
 
 @given(sweeps)
 def test_a_band_runs_a_config_only_where_its_low_bound_is_at_least_the_floor(
-    figures: dict[tuple[str, int, str], tuple[float, float, float] | None],
+    figures: Mapping[tuple[str, int, str], tuple[float, float, float] | None],
 ) -> None:
     found = policy.build(report(figures))
     assert found is not None
