@@ -25,6 +25,7 @@ from pytest_specdecode.report.sweep_progress import notes as sweep_notes
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
 from pytest_specdecode.service.signals import TermAsInterrupt
+from pytest_specdecode.throughput import calibration
 from pytest_specdecode.throughput.runner import LosslessBaseline
 from pytest_specdecode.throughput.workload import marker_cases
 
@@ -296,7 +297,29 @@ class SpecDecodeSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         # A dry run ends after the plan: no test runs, so no server is touched.
-        return True if self.settings.dry_run else None
+        if self.settings.dry_run:
+            return True
+        self._calibrate(session.items)
+        return None
+
+    def _calibrate(self, items: list[pytest.Item]) -> None:
+        """The load client's null-server ceiling, before the first throughput case (only
+        in a run that has one: under xdist the controller collects nothing, so no)."""
+        if self.settings.client_calibration == "off" or not _runs_tests(self.config):
+            return
+        cases = [
+            i.callspec.params["dflash_case"]  # type: ignore[attr-defined]
+            for i in items
+            if item_kind(i) == "throughput"
+        ]
+        concurrencies = calibration.case_concurrencies(cases)
+        if not concurrencies:
+            return
+        found = calibration.calibrate(concurrencies, max(c.max_tokens for c in cases))
+        self.outputs.calibration = found.to_json()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(calibration.summary_line(found))
 
     def _warn_sandbox(self) -> None:
         """Say once per run what the fallback sandbox cannot protect (if it is used)."""

@@ -37,6 +37,7 @@ API_STYLES: tuple[ApiStyle, ...] = get_args(ApiStyle)
 DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
 LOAD_MODES = ("rounds", "continuous")
+CALIBRATION_MODES = ("on", "off")
 SEARCH_METRICS = ("speedup", "tok_s")
 SGLANG_VERSIONS = facts.VERSIONS
 # --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
@@ -324,6 +325,12 @@ OPTIONS: tuple[Option, ...] = (
            metavar="METRIC:TIME,...",
            help="Service-level objectives per request, e.g. 'ttft:500ms,tpot:30ms,e2e:2s': adds "
                 "goodput (requests/s meeting all) and attainment per case."),
+    Option("client_calibration", "--dflash-client-calibration", "throughput",
+           choices=CALIBRATION_MODES, default="on",
+           help="Before the first throughput case, measure the load client's own ceiling against "
+                "a null server (the bundled simulator at time scale 0, on 127.0.0.1, about 3 s); "
+                "a case near that ceiling, or on a loaded machine, is client-limited and left out "
+                "of the verdict. 'off' skips it."),
     Option("baseline", "--dflash-baseline", "throughput", metavar="PATH|NNNN",
            help="A saved pytest-benchmark run of the non-speculative baseline (algorithm NONE) to "
                 "compute speedups against when this run has none."),
@@ -364,6 +371,11 @@ OPTIONS: tuple[Option, ...] = (
            help="Write the JSON run report here, updated after every test, plus a copy named "
                 "after the run's start time; {now} (start time) or {n} (next free number) in the "
                 "path name each run's file instead."),
+    Option("policy", "--dflash-policy", "gates", parse=parsers.policy_path,
+           default=".dflash/policy.json", metavar="PATH",
+           help="Write the speculation policy (a config per concurrency band, from the verdict; "
+                "never one below 0.95x of NONE's tok/s in its band) here as JSON; 'none' writes "
+                "none."),
     Option("plot", "--dflash-plot", "gates", metavar="DIR",
            help="Write PNG plots here (needs the 'plot' extra)."),
     Option("html", "--dflash-html", "gates", parse=parsers.html_path, default=".dflash/report.html",

@@ -194,6 +194,15 @@ def html_path(value: str) -> str | None:
     return value.strip()
 
 
+def policy_path(value: str) -> str | None:
+    """A path for the policy file, or ``none`` for no policy."""
+    if value.strip().lower() == "none":
+        return None
+    if not value.strip():
+        raise ValueError("expected a file path, or 'none' for no policy file")
+    return value.strip()
+
+
 def prompt_template(value: str) -> str:
     if "{prompt}" not in value:
         raise ValueError("has no {prompt} placeholder for the problem's text; add it")

@@ -120,6 +120,7 @@ class Settings:
     max_concurrency: int | None = DEFAULTS["max_concurrency"]
     rate_requests: int = DEFAULTS["rate_requests"]
     load_mode: str = DEFAULTS["load_mode"]
+    client_calibration: str = DEFAULTS["client_calibration"]
     continuous_requests: int | None = DEFAULTS["continuous_requests"]  # None: 4 x concurrency
     slo: Slo = DEFAULTS["slo"]
     baseline: str | None = DEFAULTS["baseline"]
@@ -136,6 +137,7 @@ class Settings:
     report: str = DEFAULTS["report"]
     plot: str | None = DEFAULTS["plot"]
     html: str | None = DEFAULTS["html"]  # the HTML report (None: none)
+    policy: str | None = DEFAULTS["policy"]  # the speculation policy file (None: none)
     resume: str | None = DEFAULTS["resume"]  # the report a resumed sweep continues from
     dry_run: bool = DEFAULTS["dry_run"]
     start_retries: int = DEFAULTS["start_retries"]

@@ -166,6 +166,12 @@ class CaseRepetition(_Record):
     degenerate: bool = False
 
 
+class ClientLimited(_Record):
+    """Why a case's figures are the load client's, not the server's (left out of the verdict)."""
+
+    why: str = ""
+
+
 class ThroughputRecord(_Record):
     """One throughput case under one config; ``metrics`` as in ``benchmark.extra_info``."""
 
@@ -175,6 +181,7 @@ class ThroughputRecord(_Record):
     nodeid: str = ""
     speedup: Speedup | None = None
     repetition: CaseRepetition | None = None
+    client_limited: ClientLimited | None = None
     digest: str | None = None
 
 
@@ -444,6 +451,25 @@ class Verdict(_Record):
     pareto: list[Pareto] = []
 
 
+class Ceiling(_Record):
+    """What the load client reached at one concurrency against a null server."""
+
+    concurrency: int
+    tok_s: float
+    overhead_ms_p99: float | None = None
+
+
+class Calibration(_Record):
+    """The load client's ceiling on this machine (the simulator at time scale 0)."""
+
+    method: str = ""
+    max_tokens: int = 0
+    seconds: float = 0.0
+    ceilings: list[Ceiling] = []
+    skipped: list[int] = []
+    error: str | None = None
+
+
 class Report(_Record):
     """A run report, format 2."""
 
@@ -468,6 +494,7 @@ class Report(_Record):
     # --dflash-search's section (search/record.py owns its fields).
     search: dict[str, Any] | None = None
     intervals: str | None = None
+    calibration: Calibration | None = None
     compare: Compare | None = None
     gates: Gates = msgspec.field(default_factory=Gates)
     finished: str | None = None

@@ -18,7 +18,7 @@ from typing import Any
 from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import break_even, degenerate, digest, gates, verdict
+from pytest_specdecode.report import break_even, client_limit, degenerate, digest, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
@@ -68,6 +68,8 @@ class RunOutputs:
         self.gate_outcomes: list[gates.Outcome] = []
         self.final: dict[str, Any] = {}
         self.notes: list[str] = []
+        # The load client's null-server calibration (throughput/calibration.py), once run.
+        self.calibration: dict[str, Any] | None = None
 
     def meta(self) -> dict[str, Any]:
         """Run metadata, gathered on first use: a run without our tests never pays
@@ -113,6 +115,7 @@ class RunOutputs:
             **self.meta(),
             **self.results.to_json(),
             "intervals": stats.METHOD,
+            "calibration": self.calibration,
             "compare": self.compare,
             "gates": {
                 "failed": self.gate_lines,
@@ -137,6 +140,7 @@ class RunOutputs:
         label = self.speedup_label if self.speedup_rows else self.baseline_label
         verdict.annotate_speedups(data, saved, label)
         degenerate.annotate(data, self.settings.max_repetition)
+        client_limit.mark(data)
         # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
         data["break_even"] = break_even.records(data)
         if any(c.get("throughput") for c in data.get("configs") or []):
@@ -190,10 +194,27 @@ class RunOutputs:
         }
         self.update()
         if self.results.configs:
+            self._policy()
             self._plots()
             self._html()
             self._step_summary()
         return status
+
+    def _policy(self) -> None:
+        """The speculation policy file (report/policy.py); a failed write is one line."""
+        if not self.settings.policy:
+            return
+        from pytest_specdecode import statefiles
+        from pytest_specdecode.report import policy
+
+        found = policy.build(self.data())
+        if found is None:
+            return
+        with self._warn_on_failure("the policy", self.settings.policy):
+            path = self.root / self.settings.policy
+            path.parent.mkdir(parents=True, exist_ok=True)
+            statefiles.write_json(path, found, indent=2)
+            self.notes.append(f"dflash policy: {self.settings.policy} ({policy.describe(found)})")
 
     def fail_after(self, outcome: gates.Outcome) -> int:
         """A gate failed after :meth:`finish` (pytest-benchmark's own, at its summary): it

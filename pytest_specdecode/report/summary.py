@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_specdecode import figures
-from pytest_specdecode.report import tables
+from pytest_specdecode.report import client_limit, tables
 from pytest_specdecode.report.tables import short_labels
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
@@ -41,7 +41,10 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         if missing:
             lines.append(str(missing))
         lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
-        lines += client_limited(configs, short)
+        if client_limit.ceilings(report.get("calibration")):
+            lines += client_limit.warning(report, short)
+        else:
+            lines += client_limited(configs, short)
         header, rows = tables.acceptance(report)
         if rows:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
@@ -284,7 +287,7 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
     return out
 
 
-CLIENT_SHARE = 0.02
+CLIENT_SHARE = client_limit.OVERHEAD_SHARE
 """Client overhead p99 above this share of e2e p50: the client may be the limit."""
 
 
@@ -293,8 +296,8 @@ SHOWN_CASES = 4
 
 
 def client_limited(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
-    """One warning for the run naming the cases whose client overhead p99 (client e2e
-    minus the server's own e2e) exceeds :data:`CLIENT_SHARE` of their e2e p50."""
+    """Without a calibration: one warning for the run naming the cases whose client overhead
+    p99 (client e2e minus the server's own e2e) exceeds :data:`CLIENT_SHARE` of their e2e p50."""
     found: list[tuple[float, str]] = []
     total = 0
     for c in configs:

@@ -169,6 +169,8 @@ def _bound(found: Mapping[str, Any], name: str) -> float | None:
 
 def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool) -> Score | None:
     metrics = case.get("metrics") or {}
+    if case.get("client_limited"):
+        return None  # its figures are the client's (report/client_limit.py): not ranked
     if not by_speedup:
         intervals = metrics.get("intervals")  # a saved run's extra_info: anything
         found = intervals.get("tok_s") if isinstance(intervals, Mapping) else None

@@ -16,6 +16,9 @@ def write_sim_ini(pytester: pytest.Pytester, sim_args: str = "") -> None:
     pytester.makeini(
         f"[pytest]\ndflash_launch = {FAST_SIM} {sim_args}\ndflash_ready_timeout = 60\n"
         "dflash_report = report.json\n"
+        # These runs test the plugin, not this machine: the client's calibration is its
+        # own tests' (tests/plugin/test_policy_e2e.py turns it on).
+        "dflash_client_calibration = off\n"
     )
 
 

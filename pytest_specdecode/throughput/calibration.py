@@ -1,0 +1,209 @@
+"""The load client's own ceiling on this machine, measured against a null server.
+
+Before a run's first throughput case the bundled simulator is started at
+``--sim-time-scale 0`` (it models no GPU time: every token costs only what the
+machine spends serving it) and the plugin's own load client
+(:func:`pytest_specdecode.throughput.load.run_round`) sends a few rounds at each
+concurrency of the run's cases. The best output tok/s it reaches there is what
+this client and this machine can measure at all; the per-request overhead
+(client e2e minus the server's own) is what the client costs when nothing else
+is slow. :mod:`pytest_specdecode.report.client_limit` judges each case against
+these figures.
+
+The calibration is short (a whole deadline, :data:`BUDGET_S`); a concurrency it
+had no time for is left out (its cases are then judged by overhead alone), and
+a calibration that cannot start is one line in the report, never the run's error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_specdecode import children, figures, statefiles
+from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.throughput import metrics
+
+BUDGET_S = 3.0
+"""The whole calibration, from starting the null server to its last round."""
+
+ROUNDS = 2
+"""Rounds per concurrency; the best one is the ceiling (a slow round is the machine's)."""
+
+MAX_CONCURRENCY = 256
+"""Concurrencies above this are not calibrated (their rounds alone would pass the budget)."""
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What the client reached at one concurrency against the null server."""
+
+    concurrency: int
+    tok_s: float
+    overhead_ms_p99: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "tok_s": self.tok_s,
+            "overhead_ms_p99": self.overhead_ms_p99,
+        }
+
+
+@dataclass
+class Calibration:
+    """The run's calibration: a ceiling per concurrency, or why there is none."""
+
+    ceilings: dict[int, Ceiling] = field(default_factory=dict)
+    max_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    skipped: list[int] = field(default_factory=list)  # concurrencies out of time
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": "the bundled simulator at --sim-time-scale 0 on 127.0.0.1, driven by the "
+            f"plugin's load client: {ROUNDS} rounds per concurrency, the best round's output "
+            "tok/s is the ceiling",
+            "max_tokens": self.max_tokens,
+            "seconds": round(self.seconds, 3),
+            "ceilings": [self.ceilings[c].to_json() for c in sorted(self.ceilings)],
+            "skipped": sorted(self.skipped),
+            "error": self.error,
+        }
+
+
+def null_server_argv(port: int) -> list[str]:
+    """The simulator with no modelled time and no load or warm-up phase."""
+    return [
+        sys.executable,
+        *("-m", "pytest_specdecode.sim", "--host", "127.0.0.1", "--port", str(port)),
+        *("--sim-time-scale", "0", "--sim-load-seconds", "0", "--sim-warmup-seconds", "0"),
+    ]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(url: str, proc: subprocess.Popen[bytes]) -> bool:
+    if children.peek_exit(proc) is not None:
+        raise RuntimeError(f"the null server exited with status {proc.returncode or '?'}")
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=0.5) as reply:
+            return bool(reply.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@contextlib.contextmanager
+def _null_server(deadline: float) -> Any:
+    port = _free_port()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            null_server_argv(port),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            statefiles.wait_until(
+                lambda: _healthy(url, proc),
+                timeout=max(0.1, deadline - time.monotonic()),
+                what="the calibration's null server",
+                poll=0.02,
+            )
+            yield url
+        finally:
+            children.signal_group(proc, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def measure_round(url: str, concurrency: int, max_tokens: int) -> tuple[float, list[float]]:
+    """One round of ``concurrency`` requests: its output tok/s and per-request overheads."""
+    from pytest_specdecode.throughput.load import raise_for_errors, run_round
+
+    client = SGLangClient(url, timeout=10.0)
+    try:
+        prompts = [f"calibration request {i}" for i in range(concurrency)]
+        result = run_round(client, prompts, max_tokens)
+    finally:
+        client.close()
+    raise_for_errors(result, f"the calibration round at c{concurrency}")
+    tokens = sum(r.completion_tokens for r in result.results)
+    rate = tokens / result.wall_time if result.wall_time > 0 else 0.0
+    return rate, metrics.client_overheads(result.results)
+
+
+Round = Callable[[str, int, int], tuple[float, list[float]]]
+
+
+def calibrate(
+    concurrencies: Iterable[int],
+    max_tokens: int,
+    *,
+    budget: float = BUDGET_S,
+    server: Callable[[float], Any] = _null_server,
+    one_round: Round = measure_round,
+    clock: Callable[[], float] = time.monotonic,
+) -> Calibration:
+    """The client's ceiling at each of ``concurrencies`` (lowest first, within ``budget``)."""
+    wanted = sorted({c for c in concurrencies if 0 < c <= MAX_CONCURRENCY})
+    found = Calibration(max_tokens=max_tokens)
+    started = clock()
+    deadline = started + budget
+    try:
+        with server(deadline) as url:
+            for position, concurrency in enumerate(wanted):
+                if clock() >= deadline:
+                    found.skipped = wanted[position:]
+                    break
+                rates: list[float] = []
+                overheads: list[float] = []
+                for _ in range(ROUNDS):
+                    rate, spent = one_round(url, concurrency, max_tokens)
+                    rates.append(rate)
+                    overheads += spent
+                p99 = metrics.Percentiles.of(overheads).scaled(1000).p99
+                found.ceilings[concurrency] = Ceiling(concurrency, max(rates), p99)
+    except Exception as exc:  # a calibration never ends the run: it is one line instead
+        found.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    found.seconds = clock() - started
+    return found
+
+
+def case_concurrencies(cases: Sequence[Any]) -> list[int]:
+    """The concurrencies a run's throughput cases keep in flight (closed-loop ones)."""
+    return sorted({c.concurrency for c in cases if not c.open_loop and c.concurrency > 0})
+
+
+def summary_line(found: Calibration) -> str:
+    """The run's one line about its calibration."""
+    if found.error is not None:
+        return (
+            f"dflash: load client calibration failed ({found.error}): no case is judged "
+            "client-limited by it (--dflash-client-calibration off skips it)"
+        )
+    shown = ", ".join(
+        f"c{c} {figures.tok_s(found.ceilings[c].tok_s)}" for c in sorted(found.ceilings)
+    )
+    late = f"; no time for c{', c'.join(map(str, found.skipped))}" if found.skipped else ""
+    return (
+        f"dflash: load client ceiling against a null server on this machine ({found.seconds:.1f} "
+        f"s): {shown or 'none measured'}{late}; cases above half of it are client-limited"
+    )

@@ -1,0 +1,104 @@
+"""Client-limited cases: judged against the null-server calibration, out of the verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_specdecode.report import client_limit, summary, verdict
+
+CALIBRATION = {
+    "ceilings": [
+        {"concurrency": 1, "tok_s": 1000.0, "overhead_ms_p99": 2.0},
+        {"concurrency": 8, "tok_s": 4000.0, "overhead_ms_p99": 4.0},
+    ]
+}
+
+
+def case(load: int, tok_s: float, overhead: float = 1.0, e2e: float = 100.0) -> dict[str, Any]:
+    return {
+        "case": f"ctx60-c{load}-t64-chat",
+        "metrics": {
+            "context": 60,
+            "load": f"c{load}",
+            "domain": "chat",
+            "concurrency": load,
+            "tok_s": tok_s,
+            "client_overhead_ms_p99": overhead,
+            "e2e_ms_p50": e2e,
+        },
+    }
+
+
+@given(
+    st.sampled_from([1, 8]),
+    st.floats(0, 10_000),
+    st.floats(0, 100),
+    st.floats(1, 1000),
+)
+def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
+    load: int, tok_s: float, overhead: float, e2e: float
+) -> None:
+    data: dict[str, Any] = {
+        "calibration": CALIBRATION,
+        "configs": [{"label": "b8", "throughput": [case(load, tok_s, overhead, e2e)]}],
+    }
+    client_limit.mark(data)
+    ceiling = {1: (1000.0, 2.0), 8: (4000.0, 4.0)}[load]
+    near = tok_s > client_limit.CEILING_SHARE * ceiling[0]
+    loaded = (
+        overhead > client_limit.LOADED_SHARE * e2e
+        and overhead > client_limit.OVERHEAD_FACTOR * ceiling[1]
+    )
+    marked = data["configs"][0]["throughput"][0].get("client_limited")
+    assert bool(marked) == (near or loaded)
+    if marked:
+        assert ("ceiling" in marked["why"]) == near
+        assert ("null server's" in marked["why"]) == loaded
+
+
+def test_without_a_calibration_nothing_is_marked() -> None:
+    data: dict[str, Any] = {"configs": [{"label": "b8", "throughput": [case(1, 1e9, 99.0)]}]}
+    client_limit.mark(data)
+    assert "client_limited" not in data["configs"][0]["throughput"][0]
+    data["calibration"] = {"ceilings": [{"concurrency": "1", "tok_s": "fast"}], "error": "x"}
+    client_limit.mark(data)
+    assert "client_limited" not in data["configs"][0]["throughput"][0]
+
+
+def sweep() -> dict[str, Any]:
+    def config(label: str, algorithm: str, tok_s: float) -> dict[str, Any]:
+        found = case(1, tok_s)
+        tpot = 3000.0 / tok_s  # the speedup ranks by TPOT: here it follows tok/s
+        found["metrics"]["intervals"] = {
+            "tok_s": {"values": [tok_s * f for f in (0.98, 1.0, 1.02)]},
+            "tpot_ms": {"values": [tpot * f for f in (1.02, 1.0, 0.98)]},
+        }
+        return {"label": label, "config": {"algorithm": algorithm}, "throughput": [found]}
+
+    return {
+        "calibration": CALIBRATION,
+        "configs": [
+            config("NONE", "NONE", 100.0),
+            config("DFLASH budget=8", "DFLASH", 300.0),
+            config("DFLASH budget=16", "DFLASH", 900.0),  # 90% of the client's ceiling
+        ],
+    }
+
+
+def test_a_client_limited_case_is_left_out_of_the_verdict_and_named_once() -> None:
+    data = sweep()
+    verdict.annotate_speedups(data)
+    client_limit.mark(data)
+    (group,) = verdict.decide(data, {})["groups"]
+    assert group["best"] == "DFLASH budget=8"
+    lines = summary.render({**data, "verdict": verdict.decide(data, {})})
+    warnings = [line for line in lines if "client-limited" in line]
+    assert warnings == [
+        "WARNING: 1 of 3 cases are client-limited, left out of the verdict (their tok/s near "
+        "this machine's null-server ceiling, or the machine loaded): "
+        "ctx60-c1-t64-chat (DFLASH budget=16)"
+    ]
+    assert not any("client overhead p99 exceeds" in line for line in lines)

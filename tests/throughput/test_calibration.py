@@ -1,0 +1,57 @@
+"""The load client's calibration against a null server: within its budget, never the run's error."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from pytest_specdecode.throughput import calibration
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextlib.contextmanager
+def fake_server(deadline: float) -> Iterator[str]:
+    yield "http://127.0.0.1:1"
+
+
+def test_each_concurrency_gets_its_best_round_and_the_budget_stops_the_rest() -> None:
+    clock = Clock()
+    seen: list[int] = []
+
+    def one_round(url: str, concurrency: int, max_tokens: int) -> tuple[float, list[float]]:
+        seen.append(concurrency)
+        clock.now += 0.4  # two rounds per concurrency: 0.8 s each
+        return 100.0 * concurrency + len(seen), [0.001 * len(seen)]
+
+    found = calibration.calibrate(
+        [8, 1, 1, 32, 0, 100_000],
+        64,
+        budget=1.0,
+        server=fake_server,
+        one_round=one_round,
+        clock=clock,
+    )
+    assert seen == [1, 1, 8, 8]
+    assert sorted(found.ceilings) == [1, 8]
+    assert found.ceilings[1].tok_s == 102.0
+    assert found.ceilings[8].tok_s == 804.0
+    assert found.skipped == [32]
+    assert found.error is None
+    assert found.to_json()["ceilings"][0]["concurrency"] == 1
+
+
+def test_a_failing_calibration_is_one_line_not_an_error() -> None:
+    def one_round(url: str, concurrency: int, max_tokens: int) -> tuple[float, list[float]]:
+        raise OSError("connection refused\nmore")
+
+    found = calibration.calibrate([1], 64, server=fake_server, one_round=one_round)
+    assert found.error == "OSError: connection refused"
+    assert not found.ceilings
+    assert "calibration failed (OSError: connection refused)" in calibration.summary_line(found)
