@@ -70,6 +70,11 @@ def trial(fault: str | None, seed: int) -> tuple[int, list[str], str]:
         gates = json.loads(report.read_text())["gates"]
     lines = [line for line in gates["failed"] if line.startswith("acceptance:")]
     shown = [s for s in gates["summary"] if s.startswith("acceptance gate")]
+    if done.returncode and not lines:  # failed for another reason: say which, not the gate
+        other = gates["failed"] or [
+            line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))
+        ]
+        return done.returncode, lines, f"exit {done.returncode}: {'; '.join(other[:3])}"
     return done.returncode, lines, shown[0] if shown else "no acceptance verdict"
 
 
