@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_coding_gate_power_reads_the_paired_gate_from_the_report() -> None:
 
 def test_coding_busy_fails_on_any_failed_test() -> None:
     bench = load("coding_busy")
-    report = {
+    report: dict[str, Any] = {
         "tests": [
             {
                 "nodeid": "suite/test_coding.py::test_coding[gcd]",
