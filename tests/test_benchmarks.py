@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,8 @@ def load(name: str) -> ModuleType:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # A dataclass of the script looks its module up by name while it is built.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -115,3 +119,50 @@ def test_verdict_stability_sees_an_unmarked_unchecked_config() -> None:
         "c1 chat: B16 shown as checked"
     ]
     assert bench.verdict_sets(report) == {("c1", "chat"): frozenset({"B16", "B8"})}
+
+
+@pytest.mark.parametrize(
+    ("detected", "false", "seeds", "status"),
+    [(16, 1, 20, 0), (15, 0, 20, 1), (20, 2, 20, 1), (4, 0, 5, 0), (3, 0, 5, 1)],
+)
+def test_coding_gate_power_needs_80_percent_and_one_false_in_20(
+    detected: int, false: int, seeds: int, status: int
+) -> None:
+    assert load("coding_gate_power").verdict(detected, false, seeds) == status
+
+
+def test_coding_gate_power_reads_the_paired_gate_from_the_report() -> None:
+    bench = load("coding_gate_power")
+    line = (
+        "paired coding: DFLASH sim-quality=0.75 against NONE sim-quality=0.8 on 164 problems: "
+        "12 lost, 0 won (exact sign test p = 0.000244 < 0.05): the config changes answers"
+    )
+    found = bench.gate_outcome({"gates": {"failed": [line], "summary": []}}, 1)
+    assert (found.failed, found.lost, found.won, found.p) == (True, 12, 0, 0.000244)
+    passed = bench.gate_outcome({"gates": {"failed": [], "summary": []}}, 0)
+    assert (passed.failed, passed.lost, passed.p) == (False, 0, 1.0)
+
+
+def test_coding_busy_fails_on_any_failed_test() -> None:
+    bench = load("coding_busy")
+    report: dict[str, Any] = {
+        "tests": [
+            {
+                "nodeid": "suite/test_coding.py::test_coding[gcd]",
+                "when": "call",
+                "outcome": "passed",
+            },
+            {
+                "nodeid": "suite/test_coding.py::test_coding[fib]",
+                "when": "call",
+                "outcome": "failed",
+            },
+        ],
+        "configs": [{"coding": [{"rechecked": 1}, {"rechecked": 0}]}],
+    }
+    run = bench.tally(report, 1, 2.0)
+    assert (run.passed, run.failed, run.rechecked) == (1, 1, 1)
+    assert bench.verdict([run]) == 1
+    clean = bench.tally({**report, "tests": report["tests"][:1]}, 0, 2.0)
+    assert bench.verdict([clean, clean]) == 0
+    assert bench.verdict([]) == 1

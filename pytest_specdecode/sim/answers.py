@@ -2,7 +2,8 @@
 
 Coding prompts for the built-in problems get a little prose and a fenced
 python block with a solution written here and in the ``solutions`` modules
-(never the plugin's reference solutions). ``quality`` is the probability that
+(never the plugin's reference solutions); HumanEval prompts get the dataset's
+own solutions (``humaneval``). ``quality`` is the probability that
 an answer is correct; the wrong ones carry a plausible bug. Everything is
 seeded, so the same prompt and seed give the same answer in every process.
 """
@@ -15,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_specdecode.sim import domains, solutions, solutions_lists, tokenizer
+from pytest_specdecode.sim import domains, humaneval, solutions, solutions_lists, tokenizer
 from pytest_specdecode.sim.domains import CODE, FILLER, MATH, PROSE, SUMMARY
 from pytest_specdecode.sim.solutions import Solver
 from pytest_specdecode.sim.tokenizer import Pieces
@@ -294,6 +295,21 @@ def filler_text(rng: random.Random, tokens: int) -> str:
     return " ".join(out).replace(" \n\n ", "\n\n")
 
 
+def _humaneval_reply(
+    found: humaneval.Match, rng: random.Random, quality: float
+) -> tuple[str, int | None]:
+    """A HumanEval answer, right with probability ``quality`` drawn as for the built-in
+    problems (so runs of one seed at two qualities are nested); a plain completion gets
+    the function's body alone, as code."""
+    correct = rng.random() < quality
+    variant = rng.randrange(VARIANTS)
+    if found.continuation:
+        return found.task.body(correct, variant), CODE
+    code = found.task.function(correct, variant)
+    intro = rng.choice(_INTROS).format(name=found.task.entry_point)
+    return f"{intro}\n\n```python\n{code}```\n\n{rng.choice(_OUTROS)}", None
+
+
 def build_answer(text: str, default_class: int = PROSE, kind: int = FILLER) -> Answer:
     """Tokenize ``text``; the insides of ``` fences are classed as code."""
     pieces: list[str] = []
@@ -362,6 +378,10 @@ class AnswerBook:
             if entry.match in prompt:
                 return entry.response, None
         rng = random.Random(f"{self.seed}:{prompt}:{'greedy' if sample is None else sample}")
+        # Before the built-in names: HumanEval prompts quote functions such as fib.
+        task = humaneval.recognize(prompt)
+        if task is not None:
+            return _humaneval_reply(task, rng, self.quality)
         name = recognize(prompt)
         if name is None:
             kind = self.kind(prompt)
