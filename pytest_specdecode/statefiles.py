@@ -38,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_specdecode.errors import SpecDecodeError
+
 T = TypeVar("T")
 
 PathLike = str | os.PathLike[str]
@@ -143,7 +145,7 @@ MAX_DEPTH = 64
 """How deep JSON read from a file may nest; the plugin's own files nest under ten deep."""
 
 
-class FileRefused(ValueError):
+class FileRefused(SpecDecodeError, ValueError):
     """A file that cannot be used; ``str()`` is one line naming the file and why."""
 
     def __init__(self, path: PathLike, problem: str) -> None:

@@ -23,7 +23,7 @@ LAYERS: dict[str, float] = {
     "limits": 0,  # size caps and whole deadlines shared by every HTTP path
     "wire": 0,  # reading a reply within those bounds (imports nothing of the plugin)
     "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
-    "statefiles": 0,  # files shared between workers and runs: atomic write, read, wait
+    "statefiles": 0.5,  # files shared between workers and runs: atomic write, bounded read, wait
     "eventloop": 0,  # the event loop of the load client and of the simulator (uvloop)
     "records": 1,
     "redact": 1,

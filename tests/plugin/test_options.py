@@ -335,6 +335,8 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-min-accept-length": (["--dflash-min-accept-length", "2.5"], "2.5", []),
     "--dflash-max-repetition": (["--dflash-max-repetition", "30%"], "0.3", []),
     "--dflash-lossless-margin": (["--dflash-lossless-margin", "0.2"], "0.2", []),
+    "--dflash-policy": (["--dflash-policy", "p.json"], "p.json", []),
+    "--dflash-client-calibration": (["--dflash-client-calibration", "off"], "off", []),
     "--dflash-max-accept-drop": (["--dflash-max-accept-drop", "25%"], "0.25", []),
     "--dflash-report": (["--dflash-report", "out/r.json"], "out/r.json", []),
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),
