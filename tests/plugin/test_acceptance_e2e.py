@@ -8,13 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-THROUGHPUT = """
-import pytest
+from .test_throughput_e2e import THROUGHPUT
 
-@pytest.mark.throughput
-def test_throughput(dflash_case, dflash_throughput, benchmark):
-    dflash_throughput.run(dflash_case, benchmark)
-"""
 GRID = (
     "--dflash-config=budget=8,window=1024",
     "--dflash-contexts=60,4096",

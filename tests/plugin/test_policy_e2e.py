@@ -10,13 +10,8 @@ import pytest
 
 from pytest_specdecode.report import model, policy
 
-THROUGHPUT = """
-import pytest
+from .test_throughput_e2e import THROUGHPUT
 
-@pytest.mark.throughput
-def test_throughput(dflash_case, dflash_throughput, benchmark):
-    dflash_throughput.run(dflash_case, benchmark)
-"""
 SMALL = (
     "--dflash-contexts=60",
     "--dflash-concurrency=1,4",
