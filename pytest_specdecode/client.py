@@ -328,11 +328,7 @@ class SGLangClient:
             resp = exc.response
         except requests.RequestException as exc:
             if guard.fired:
-                raise LimitError(
-                    f"{method} {url} did not finish within its whole deadline "
-                    f"({self._last_deadline:g} s) while its headers came; refused",
-                    wire.DEADLINE,
-                ) from None
+                raise self._headers_too_slow(method, url) from None
             if isinstance(exc, requests.Timeout):
                 raise ConnectError(
                     f"{method} {url} timed out after {timeout[1]:g} s; "
@@ -342,6 +338,11 @@ class SGLangClient:
                 f"{method} {url} failed ({type(exc).__name__}); "
                 f"is the server running at {self.base_url!r}?"
             ) from exc
+        if guard.fired:
+            # A socket the guard shut mid-header can read as the end of the headers (a
+            # "200" of what came so far): never an answer.
+            resp.close()
+            raise self._headers_too_slow(method, url)
         if 300 <= resp.status_code < 400:
             location = resp.headers.get("Location") or ""
             resp.close()
@@ -447,6 +448,13 @@ class SGLangClient:
             raise ServerError(method, path, 200, f"not JSON: {raw[:200]!r}") from exc
 
     # -- info endpoints -------------------------------------------------------
+
+    def _headers_too_slow(self, method: str, url: str) -> LimitError:
+        return LimitError(
+            f"{method} {url} did not finish within its whole deadline "
+            f"({self._last_deadline:g} s) while its headers came; refused",
+            wire.DEADLINE,
+        )
 
     def server_info(self) -> dict[str, Any]:
         """Resolved server args and state (``/server_info``, else ``/get_server_info``)."""

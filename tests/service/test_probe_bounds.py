@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import redact
+from pytest_specdecode.client import LimitError, SGLangClient
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.limits import Limits
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
@@ -145,3 +147,15 @@ def test_the_live_probe_and_external_mode_end_a_trickle_at_the_ready_timeout() -
         took = time.monotonic() - start
     assert info.value.reason == "timeout"
     assert took < 2 * BOUND
+
+
+def test_the_clients_request_cut_mid_header_by_its_deadline_is_an_error_not_an_answer() -> None:
+    # As for the probe: 1.5 s lets the status line through, then the guard shuts the socket
+    # mid-header and http.client reads what came as a whole "200". The client must say
+    # its deadline cut the headers, not go on to read a body of a cut answer.
+    with trickling(GAP) as (port, trickle):
+        client = SGLangClient(f"http://127.0.0.1:{port}", limits=Limits(base=1.5, stall=1.5))
+        with pytest.raises(LimitError, match=r"whole deadline \(1.5 s\) while its headers came"):
+            client.server_info()
+        client.close()
+    assert trickle.takes > 10 * BOUND

@@ -1,4 +1,5 @@
-"""A loopback server whose ``/health_generate`` answer comes one byte at a time.
+"""A loopback server whose ``/health_generate`` (and ``/server_info``) answer comes one
+byte at a time.
 
 Its status line and headers trickle in, a byte every ``gap`` seconds: each
 read of the client gets a byte well within any per-read timeout, so only a
@@ -52,7 +53,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
                 + body
             )
-        elif path == "/health_generate":
+        elif path in ("/health_generate", "/server_info"):
             answer = b"HTTP/1.1 200 OK\r\nX-Trickle: " + b"x" * HEADER_BYTES + b"\r\n\r\n"
             for i in range(len(answer)):
                 if self.trickle.stop.wait(self.trickle.gap):
