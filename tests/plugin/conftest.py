@@ -10,6 +10,15 @@ from ..conftest import dflash_flags, run_sim, sim_launch
 # The bundled simulator, fast: short load and warm-up phases, no modelled delay.
 FAST_SIM = sim_launch()
 
+# A test file measuring the run's throughput cases (``--dflash-contexts`` etc. choose them).
+THROUGHPUT = """
+import pytest
+
+@pytest.mark.throughput
+def test_throughput(dflash_case, dflash_throughput, benchmark):
+    dflash_throughput.run(dflash_case, benchmark)
+"""
+
 
 def write_sim_ini(pytester: pytest.Pytester, sim_args: str = "") -> None:
     """An ini that launches the fast simulator (plus ``sim_args``) for the plugin."""
@@ -41,3 +50,14 @@ def live_sim(tmp_path: Path) -> Iterator[int]:
     flags = dflash_flags(draft="sim/dflash-drafter")
     with run_sim(tmp_path, *flags, healthy="/health") as sim:
         yield sim.port
+
+
+@pytest.fixture
+def throughput_project(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> pytest.Pytester:
+    """A project of :data:`THROUGHPUT` against the fast simulator at a modelled (not zero)
+    step time, 50x faster than real: budgets differ in tok/s."""
+    sim_project(pytester, "--sim-time-scale 0.02")
+    pytester.makepyfile(test_tp=THROUGHPUT)
+    return pytester

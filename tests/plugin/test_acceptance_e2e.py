@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .test_throughput_e2e import THROUGHPUT
+from .conftest import THROUGHPUT
 
 GRID = (
     "--dflash-config=budget=8,window=1024",

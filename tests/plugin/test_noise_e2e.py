@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Callable
 
 import pytest
-
-from .test_throughput_e2e import THROUGHPUT
-
-
-@pytest.fixture
-def project(
-    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
-) -> pytest.Pytester:
-    sim_project(pytester, "--sim-time-scale 0.02")
-    pytester.makepyfile(test_tp=THROUGHPUT)
-    return pytester
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -25,23 +13,25 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *small, *args)
 
 
-def test_three_saved_starts_give_the_gate_its_between_run_noise(project: pytest.Pytester) -> None:
+def test_three_saved_starts_give_the_gate_its_between_run_noise(
+    throughput_project: pytest.Pytester,
+) -> None:
     once = ("--dflash-concurrency=1", "--dflash-config=budget=8", "--dflash-sim-restart-noise=0.06")
     for _ in range(2):
-        run(project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
+        run(throughput_project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
     # Under test is which noise the gate uses, not its verdict: three c1 rounds of 64 tokens
     # are mostly machine time, so the limit is one no machine load reaches.
     gate = ("--benchmark-compare", "--dflash-compare-fail=tok_s:99%")
-    early = run(project, *once, *gate)
+    early = run(throughput_project, *once, *gate)
     assert early.ret == 0, early.stdout.str()
     early.stdout.fnmatch_lines(
         ["*between-run noise unknown (2 saved runs): the gate uses the within-run interval only*"]
     )
-    run(project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
-    result = run(project, *once, *gate)
+    run(throughput_project, *once, "--benchmark-save=b8").assert_outcomes(passed=1)
+    result = run(throughput_project, *once, *gate)
     assert result.ret == 0, result.stdout.str()
-    assert (project.path / ".dflash" / "sim-starts").read_text().strip() == "5"
-    report = json.loads((project.path / "report.json").read_text())
+    assert (throughput_project.path / ".dflash" / "sim-starts").read_text().strip() == "5"
+    report = json.loads((throughput_project.path / "report.json").read_text())
     [finding] = report["compare"]["findings"]
     assert finding["saved_runs"] == 3
     assert finding["status"] in ("pass", "inconclusive"), finding["line"]
@@ -52,7 +42,7 @@ def test_three_saved_starts_give_the_gate_its_between_run_noise(project: pytest.
     # Each saved benchmark says where it ran; the gate counted them as this setup's.
     [saved] = {
         json.dumps(b["extra_info"]["fingerprint"], sort_keys=True)
-        for path in (project.path / ".benchmarks").glob("*/*.json")
+        for path in (throughput_project.path / ".benchmarks").glob("*/*.json")
         for b in json.loads(path.read_text())["benchmarks"]
     }
     fingerprint = json.loads(saved)
@@ -62,10 +52,12 @@ def test_three_saved_starts_give_the_gate_its_between_run_noise(project: pytest.
 
 
 def test_a_baseline_and_two_loads_give_a_break_even_line_and_record(
-    project: pytest.Pytester,
+    throughput_project: pytest.Pytester,
 ) -> None:
     result = run(
-        project, "--dflash-sweep=algorithm=NONE,DFLASH;budget=8", "--dflash-concurrency=1,4"
+        throughput_project,
+        "--dflash-sweep=algorithm=NONE,DFLASH;budget=8",
+        "--dflash-concurrency=1,4",
     )
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
@@ -74,7 +66,7 @@ def test_a_baseline_and_two_loads_give_a_break_even_line_and_record(
             "  DFLASH budget=8 chat: speedup *c=*",
         ]
     )
-    report = json.loads((project.path / "report.json").read_text())
+    report = json.loads((throughput_project.path / "report.json").read_text())
     [record] = report["break_even"]
     assert (record["config"], record["domain"], record["load_kind"]) == (
         "DFLASH budget=8",

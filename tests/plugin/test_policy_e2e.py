@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import jsonschema
 import pytest
 
 from pytest_specdecode.report import model, policy
-
-from .test_throughput_e2e import THROUGHPUT
 
 SMALL = (
     "--dflash-contexts=60",
@@ -22,29 +19,22 @@ SMALL = (
 )
 
 
-@pytest.fixture
-def project(
-    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
-) -> pytest.Pytester:
-    sim_project(pytester, "--sim-time-scale 0.02")
-    pytester.makepyfile(test_tp=THROUGHPUT)
-    return pytester
-
-
 def test_a_sweep_calibrates_once_and_writes_a_policy_that_never_runs_below_the_floor(
-    project: pytest.Pytester,
+    throughput_project: pytest.Pytester,
 ) -> None:
-    result = project.runpytest("-p", "no:cacheprovider", *SMALL, "--dflash-policy=out/policy.json")
+    result = throughput_project.runpytest(
+        "-p", "no:cacheprovider", *SMALL, "--dflash-policy=out/policy.json"
+    )
     result.assert_outcomes(passed=4)
     lines = result.stdout.lines
     assert sum("load client ceiling against a null server" in line for line in lines) == 1
     assert sum("client-limited" in line and "WARNING" in line for line in lines) <= 1
-    report = json.loads((project.path / "report.json").read_text())
+    report = json.loads((throughput_project.path / "report.json").read_text())
     jsonschema.validate(report, model.shipped_schema())
     ceilings = report["calibration"]["ceilings"]
     assert [c["concurrency"] for c in ceilings] == [1, 4]
     assert all(c["tok_s"] > 0 for c in ceilings)
-    found = json.loads((project.path / "out/policy.json").read_text())
+    found = json.loads((throughput_project.path / "out/policy.json").read_text())
     assert found["simulated"] is True
     assert found["floor"] == policy.FLOOR
     bands = found["bands"]
@@ -61,9 +51,9 @@ def test_a_sweep_calibrates_once_and_writes_a_policy_that_never_runs_below_the_f
 
 @pytest.mark.parametrize("flag", ["--collect-only", "--dflash-dry-run"])
 def test_a_run_that_measures_nothing_does_not_calibrate(
-    project: pytest.Pytester, flag: str
+    throughput_project: pytest.Pytester, flag: str
 ) -> None:
-    result = project.runpytest("-p", "no:cacheprovider", *SMALL, flag)
+    result = throughput_project.runpytest("-p", "no:cacheprovider", *SMALL, flag)
     assert result.ret == 0
     assert not any("load client" in line for line in result.stdout.lines)
-    assert not (project.path / ".dflash/policy.json").exists()
+    assert not (throughput_project.path / ".dflash/policy.json").exists()

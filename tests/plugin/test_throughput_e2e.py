@@ -14,13 +14,6 @@ import pytest
 
 from pytest_specdecode.report import model
 
-THROUGHPUT = """
-import pytest
-
-@pytest.mark.throughput
-def test_throughput(dflash_case, dflash_throughput, benchmark):
-    dflash_throughput.run(dflash_case, benchmark)
-"""
 SMALL = (
     "--dflash-contexts=60",
     "--dflash-concurrency=1,4",
@@ -30,25 +23,17 @@ SMALL = (
 CASES = ("ctx60-c1-t64-chat", "ctx60-c4-t64-chat")
 
 
-@pytest.fixture
-def project(
-    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
-) -> pytest.Pytester:
-    # A modelled (not zero) step time, 50x faster than real: budgets differ in tok/s.
-    sim_project(pytester, "--sim-time-scale 0.02")
-    pytester.makepyfile(test_tp=THROUGHPUT)
-    return pytester
-
-
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     # In-process: the plugin's own state is per Config, and servers stop at session end.
     return pytester.runpytest("-p", "no:cacheprovider", *SMALL, *args)
 
 
-def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest.Pytester) -> None:
-    first = run(project, "--dflash-config=budget=8,window=2048", "--benchmark-save=b8")
+def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(
+    throughput_project: pytest.Pytester,
+) -> None:
+    first = run(throughput_project, "--dflash-config=budget=8,window=2048", "--benchmark-save=b8")
     first.assert_outcomes(passed=2)
-    saved = list(project.path.glob(".benchmarks/*/0001_b8.json"))
+    saved = list(throughput_project.path.glob(".benchmarks/*/0001_b8.json"))
     assert len(saved) == 1
     benches = json.loads(saved[0].read_text())["benchmarks"]
     assert {b["fullname"] for b in benches} == {f"test_tp.py::test_throughput[{c}]" for c in CASES}
@@ -66,7 +51,7 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
     # of one config stay within a tolerance is a timing question for a benchmark
     # (benchmarks/compare_gate.py: tok_s:5% passes 5/5), not for this suite, whose own
     # load moves between the runs: here only the pairing is checked.
-    again = run(project, "--dflash-config=budget=8,window=2048", "--benchmark-compare")
+    again = run(throughput_project, "--dflash-config=budget=8,window=2048", "--benchmark-compare")
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()
     for case in CASES:  # pytest-benchmark pairs every case by its id
         for run_name in ("0001_b8", "NOW"):
@@ -87,7 +72,7 @@ def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(project: pytest
         info["intervals"]["tok_s"]["values"] = [v * 1000 for v in values]
     saved[0].write_text(json.dumps(data))
     slower = run(
-        project,
+        throughput_project,
         "--dflash-config=budget=8,window=2048",
         "--benchmark-compare=0001",
         "--dflash-compare-fail=tok_s:5%",
@@ -123,9 +108,11 @@ def saved_run(path: Path, tok_s: float) -> Path:
     return path
 
 
-def test_compare_fail_gate_against_a_saved_file(project: pytest.Pytester) -> None:
-    fast = saved_run(project.path / "fast.json", 1e9)
-    regressed = run(project, f"--dflash-compare={fast}", "--dflash-compare-fail=tok_s:5%")
+def test_compare_fail_gate_against_a_saved_file(throughput_project: pytest.Pytester) -> None:
+    fast = saved_run(throughput_project.path / "fast.json", 1e9)
+    regressed = run(
+        throughput_project, f"--dflash-compare={fast}", "--dflash-compare-fail=tok_s:5%"
+    )
     assert regressed.ret == pytest.ExitCode.TESTS_FAILED
     regressed.stdout.fnmatch_lines(
         [
@@ -141,10 +128,12 @@ def test_compare_fail_gate_against_a_saved_file(project: pytest.Pytester) -> Non
 
 
 def test_pytest_benchmarks_own_compare_fail_is_a_gate_and_the_summary_still_prints(
-    project: pytest.Pytester,
+    throughput_project: pytest.Pytester,
 ) -> None:
-    run(project, "--dflash-concurrency=1", "--benchmark-save=fast").assert_outcomes(passed=1)
-    (saved,) = (project.path / ".benchmarks").glob("*/0001_fast.json")
+    run(throughput_project, "--dflash-concurrency=1", "--benchmark-save=fast").assert_outcomes(
+        passed=1
+    )
+    (saved,) = (throughput_project.path / ".benchmarks").glob("*/0001_fast.json")
     data = json.loads(saved.read_text())
     for bench in data["benchmarks"]:  # the saved run 1000x faster: a regression on any machine
         bench["stats"] = {
@@ -153,7 +142,7 @@ def test_pytest_benchmarks_own_compare_fail_is_a_gate_and_the_summary_still_prin
         }
     saved.write_text(json.dumps(data))
     result = run(
-        project,
+        throughput_project,
         "--dflash-concurrency=1",
         "--benchmark-compare",
         "--benchmark-compare-fail=mean:10%",
@@ -166,16 +155,16 @@ def test_pytest_benchmarks_own_compare_fail_is_a_gate_and_the_summary_still_prin
             "*benchmark gate FAILED: --benchmark-compare-fail: performance has regressed*",
         ]
     )
-    report = json.loads((project.path / "report.json").read_text())
+    report = json.loads((throughput_project.path / "report.json").read_text())
     assert report["exitstatus"] == 1
     assert any("--benchmark-compare-fail" in line for line in report["gates"]["failed"])
 
 
 def test_sweep_with_the_baseline_shows_speedup_per_domain_and_a_verdict(
-    project: pytest.Pytester,
+    throughput_project: pytest.Pytester,
 ) -> None:
     result = run(
-        project,
+        throughput_project,
         "--dflash-sweep=algorithm=NONE,DFLASH;budget=4,8",
         "--dflash-concurrency=1",
         "--dflash-domains=code,chat",
@@ -194,7 +183,7 @@ def test_sweep_with_the_baseline_shows_speedup_per_domain_and_a_verdict(
             "pareto front (simulated):*",
         ]
     )
-    report = json.loads((project.path / "report.json").read_text())
+    report = json.loads((throughput_project.path / "report.json").read_text())
     b8 = next(c for c in report["configs"] if c["label"] == "DFLASH budget=8")
     accept = {t["metrics"]["domain"]: t["metrics"]["accept_length"] for t in b8["throughput"]}
     assert accept["code"] > accept["chat"] * 1.2, "the simulator drafts code better than chat"
@@ -203,9 +192,11 @@ def test_sweep_with_the_baseline_shows_speedup_per_domain_and_a_verdict(
     assert [g["load"] for g in report["verdict"]["groups"]] == ["c1", "c1"]
 
 
-def test_request_rate_cases_report_goodput_and_attainment(project: pytest.Pytester) -> None:
+def test_request_rate_cases_report_goodput_and_attainment(
+    throughput_project: pytest.Pytester,
+) -> None:
     result = run(
-        project,
+        throughput_project,
         "--dflash-concurrency=1",
         "--dflash-request-rate=8",
         "--dflash-rate-requests=4",
@@ -220,7 +211,7 @@ def test_request_rate_cases_report_goodput_and_attainment(project: pytest.Pytest
             "no speedup: this run has no non-speculative baseline; add algorithm NONE *",
         ]
     )
-    report = json.loads((project.path / "report.json").read_text())
+    report = json.loads((throughput_project.path / "report.json").read_text())
     rate = next(t for t in report["configs"][0]["throughput"] if "-r8-" in t["case"])
     assert rate["metrics"]["rate"] == 8.0
     assert rate["metrics"]["requests"] == 12
@@ -228,9 +219,12 @@ def test_request_rate_cases_report_goodput_and_attainment(project: pytest.Pytest
     assert rate["metrics"]["slo"] == "ttft:200ms,tpot:20ms"
 
 
-def test_min_accept_length_gate(project: pytest.Pytester) -> None:
+def test_min_accept_length_gate(throughput_project: pytest.Pytester) -> None:
     result = run(
-        project, "--dflash-concurrency=1", "--dflash-rounds=1", "--dflash-min-accept-length=50"
+        throughput_project,
+        "--dflash-concurrency=1",
+        "--dflash-rounds=1",
+        "--dflash-min-accept-length=50",
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*accept-length gate FAILED: DFLASH: * < 50*"])
@@ -238,9 +232,9 @@ def test_min_accept_length_gate(project: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize("off", [["-n", "1"], ["--benchmark-disable"]])  # one worker is xdist
 def test_throughput_skipped_whole_fails_the_run_with_the_reason(
-    project: pytest.Pytester, off: list[str]
+    throughput_project: pytest.Pytester, off: list[str]
 ) -> None:
-    result = run(project, *off, "--dflash-rounds=1")
+    result = run(throughput_project, *off, "--dflash-rounds=1")
     result.assert_outcomes(skipped=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing measured is no green run
     result.stdout.fnmatch_lines(
@@ -325,13 +319,13 @@ def test_a_drafter_wrong_once_in_ten_replies_fails_the_gate_with_its_counts(
     [([], ["round 1/1", "sweep: 1/1 configs done"]), (["-q"], ["sweep: 1/1"]), (["-qq"], [])],
 )
 def test_quiet_runs_print_no_line_per_round(
-    project: pytest.Pytester,
+    throughput_project: pytest.Pytester,
     capfd: pytest.CaptureFixture[str],
     verbosity: list[str],
     shown: list[str],
 ) -> None:
     capfd.readouterr()
-    result = project.runpytest(
+    result = throughput_project.runpytest(
         "-p", "no:cacheprovider", "--dflash-contexts=60", "--dflash-concurrency=1",
         "--dflash-output-tokens=8", "--dflash-rounds=1", *verbosity,
     )  # fmt: skip
@@ -352,14 +346,19 @@ def all_keys(value: Any) -> list[str]:
 
 
 def test_the_lossless_checks_baseline_is_the_speedup_source_in_the_json_report(
-    project: pytest.Pytester,
+    throughput_project: pytest.Pytester,
 ) -> None:
     # The sweep has no algorithm NONE: only the lossless check's baseline runs it.
-    project.makepyfile(test_ll=LOSSLESS.replace("@pytest.mark.dflash(budget=8)\n", ""))
-    result = run(project, "--dflash-config=budget=8", "--dflash-concurrency=1", "--dflash-rounds=2")
+    throughput_project.makepyfile(test_ll=LOSSLESS.replace("@pytest.mark.dflash(budget=8)\n", ""))
+    result = run(
+        throughput_project,
+        "--dflash-config=budget=8",
+        "--dflash-concurrency=1",
+        "--dflash-rounds=2",
+    )
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["ctx60-c1-t64-chat*NONE*1.00x (baseline)*", "*budget=8*x*"])
-    report = json.loads((project.path / "report.json").read_text())
+    report = json.loads((throughput_project.path / "report.json").read_text())
     # The report as written: format 2, snake_case keys only, valid by the shipped schema.
     assert report["format"] == 2
     assert [k for k in all_keys(report) if not re.fullmatch(r"[a-z][a-z0-9_]*", k)] == []
