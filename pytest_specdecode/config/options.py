@@ -244,6 +244,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("search_restarts", "--dflash-search-restarts", "configs", parse=_count,
            shown="a third of the space, at least 3", metavar="N",
            help="Start at most N configs of the --dflash-search space."),
+    Option("search_budget", "--dflash-search-budget", "configs", parse=parsers.duration,
+           shown="none (the restart budget)", metavar="DURATION",
+           help="Stop the --dflash-search once its configs have taken this long, e.g. 2h, 90m, "
+                "30s: each config counts its measured start (restart) and measurement seconds, "
+                "so a config that is slower to start counts more; instead of "
+                "--dflash-search-restarts."),
     Option("search_metric", "--dflash-search-metric", "configs", choices=SEARCH_METRICS,
            shown="speedup when the run has a baseline (algorithm NONE or --dflash-baseline), else "
                  "tok_s",

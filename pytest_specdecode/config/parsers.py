@@ -65,6 +65,24 @@ def below_one(value: str) -> float:
     return result
 
 
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?")
+_DURATION_HINT = "expected a duration like 2h, 90m, 30s or 1h30m (a whole number of h or m, s)"
+
+
+def duration(value: str) -> float:
+    """``2h``, ``90m``, ``30s``, ``1h30m``: seconds > 0. A unit is required (a bare number
+    could mean seconds, minutes or restarts) and each appears once, hours first."""
+    body = value.strip()
+    found = _DURATION.fullmatch(body)
+    if not body or found is None:
+        raise ValueError(_DURATION_HINT)
+    hours, minutes, seconds = (float(part) if part else 0.0 for part in found.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if not 0 < total < math.inf:
+        raise ValueError(f"{_DURATION_HINT}; it must be longer than 0 s")
+    return total
+
+
 def fraction(value: str) -> float:
     """``0.8`` or ``80%``: a number from 0 to 1."""
     body = value.strip()

@@ -98,6 +98,7 @@ class Settings:
     search: str | None = DEFAULTS["search"]
     search_restarts: int | None = DEFAULTS["search_restarts"]  # None: a third of the space
     search_metric: str | None = DEFAULTS["search_metric"]  # None: speedup with a baseline
+    search_budget: float | None = DEFAULTS["search_budget"]  # seconds; None: restarts
     search_seed: int | None = DEFAULTS["search_seed"]
     min_pass_rate: float | None = DEFAULTS["min_pass_rate"]
     problem_files: tuple[str, ...] = DEFAULTS["problem_files"]
@@ -455,7 +456,9 @@ def _check_samples(samples: int, temperature: float) -> None:
 def _search(r: _Resolver, v: Mapping[str, Any]) -> dict[str, Any]:
     """``sweep`` and the ``search_*`` settings: a search's space is collected as a sweep."""
     search: str | None = v["search"]
-    given = [f.source for n in ("restarts", "metric", "seed") if (f := r.found(f"search_{n}"))]
+    given = [
+        f.source for n in ("restarts", "budget", "metric", "seed") if (f := r.found(f"search_{n}"))
+    ]
     if search is None:
         if given:
             raise SettingsError(f"{given[0]} needs --dflash-search SPACE (the configs to search)")
@@ -464,6 +467,11 @@ def _search(r: _Resolver, v: Mapping[str, Any]) -> dict[str, Any]:
         raise SettingsError(
             "--dflash-sweep and --dflash-search are both given: a sweep runs every config, a "
             "search chooses among them; give the space to one of them"
+        )
+    if (restarts := r.found("search_restarts")) and (budget := r.found("search_budget")):
+        raise SettingsError(
+            f"{restarts.source} and {budget.source} are both given: the search stops at a "
+            "number of restarts or after a duration; give one of them"
         )
     from pytest_specdecode.config.spec import ConfigError, parse_sweep_option
 

@@ -15,9 +15,15 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
     if not isinstance(found, Mapping):
         return []
     metric = found.get("metric")
+    seconds = found.get("budget_seconds")
+    budget = (
+        f"time budget {_num(seconds)} s, {_num(found.get('spent_seconds'))} s taken"
+        if isinstance(seconds, (int, float))
+        else f"budget {found.get('restarts')}"
+    )
     lines = [
         f"search ({metric}): {found.get('started')} of {found.get('space_size')} configs "
-        f"started (budget {found.get('restarts')}), {found.get('restarts_saved')} restarts "
+        f"started ({budget}), {found.get('restarts_saved')} restarts "
         f"saved against the grid; stopped: {found.get('stopped') or 'interrupted'}"
     ]
     rows = [("#", "config", metric or "objective", "95% interval", "feasible")]
@@ -26,7 +32,9 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
         rows.append(
             (
                 str(visit.get("restart")),
-                str(visit.get("label")) + (" (carried)" if visit.get("carried") else ""),
+                str(visit.get("label"))
+                + (" (carried)" if visit.get("carried") else "")
+                + (" (stopped early)" if visit.get("pruned") else ""),
                 _num(visit.get("objective")),
                 f"{_num(interval.get('low'))} - {_num(interval.get('high'))}",
                 "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or []),

@@ -109,8 +109,7 @@ class HostsSearch:
         self._tell(found)
 
     def _tell(self, index: int) -> None:
-        assert self.loop.search is not None
-        self.loop.search.tell(index, self.loop.measure(index))
+        self.loop.tell(index)
         self.loop.publish(self.stopped)
 
     def closed(self, unvisited: Sequence[str]) -> None:
@@ -130,7 +129,7 @@ class HostsSearch:
             return
         for index in [*self._deferred, *search.pending]:
             if index in search.pending:
-                search.tell(index, self.loop.measure(index))
+                self.loop.tell(index)
         self._deferred = []
         self.loop.publish(self.stopped)
 

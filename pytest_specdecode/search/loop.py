@@ -4,8 +4,12 @@ Registered (by the plugin) only when ``--dflash-search`` is given, like
 pytest-xdist's ``DSession``. Tests that run under no config, and the
 non-speculative baseline (its figures are what speedup divides by), run
 first; then the optimiser asks for one config at a time, its tests run, its
-objective is told back; at the end the tests of the configs never visited
-are reported as skipped with the reason. The last test of each config is run
+objective is told back (with what it took: its restart plus its measurement,
+charged to ``--dflash-search-budget``); at the end the tests of the configs
+never visited are reported as skipped with the reason. After each throughput
+case of a config with more to come, its objective so far goes to the
+search's successive-halving pruner: a config clearly worse than the ones
+measured that far skips its remaining tests. The last test of each config is run
 with ``nextitem=None``: the next config is not known until this one has been
 measured, so the session-scoped fixtures are torn down then, once per config.
 
@@ -28,7 +32,7 @@ from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.search import record
 from pytest_specdecode.search.distributed import HostsSearch, WorkerSide
-from pytest_specdecode.search.objective import measure
+from pytest_specdecode.search.objective import cases_of, measure, seconds_of
 from pytest_specdecode.search.optimizer import GridSearch, Measured, default_restarts
 from pytest_specdecode.search.space import ConfigOf, Space, build_space, metric_of
 from pytest_specdecode.service.shared_files import LEASE_DIR
@@ -76,17 +80,33 @@ class SearchLoop:
         self.space = space
         self.metric = metric_of(self.settings, space)
         size = len(space.keys)
-        restarts = min(size, self.settings.search_restarts or default_restarts(size))
-        search = self.search = GridSearch(space.points(), restarts, seed=self.settings.search_seed)
+        budget = self.settings.search_budget
+        restarts = size if budget else self.settings.search_restarts or default_restarts(size)
+        search = self.search = GridSearch(
+            space.points(),
+            min(size, restarts),
+            seed=self.settings.search_seed,
+            budget_seconds=budget,
+            groups=space.warm_states(),
+        )
         data = self.outputs.data() if self.results.configs else {}
         for index in sorted(space.carried):  # carried whole by --dflash-resume
-            search.tell(index, self._measure(data, index), carried=True)
+            seconds = seconds_of(data, space.keys[index])
+            search.tell(index, self._measure(data, index), carried=True, seconds=seconds)
         self._publish()
         return search
 
     def measure(self, index: int) -> Measured:
         """The objective of config ``index`` from the run's report as it stands."""
         return self._measure(self.outputs.data(), index)
+
+    def tell(self, index: int, *, pruned: bool = False) -> None:
+        """Tell config ``index``'s objective and what it took, from the report as it stands."""
+        assert self.search is not None
+        assert self.space is not None
+        data = self.outputs.data()
+        seconds = seconds_of(data, self.space.keys[index])
+        self.search.tell(index, self._measure(data, index), seconds=seconds, pruned=pruned)
 
     def _measure(self, data: Mapping[str, Any], index: int) -> Measured:
         assert self.space is not None
@@ -121,9 +141,11 @@ class SearchLoop:
         assert self.space is not None
         labels = self.space.labels
         seed = self.settings.search_seed
+        budget = self.settings.search_budget
+        spent = f"time budget {budget:g} s" if budget else f"restart budget {search.restarts}"
         lines = [
-            f"dflash search: {len(labels)} configs in the space, restart budget "
-            f"{search.restarts} (metric {self.metric}, seed {seed}, {record.SAMPLER})"
+            f"dflash search: {len(labels)} configs in the space, {spent} "
+            f"(metric {self.metric}, seed {seed}, {record.SAMPLER})"
         ]
         lines += [f"dflash search: carried from the resumed report: {labels[v.index]}"
                   for v in search.visits]  # fmt: skip
@@ -164,11 +186,12 @@ class SearchLoop:
         _run(session, space.head)
         while batch := search.ask(1):
             index = batch[0]
+            pruned = False
             try:
-                _run(session, space.items[index])
+                pruned = self._run_config(session, index)
             finally:
                 # Told even when interrupted: the report says how far the search got.
-                search.tell(index, self._measure(self.outputs.data(), index))
+                self.tell(index, pruned=pruned)
                 self._publish()
         stopped = search.stop_reason() or "done"
         self._publish(stopped)
@@ -179,6 +202,33 @@ class SearchLoop:
                 item.add_marker(pytest.mark.skip(reason=reason(index)))
         _run(session, [item for index in skipped for item in space.items[index]])
         return True
+
+    def _run_config(self, session: pytest.Session, index: int) -> bool:
+        """Run config ``index``'s tests; True when the pruner stopped it after a case."""
+        assert self.search is not None
+        assert self.space is not None
+        items, key = self.space.items[index], self.space.keys[index]
+        cases, pruned = 0, False
+        for position, item in enumerate(items):
+            if pruned:
+                item.add_marker(pytest.mark.skip(reason=_pruned_reason(cases)))
+            _run_one(session, item, items[position + 1] if position + 1 < len(items) else None)
+            if pruned or position + 1 == len(items):
+                continue
+            data = self.outputs.data()
+            if (now := cases_of(data, key)) > cases:
+                cases = now
+                found = self._measure(data, index)
+                if found.usable and found.objective is not None:
+                    pruned = self.search.report(index, cases, found.objective)
+        return pruned
+
+
+def _pruned_reason(cases: int) -> str:
+    return (
+        f"stopped by the search after {cases} throughput case(s): clearly worse than the "
+        "configs measured that far (successive halving)"
+    )
 
 
 def register(
@@ -206,9 +256,12 @@ def register(
 def _run(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Run ``items`` in order, as pytest's own loop does; the last one tears everything down."""
     for position, item in enumerate(items):
-        nextitem = items[position + 1] if position + 1 < len(items) else None
-        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-        if session.shouldfail:
-            raise session.Failed(session.shouldfail)
-        if session.shouldstop:
-            raise session.Interrupted(session.shouldstop)
+        _run_one(session, item, items[position + 1] if position + 1 < len(items) else None)
+
+
+def _run_one(session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+    if session.shouldfail:
+        raise session.Failed(session.shouldfail)
+    if session.shouldstop:
+        raise session.Interrupted(session.shouldstop)

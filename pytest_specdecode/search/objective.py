@@ -58,6 +58,31 @@ def measure(
     )
 
 
+def seconds_of(report: Mapping[str, Any], key: str) -> float | None:
+    """What the config with canonical ``key`` took: its restart (``ready_seconds`` of a
+    start this run made) plus its tests' measurement (their call seconds); None when
+    nothing of it ran."""
+    config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
+    service = (config or {}).get("service") or {}
+    start = _number(service.get("ready_seconds")) if service.get("restarted") else None
+    calls = [
+        d
+        for t in report.get("tests") or []
+        if t.get("config_key") == key
+        and t.get("when") == "call"
+        and (d := _number(t.get("duration"))) is not None
+    ]
+    if start is None and not calls:
+        return None
+    return max(0.0, start or 0.0) + sum(max(0.0, d) for d in calls)
+
+
+def cases_of(report: Mapping[str, Any], key: str) -> int:
+    """How many throughput cases the config with canonical ``key`` has measured so far."""
+    config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
+    return len((config or {}).get("throughput") or [])
+
+
 def _figure(
     case: Mapping[str, Any], metric: str
 ) -> tuple[float, float | None, float | None] | None:

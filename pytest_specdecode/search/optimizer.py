@@ -14,7 +14,21 @@ TPE ranks them below every feasible one (Optuna's ``constraints_func``).
 Stopping: the budget of restarts is spent, the grid is exhausted, or no
 unvisited point can plausibly beat the best: every unvisited point's
 optimistic bound (:meth:`GridSearch.optimistic`) lies below the best's lower
-95% bound.
+95% bound. With a budget of seconds instead (``budget_seconds``), each visit
+is charged what it took (its restart plus its measurement, told with it): the
+search stops when the next config, expected to cost as much as the costliest
+one so far, would overrun what is left once the pending ones are charged the
+same.
+
+Multi-fidelity: a pending point reports its objective after each round of
+measurement (:meth:`GridSearch.report`) and Optuna's successive-halving
+pruner says whether it is clearly worse than the points measured that far
+(not in the better half of them): it stops there, told as pruned, its cost
+only the rounds it ran; it never counts as the best.
+
+Warm state: points that share one (``groups``: the same weights, differing
+only in runtime parameters) start one after another where the search has the
+choice (the initial design, a batch, the nearest free point to a proposal).
 """
 
 from __future__ import annotations
@@ -53,17 +67,22 @@ class Visit:
     index: int
     measured: Measured
     carried: bool = False  # from a resumed report: not started by this run
+    seconds: float | None = None  # what it took: restart plus measurement (None: unknown)
+    pruned: bool = False  # stopped after a round: clearly worse (successive halving)
 
 
 @dataclass
 class GridSearch:
-    """Ask/tell over ``points`` with at most ``restarts`` visits (carried ones count)."""
+    """Ask/tell over ``points`` with at most ``restarts`` visits (carried ones count) and,
+    given ``budget_seconds``, at most that many seconds of them (carried ones count)."""
 
     points: Sequence[Mapping[str, Hashable]]
     restarts: int
     seed: int | None = None
     startup: int | None = None
     visits: list[Visit] = field(default_factory=list)
+    budget_seconds: float | None = None
+    groups: Sequence[Hashable] | None = None  # each point's warm state (None: all apart)
 
     def __post_init__(self) -> None:
         keys = list(dict.fromkeys(k for p in self.points for k in p))
@@ -100,8 +119,14 @@ class GridSearch:
                 multivariate=True,
                 constraints_func=_constraints if legacy else None,
             )
-        self.study = optuna.create_study(direction="maximize", sampler=sampler)
-        for coords in self.initial_design(startup):
+        # Rung r is reached after 1 * 2**r rounds; a point outside the better half of the
+        # points that reached its rung stops there.
+        pruner = optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=1, reduction_factor=2, min_early_stopping_rate=0
+        )
+        self.study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
+        self._last_group: Hashable | None = None
+        for coords in self._warm_order(self.initial_design(startup)):
             self.study.enqueue_trial(dict(zip(keys, coords, strict=True)), skip_if_exists=False)
 
     def initial_design(self, count: int) -> list[tuple[int, ...]]:
@@ -127,6 +152,19 @@ class GridSearch:
                 continue  # not a grid point, or drawn twice: TPE's first proposal instead
             design.append(point)
         return design
+
+    # --- warm state ---------------------------------------------------------
+
+    def group(self, index: int) -> Hashable:
+        return self.groups[index] if self.groups is not None else index
+
+    def _warm_order(self, design: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """``design`` with the points of one warm state next to each other (stable: each
+        state where its first point was)."""
+        if self.groups is None:
+            return design
+        states = list(dict.fromkeys(self.group(self._by_coords[c]) for c in design))
+        return sorted(design, key=lambda c: states.index(self.group(self._by_coords[c])))
 
     # --- grid geometry ------------------------------------------------------
 
@@ -166,12 +204,23 @@ class GridSearch:
         return [i for i in range(len(self.points)) if i not in taken]
 
     def best(self) -> Visit | None:
-        usable = [v for v in self.visits if v.measured.usable]
+        usable = [v for v in self.visits if v.measured.usable and not v.pruned]
         return max(usable, key=lambda v: v.measured.objective or 0.0) if usable else None
 
     @property
     def started(self) -> int:
         return len(self.visits) + len(self.pending)
+
+    @property
+    def spent(self) -> float:
+        """Seconds the visits took (restart plus measurement; unknown ones count 0)."""
+        return sum(v.seconds or 0.0 for v in self.visits)
+
+    def expected_cost(self) -> float | None:
+        """What the next config is expected to take: the costliest visit's seconds (a
+        config slow to start counts fully); None before one is known."""
+        known = [v.seconds for v in self.visits if v.seconds is not None]
+        return max(known) if known else None
 
     # --- ask / tell ---------------------------------------------------------
 
@@ -184,15 +233,33 @@ class GridSearch:
             index = self._by_coords.get(wanted)
             free = self.unvisited()
             if index is None or index not in free:
-                # Not a free grid point: discard the proposal, run the nearest free one.
+                # Not a free grid point: discard the proposal, run the nearest free one,
+                # one of the warm state started last among the nearest.
                 self.study.tell(trial, state=TrialState.FAIL)
-                index = min(free, key=lambda i: (self._distance(self.coords[i], wanted), i))
+                index = min(free, key=lambda i: self._nearest(i, wanted))
                 params = dict(zip(self.keys, self.coords[index], strict=True))
                 self.study.enqueue_trial(params, skip_if_exists=False)
                 trial = self.study.ask(self.distributions)
             self.pending[index] = trial
             chosen.append(index)
-        return chosen
+            self._last_group = self.group(index)
+        # A batch starts one warm state after another (stable within each).
+        states = list(dict.fromkeys(self.group(i) for i in chosen))
+        return sorted(chosen, key=lambda i: states.index(self.group(i)))
+
+    def _nearest(self, index: int, wanted: tuple[int, ...]) -> tuple[float, bool, int]:
+        distance = round(self._distance(self.coords[index], wanted), 9)
+        return (distance, self.group(index) != self._last_group, index)
+
+    def report(self, index: int, rounds: int, objective: float) -> bool:
+        """The objective of pending ``index`` after ``rounds`` rounds of measurement; True
+        when it is clearly worse than the points measured that far (Optuna's successive
+        halving): stop measuring it and :meth:`tell` it with ``pruned=True``."""
+        trial = self.pending.get(index)
+        if trial is None:
+            return False
+        trial.report(objective, rounds)
+        return bool(trial.should_prune())
 
     def give_back(self, index: int) -> None:
         """A pending point that could not be measured here (its host was lost): ask it
@@ -203,8 +270,18 @@ class GridSearch:
             params = dict(zip(self.keys, self.coords[index], strict=True))
             self.study.enqueue_trial(params, skip_if_exists=False)
 
-    def tell(self, index: int, measured: Measured, *, carried: bool = False) -> None:
-        """The result of ``index``: pending from :meth:`ask`, or carried from a resumed run."""
+    def tell(
+        self,
+        index: int,
+        measured: Measured,
+        *,
+        carried: bool = False,
+        seconds: float | None = None,
+        pruned: bool = False,
+    ) -> None:
+        """The result of ``index``: pending from :meth:`ask`, or carried from a resumed run;
+        ``seconds``: what it took (restart plus measurement), charged to ``budget_seconds``;
+        ``pruned``: stopped early after :meth:`report` said so."""
         trial = self.pending.pop(index, None)
         if trial is None:
             params = dict(zip(self.keys, self.coords[index], strict=True))
@@ -214,8 +291,11 @@ class GridSearch:
         trial.set_user_attr(CONSTRAINT, violated)
         if hasattr(trial, "set_constraint"):
             trial.set_constraint(CONSTRAINT, violated)
-        self.study.tell(trial, measured.objective if measured.objective is not None else 0.0)
-        self.visits.append(Visit(index, measured, carried))
+        if pruned:
+            self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(trial, measured.objective if measured.objective is not None else 0.0)
+        self.visits.append(Visit(index, measured, carried, seconds, pruned))
 
     # --- stopping -----------------------------------------------------------
 
@@ -256,6 +336,8 @@ class GridSearch:
         free = self.unvisited()
         if not free:
             return "every config of the space visited"
+        if (over := self._over_budget()) is not None:
+            return over
         best = self.best()
         if best is None or best.measured.low is None:
             return None
@@ -266,6 +348,18 @@ class GridSearch:
                 f"< {best.measured.low:.4g} (the best's lower 95% bound)"
             )
         return None
+
+    def _over_budget(self) -> str | None:
+        expected = self.expected_cost()
+        if self.budget_seconds is None or expected is None:
+            return None
+        committed = self.spent + expected * len(self.pending)
+        if committed + expected <= self.budget_seconds:
+            return None
+        return (
+            f"time budget spent ({committed:.0f} s of {self.budget_seconds:.0f} s taken or "
+            f"committed; the next config is expected to take {expected:.0f} s)"
+        )
 
 
 def default_restarts(space: int) -> int:

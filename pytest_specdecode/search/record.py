@@ -19,7 +19,9 @@ def _visit_json(visit: Visit, labels: Sequence[str], restart: int) -> dict[str, 
         "interval": {"low": m.low, "high": m.high},
         "feasible": m.usable,
         "reasons": list(m.reasons),
+        "seconds": None if visit.seconds is None else round(visit.seconds, 3),
         **({"carried": True} if visit.carried else {}),
+        **({"pruned": True} if visit.pruned else {}),
     }
 
 
@@ -33,6 +35,8 @@ def section(
     return {
         "space_size": len(labels),
         "restarts": search.restarts,
+        "budget_seconds": search.budget_seconds,
+        "spent_seconds": round(search.spent, 3),
         "metric": metric,
         "seed": seed,
         "sampler": SAMPLER,

@@ -15,6 +15,15 @@ from pytest_specdecode.report.results import RunResults
 
 ConfigOf = Callable[[pytest.Item], SpecConfig | None]
 
+# What a start loads: configs that agree on these (the drafter, and extra flags that
+# choose or shape the weights) share warm state (weights in the page cache or a weight
+# cache); the rest (budget, window, runtime flags) only changes how the server runs.
+WEIGHT_FLAGS = frozenset({
+    "model-path", "revision", "load-format", "dtype", "quantization", "tp-size",
+    "weight-version", "speculative-draft-model-path", "speculative-draft-load-format",
+    "speculative-draft-model-quantization", "speculative-draft-model-revision",
+})  # fmt: skip
+
 
 @dataclass
 class Space:
@@ -41,6 +50,21 @@ class Space:
         flat = [{k: _hashable(v) for k, v in d.items()} for d in self.data]
         varying = [k for k in dict.fromkeys(k for d in flat for k in d) if _varies(flat, k)]
         return [{k: d.get(k) for k in varying} for d in flat]
+
+    def warm_states(self) -> list[Hashable]:
+        """Each config's warm state: what it loads (:data:`WEIGHT_FLAGS`)."""
+        return [warm_state(d) for d in self.data]
+
+
+def warm_state(data: dict[str, Any]) -> Hashable:
+    """The weights a config (as :func:`config_to_dict` gives it) loads."""
+    extra = data.get("extra") or []
+    weights = sorted(
+        (str(pair[0]), str(pair[1]))
+        for pair in extra
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[0] in WEIGHT_FLAGS
+    )
+    return (str(data.get("draft_model")), tuple(weights))
 
 
 def build_space(items: list[pytest.Item], config_of: ConfigOf, results: RunResults) -> Space:
