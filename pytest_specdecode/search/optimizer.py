@@ -331,7 +331,7 @@ class GridSearch:
 
     def stop_reason(self) -> str | None:
         """Why no further point is asked, or None while the search goes on."""
-        if self.started >= self.restarts:
+        if self.budget_seconds is None and self.started >= self.restarts:
             return f"restart budget spent ({self.restarts} configs started)"
         free = self.unvisited()
         if not free:

@@ -138,3 +138,64 @@ def test_with_n_2_and_one_host_a_search_runs_in_the_controller(project: pytest.P
     result.assert_outcomes(passed=2, skipped=4)
     assert len(starts(project.path / "n2")) == 2
     assert all(v["feasible"] for v in report(project)["search"]["visited"])
+
+
+TWO_CASES = """
+import pytest
+
+@pytest.mark.throughput(contexts=[60, 120], concurrency=[1], output_tokens=96)
+def test_throughput(dflash_case, dflash_throughput, benchmark):
+    dflash_throughput.run(dflash_case, benchmark)
+"""
+
+
+@pytest.fixture
+def timed_project(
+    pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
+) -> pytest.Pytester:
+    """Two cases a config, modelled step times (budget 2 is clearly slower than budget 8),
+    a start of at least 0.6 s."""
+    sim_project(pytester, "--sim-time-scale 1 --sim-load-seconds 0.6 --sim-warmup-seconds 0.1")
+    pytester.makepyfile(test_search=TWO_CASES)
+    return pytester
+
+
+def test_a_time_budget_charges_each_config_its_start_and_its_measurement(
+    timed_project: pytest.Pytester,
+) -> None:
+    # Each start takes >= 0.6 s: after the first config, one more would overrun 1 s.
+    result = run(timed_project, "timed", "--dflash-search-budget=1s")
+    result.assert_outcomes(passed=2, skipped=10)
+    data = report(timed_project)
+    search = data["search"]
+    (visit,) = search["visited"]
+    assert len(starts(timed_project.path / "timed")) == 1
+    assert search["budget_seconds"] == 1.0
+    assert search["stopped"].startswith("time budget spent (")
+    config = next(c for c in data["configs"] if c["label"] == visit["label"])
+    calls = [t["duration"] for t in data["tests"] if t["config_key"] == config["key"]]
+    assert config["service"]["ready_seconds"] >= 0.6
+    spent = config["service"]["ready_seconds"] + sum(calls)
+    assert visit["seconds"] == pytest.approx(spent, abs=2e-3)
+    assert search["spent_seconds"] == pytest.approx(visit["seconds"], abs=2e-3)
+    result.stdout.fnmatch_lines(["search (tok_s): 1 of 6 configs started (time budget 1 s, *"])
+
+
+def test_a_config_clearly_worse_after_its_first_case_skips_the_rest(
+    timed_project: pytest.Pytester,
+) -> None:
+    # The initial design starts budget 8 (the centre) first; budget 2 accepts at most two
+    # tokens a step: after its first case it is in the worse half, its second is skipped.
+    result = run(timed_project, "pruned", "--dflash-search=budget=2,8", "--dflash-search-budget=1h")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED [[]1[]] *: stopped by the search after 1 throughput case(s): clearly worse "
+         "than the configs measured that far (successive halving)"]
+    )  # fmt: skip
+    search = report(timed_project)["search"]
+    assert [(v["label"], v.get("pruned", False)) for v in search["visited"]] == [
+        ("DFLASH budget=8", False),
+        ("DFLASH budget=2", True),
+    ]
+    assert search["best"]["label"] == "DFLASH budget=8"
+    assert search["stopped"] == "every config of the space visited"
