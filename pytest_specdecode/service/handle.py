@@ -84,6 +84,9 @@ class ServiceHandle:
     identity: ProcessIdentity | None
     ready_seconds: float
     phases: list[tuple[str, float]] = field(default_factory=list)
+    # When this run's start of it began (seconds since the epoch; None: not started here),
+    # so that starts on several hosts can be laid side by side.
+    started_at: float | None = None
     unverified: list[str] = field(default_factory=list)
     restarted: bool = True
     proof: str | None = None
@@ -185,6 +188,10 @@ class ServiceHandle:
             "restart_proof": self.proof if self.restarted else None,
             "restart_proven": bool(self.proof) if self.restarted else None,
             "ready_seconds": round(self.ready_seconds, 3),
+            "started_at": None if self.started_at is None else round(self.started_at, 3),
+            "ready_at": (
+                None if self.started_at is None else round(self.started_at + self.ready_seconds, 3)
+            ),
             "phases": [[name, round(at, 3)] for name, at in self.phases],
             "identity": self.identity.describe() if self.identity else None,
             "unverified": self.unverified,

@@ -69,6 +69,7 @@ class ServiceManager:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         redactor: redact.Redactor | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.redactor = redactor or redact.for_settings(settings)
@@ -83,6 +84,7 @@ class ServiceManager:
         self._port = port
         self._http = http
         self._clock = clock
+        self._wall = wall  # when a start began, for the report (the clock only measures)
         self._sleep = sleep
         self._bind(target or (settings.hosts[0] if settings.hosts else None), lease)
         # A local server starts in the project's root, so relative paths in
@@ -263,7 +265,7 @@ class ServiceManager:
     def _start(
         self, config: SpecConfig, controller: ServiceController, before: Look | None
     ) -> tuple[ServiceHandle, dict[str, Any]]:
-        started = self._clock()
+        started, began = self._clock(), self._wall()
         self.progress.update(config.label(), "restarting", 0.0)
         try:
             controller.apply(self.renderer.render(config))
@@ -281,6 +283,7 @@ class ServiceManager:
         ready.unverified.extend(proof.unverified)
         watch = self.checks.watch(controller, config)
         handle = self.checks.handle(config, ready, self._clock() - started, watch)
+        handle.started_at = began
         log = controller.log_location() if self.settings.control == "local" else None
         return handle, switch.server_facts(handle, local=self.settings.control == "local", log=log)
 

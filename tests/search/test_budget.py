@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -106,7 +108,7 @@ def test_configs_sharing_weights_start_one_after_another(
     found = GridSearch(points, len(points), seed=seed, groups=groups)
     asked = [groups[i] for i in found.ask(batch)]
     # Each warm state's configs are next to each other: a state never comes back.
-    changes = [a for a, b in zip(asked, asked[1:], strict=False) if a != b]
+    changes = [a for a, b in pairwise(asked) if a != b]
     assert len(changes) == len(set(asked)) - 1
 
 

@@ -206,3 +206,11 @@ def test_under_the_lease_one_worker_switches_and_the_other_joins(tmp_path: Path)
     assert waits == [0.1]
     assert handle.restarted
     assert [s["speculative_num_draft_tokens"] for s in world.server.starts] == [4, 8]
+
+
+def test_a_start_says_when_it_began_and_when_it_was_ready(tmp_path: Path) -> None:
+    world = World()
+    handle = world.manager(wall=lambda: 1_700_000_000.25).acquire(A, tmp_path)
+    summary = handle.summary()
+    assert summary["started_at"] == 1_700_000_000.25
+    assert summary["ready_at"] == pytest.approx(1_700_000_000.25 + handle.ready_seconds, abs=1e-3)

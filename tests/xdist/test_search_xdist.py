@@ -19,7 +19,7 @@ import pytest
 import pytest_specdecode.search.optimizer  # noqa: F401
 
 from ..conftest import SSHD, free_port
-from .test_multihost import stop_simulators, write_script
+from .test_multihost import RECONFIG, stop_simulators, write_script
 
 TESTS = """
 import pytest
@@ -88,6 +88,47 @@ def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
     for config in data["configs"]:
         for case in config.get("throughput") or []:
             assert "off under pytest-xdist" in case["metrics"]["pytest_benchmark"]
+
+
+# The first start on each host waits (up to 30 s) until the other host's has begun: two
+# starts at once are then certain when the search runs two configs at once, and cannot
+# happen when it runs one at a time.
+BARRIER = """echo "$host $1 $2" >> "$dir/applied.txt"
+for _ in $(seq 600); do [ "$(wc -l < "$dir/applied.txt")" -ge 2 ] && break; sleep 0.05; done
+"""
+
+
+def test_a_search_by_time_under_n_2_starts_two_configs_at_once(
+    pytester: pytest.Pytester, sshd: SSHD, remote: Path
+) -> None:
+    port = free_port()
+    script = write_script(remote, port, load=0.2)
+    text = script.read_text()
+    line = 'echo "$host $1 $2" >> "$dir/applied.txt"\n'
+    assert line in RECONFIG
+    script.write_text(text.replace(line, BARRIER))
+    pytester.makepyfile(test_search=TESTS)
+    hosts = [f"127.0.0.1:{sshd.port}", f"127.0.0.2:{sshd.port}"]
+    args = [a for a in search_args(sshd, script, port, *hosts) if "restarts" not in a]
+    result = pytester.runpytest(*args, "--dflash-search-budget=10m")
+    result.assert_outcomes(passed=6)
+    data = json.loads((pytester.path / "report.json").read_text())
+    search = data["search"]
+    assert search["budget_seconds"] == 600.0
+    assert search["stopped"] == "every config of the space visited"
+    assert all(v["seconds"] > 0 for v in search["visited"]), search["visited"]
+    starts = sorted(
+        (c["service"]["started_at"], c["service"]["ready_at"], c["service"]["host"], c["label"])
+        for c in data["configs"]
+    )
+    assert len(starts) == 6
+    overlapping = [
+        (a[3], b[3])
+        for n, a in enumerate(starts)
+        for b in starts[n + 1 :]
+        if b[0] < a[1] and a[2] != b[2]  # b began before a was ready, on the other host
+    ]
+    assert overlapping, starts
 
 
 def test_a_resumed_search_under_n_2_starts_only_new_configs(
