@@ -166,3 +166,15 @@ def test_coding_busy_fails_on_any_failed_test() -> None:
     clean = bench.tally({**report, "tests": report["tests"][:1]}, 0, 2.0)
     assert bench.verdict([clean, clean]) == 0
     assert bench.verdict([]) == 1
+
+
+def test_search_budget_fails_a_far_pick_or_an_overrun(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load("search_budget")
+    assert bench.good(97.0, 100.0, 200.0, 200.0)
+    assert not bench.good(96.9, 100.0, 200.0, 200.0)  # more than 3% below the best
+    assert not bench.good(100.0, 100.0, 200.1, 200.0)  # over a fifth of the grid's seconds
+    assert not bench.good(None, 100.0, 10.0, 200.0)  # nothing feasible picked
+    assert bench.main(["--seeds", "1"]) == 0  # simulated seconds: well under a second
+    out = capsys.readouterr().out
+    assert "grid: 48 configs" in out
+    assert out.rstrip().endswith("met")

@@ -121,6 +121,22 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
         ),
         (["--dflash-search-seed", "3"], "*--dflash-search-seed needs --dflash-search SPACE*"),
         (["--dflash-search", "budget=4,8", "--dflash-search-restarts", "0"], "*expected an*"),
+        (["--dflash-search-budget", "2h"], "*--dflash-search-budget needs --dflash-search SPACE*"),
+        (
+            ["--dflash-search", "budget=4,8", "--dflash-search-budget", "90"],
+            "*--dflash-search-budget: expected a duration like 2h, 90m, 30s or 1h30m*",
+        ),
+        (
+            [
+                "--dflash-search",
+                "budget=4,8",
+                "--dflash-search-budget",
+                "2h",
+                "--dflash-search-restarts",
+                "3",
+            ],
+            "*--dflash-search-restarts and --dflash-search-budget are both given*",
+        ),  # fmt: skip
         (
             ["--dflash-search", "budget=4,8", "--dflash-search-metric", "speedup"],
             "*--dflash-search-metric speedup needs a baseline*",
@@ -294,6 +310,11 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-search-restarts": (
         ["--dflash-search-restarts", "5"],
         "5",
+        ["--dflash-search", "budget=4,8"],
+    ),
+    "--dflash-search-budget": (
+        ["--dflash-search-budget", "90m"],
+        "90m",
         ["--dflash-search", "budget=4,8"],
     ),
     "--dflash-search-metric": (
