@@ -136,7 +136,7 @@ def test_bad_ini_value_names_its_source(pytester: pytest.Pytester, line: str, me
                 "3",
             ],
             "*--dflash-search-restarts and --dflash-search-budget are both given*",
-        ),  # fmt: skip
+        ),
         (
             ["--dflash-search", "budget=4,8", "--dflash-search-metric", "speedup"],
             "*--dflash-search-metric speedup needs a baseline*",

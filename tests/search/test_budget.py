@@ -122,8 +122,9 @@ def test_a_config_warm_state_is_its_weights_not_its_runtime_flags() -> None:
 
 
 def test_a_config_seconds_are_its_restart_and_its_measurement() -> None:
+    service: dict[str, object] = {"restarted": True, "ready_seconds": 40.0}
     report = {
-        "configs": [{"key": "k", "service": {"restarted": True, "ready_seconds": 40.0}}],
+        "configs": [{"key": "k", "service": service}],
         "tests": [
             {"config_key": "k", "when": "call", "duration": 12.5},
             {"config_key": "k", "when": "call", "duration": 7.5},
@@ -132,7 +133,7 @@ def test_a_config_seconds_are_its_restart_and_its_measurement() -> None:
         ],
     }
     assert seconds_of(report, "k") == 60.0
-    report["configs"][0]["service"]["restarted"] = False  # a live server: no start of ours
+    service["restarted"] = False  # a live server: no start of ours
     assert seconds_of(report, "k") == 20.0
     assert seconds_of(report, "absent") is None
 
