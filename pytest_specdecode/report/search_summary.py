@@ -15,15 +15,9 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
     if not isinstance(found, Mapping):
         return []
     metric = found.get("metric")
-    seconds = found.get("budget_seconds")
-    budget = (
-        f"time budget {_num(seconds)} s, {_num(found.get('spent_seconds'))} s taken"
-        if isinstance(seconds, (int, float))
-        else f"budget {found.get('restarts')}"
-    )
     lines = [
         f"search ({metric}): {found.get('started')} of {found.get('space_size')} configs "
-        f"started ({budget}), {found.get('restarts_saved')} restarts "
+        f"started ({_budget(found)}), {found.get('restarts_saved')} restarts "
         f"saved against the grid; stopped: {found.get('stopped') or 'interrupted'}"
     ]
     rows = [("#", "config", metric or "objective", "95% interval", "feasible")]
@@ -54,6 +48,14 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _budget(found: Mapping[str, Any]) -> str:
+    """``budget 8`` (restarts) or ``time budget 5400 s, 1234 s taken``."""
+    seconds = found.get("budget_seconds")
+    if isinstance(seconds, (int, float)):
+        return f"time budget {_num(seconds)} s, {_num(found.get('spent_seconds'))} s taken"
+    return f"budget {found.get('restarts')}"
+
+
 def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else "-"
 
@@ -68,8 +70,8 @@ def markdown_lines(data: Mapping[str, Any]) -> list[str]:
         "",
         f"### Search ({found.get('metric')})",
         "",
-        f"{found.get('started')} of {found.get('space_size')} configs started (budget "
-        f"{found.get('restarts')}), {found.get('restarts_saved')} restarts saved; stopped: "
+        f"{found.get('started')} of {found.get('space_size')} configs started "
+        f"({_budget(found)}), {found.get('restarts_saved')} restarts saved; stopped: "
         f"{found.get('stopped') or 'interrupted'}. Best: "
         + (
             f"**{best['label']}** ({_num(best.get('objective'))})"
@@ -86,7 +88,8 @@ def markdown_lines(data: Mapping[str, Any]) -> list[str]:
             "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or [])
         )
         out.append(
-            f"| {visit.get('restart')} | {visit.get('label')} | {_num(visit.get('objective'))} "
+            f"| {visit.get('restart')} | {visit.get('label')}"
+            f"{' (stopped early)' if visit.get('pruned') else ''} | {_num(visit.get('objective'))} "
             f"| {_num(interval.get('low'))} - {_num(interval.get('high'))} | {feasible} |"
         )
     return out
