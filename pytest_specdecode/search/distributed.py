@@ -18,7 +18,7 @@ a worker skips those tests at setup, before a fixture starts a server.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ class HostsSearch:
         self._head: set[str] = set()  # baseline configs not yet done
         self._deferred: list[int] = []  # done before the baseline: told after it
         self._index: dict[str, int] = {}
+        self._warm: dict[str, Hashable] = {}  # per host: the warm state it started last
 
     def header(self) -> str:
         return (
@@ -81,10 +82,12 @@ class HostsSearch:
         search, space = self.loop.search, self.loop.space
         if search is None or space is None or not self.open:
             return None
-        batch = search.ask(1)
+        batch = search.ask(1, after=self._warm.get(host))
         if not batch:
             self.open = False
             self.stopped = search.stop_reason() or "done"
+        else:
+            self._warm[host] = search.group(batch[0])
         self.loop.publish(self.stopped)
         return space.keys[batch[0]] if batch else None
 

@@ -134,6 +134,8 @@ class GridSearch:
         centre of every ordered key, then a seeded Latin hypercube (each ordered key's values
         split into ``count`` strata, one point in each); categorical keys drawn at random.
         Enqueued into the study, so Optuna records them as its first trials."""
+        if count < 1:
+            return []  # no start-up trials: TPE from the first
         rng = random.Random(self.seed)
         columns: list[list[int]] = []
         for key in self.keys:
@@ -224,8 +226,12 @@ class GridSearch:
 
     # --- ask / tell ---------------------------------------------------------
 
-    def ask(self, n: int = 1) -> list[int]:
-        """Up to ``n`` grid points to start next (none once :meth:`stop_reason` says so)."""
+    def ask(self, n: int = 1, *, after: Hashable | None = None) -> list[int]:
+        """Up to ``n`` grid points to start next (none once :meth:`stop_reason` says so);
+        ``after``: the warm state of what ran last where they will start (one host of
+        several), else the state of the point asked last."""
+        if after is not None:
+            self._last_group = after
         chosen: list[int] = []
         while len(chosen) < n and self.stop_reason() is None:
             trial = self.study.ask(self.distributions)

@@ -150,3 +150,20 @@ def test_the_summary_says_the_time_budget() -> None:
     assert "2 of 24 configs started (time budget 250 s, 200 s taken)" in "\n".join(
         markdown_lines({"search": data})
     )
+
+
+def test_a_host_next_config_is_nearest_among_the_weights_it_has_warm() -> None:
+    points = [{"drafter": d, "budget": b} for d in ("a", "b", "c") for b in (2, 4, 8)]
+    groups = [p["drafter"] for p in points]
+    for host, expected in (
+        ("c", {"drafter": "c", "budget": 4}),
+        ("b", {"drafter": "b", "budget": 4}),
+    ):
+        found = GridSearch(points, len(points), seed=0, startup=0, groups=groups)
+        for index in range(3):  # every drafter-a point measured
+            found.tell(index, WIDE)
+        # A proposal of a measured point: b4 and c4 are the nearest free points, as near
+        # as each other; the one whose weights the host loaded last is started.
+        found.study.enqueue_trial({"drafter": 0, "budget": 1})
+        (index,) = found.ask(1, after=host)
+        assert points[index] == expected
