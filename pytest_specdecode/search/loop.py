@@ -213,7 +213,9 @@ class SearchLoop:
             if pruned:
                 item.add_marker(pytest.mark.skip(reason=_pruned_reason(cases)))
             _run_one(session, item, items[position + 1] if position + 1 < len(items) else None)
-            if pruned or position + 1 == len(items):
+            # The report is built only after a throughput test, and not after the last.
+            last = position + 1 == len(items)
+            if pruned or last or item.get_closest_marker("throughput") is None:
                 continue
             data = self.outputs.data()
             if (now := cases_of(data, key)) > cases:
