@@ -1,0 +1,104 @@
+"""The plugin's local mode launching the real SGLang: one start per config, gated and verified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import free_port, last_lines, launch_line, project, run_plugin
+
+CODING = ("--pyargs", "pytest_specdecode.suite", "-m", "coding", "-k", "gcd")
+SHORT = "--dflash-max-tokens=48"
+
+
+def server_logs(path: Path) -> list[str]:
+    """The server logs of a run's starts (under pytest's basetemp ``dflash-logs/``)."""
+    return [p.read_text(errors="replace") for p in sorted(path.rglob("dflash-logs/*")) if p.is_file()]
+
+
+def test_a_start_per_config_each_gated_and_verified(
+    sglang_python: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    # The launch line names its host (bug 5: the plugin added a second --host).
+    launch = launch_line(sglang_python, tiny_model, "--host", "127.0.0.1")
+    run = run_plugin(
+        project(tmp_path / "p", launch),
+        *CODING,
+        SHORT,
+        f"--dflash-port={free_port()}",
+        "--dflash-sweep=algorithm=NONE;max_running_requests=4,8",
+        f"--basetemp={tmp_path / 'bt'}",
+        "-v",
+    )
+    out = run.output
+    assert sorted(run.outcomes.values()) == ["failed", "failed"], last_lines(out)
+    # Each config got its own start, passed the gate, and nothing of it went unchecked.
+    report = json.loads((tmp_path / "p" / "report.json").read_text())
+    services = [c["service"] for c in report["configs"]]
+    assert [s["restarted"] for s in services] == [True, True], json.dumps(services)[:3000]
+    assert [s["unverified"] for s in services] == [[], []], json.dumps(services)[:3000]
+    assert {s["version"] for s in services} == {"0.5.23"}
+    commands = [s["launch_command"].split() for s in services]
+    assert sorted(c[c.index("--max-running-requests") + 1] for c in commands) == ["4", "8"]
+    # What SGLang was started with: one --host, the launch line's own.
+    assert all(c.count("--host") == 1 for c in commands), commands
+    assert len(server_logs(tmp_path / "bt")) >= 2
+
+
+def test_draft_model_in_the_space_form_keeps_the_run_where_it_is(
+    sglang_python: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    # Bug 5: pytest read the option's value (an existing directory) as a test path,
+    # so the rootdir, the ini and the report moved to that directory's parent.
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    proj = project(tmp_path / "proj", launch_line(sglang_python, tiny_model))
+    run = run_plugin(
+        proj,
+        *CODING,
+        SHORT,
+        f"--dflash-port={free_port()}",
+        "--dflash-config=algorithm=NONE",
+        *("--dflash-draft-model", str(drafter)),
+    )
+    assert f"rootdir: {proj}" in run.output, last_lines(run.output)
+    assert run.outcomes == {"test_coding[gcd]": "failed"}, last_lines(run.output)
+    report = json.loads((proj / "report.json").read_text())
+    assert report["configs"][0]["service"]["version"] == "0.5.23"
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_a_config_the_real_parser_refuses_is_one_line(
+    sglang_python: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    # An abbreviation that matches two options: SGLang's argparse exits 2.
+    run = run_plugin(
+        project(tmp_path, launch_line(sglang_python, tiny_model)),
+        *CODING,
+        f"--dflash-port={free_port()}",
+        "--dflash-config=algorithm=NONE,cuda_graph_max_bs=32",
+    )
+    assert run.outcomes == {"test_coding[gcd]": "error"}, last_lines(run.output)
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    lines = [ln for ln in run.output.splitlines() if "ambiguous option: --cuda-graph-max-bs" in ln]
+    assert lines, last_lines(run.output)
+    assert "INTERNALERROR" not in run.output
+
+
+def test_dflash_refused_on_the_cpu_is_one_line(
+    sglang_python: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    # SGLang 0.5.23 has no DFLASH on its CPU platform: the start fails, the tests of
+    # that config error with SGLang's own exception line, not a wait or a traceback.
+    run = run_plugin(
+        project(tmp_path, launch_line(sglang_python, tiny_model)),
+        *CODING,
+        f"--dflash-port={free_port()}",
+        f"--dflash-config=budget=4,window=1024,draft_model={tiny_model}",
+    )
+    assert run.outcomes == {"test_coding[gcd]": "error"}, last_lines(run.output)
+    refused = "DFLASH speculative decoding is not supported by CpuSRTPlatform on device 'cpu'."
+    assert refused in run.output, last_lines(run.output)
+    assert "INTERNALERROR" not in run.output
