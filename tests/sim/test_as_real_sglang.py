@@ -13,7 +13,7 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.sim.cli import model_context
+from pytest_specdecode.sim import cli
 
 from .conftest import Sim
 
@@ -100,7 +100,7 @@ json_values = st.recursive(
 def test_a_model_config_gives_its_positive_context_or_none(content: bytes) -> None:
     with tempfile.TemporaryDirectory() as model:
         (Path(model) / "config.json").write_bytes(content)
-        got = model_context(model)
+        got = cli.model_context(model)
     try:
         value = json.loads(content)["max_position_embeddings"]
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
@@ -110,4 +110,4 @@ def test_a_model_config_gives_its_positive_context_or_none(content: bytes) -> No
 
 
 def test_no_model_directory_is_no_context(tmp_path: Path) -> None:
-    assert model_context(str(tmp_path / "absent")) is None
+    assert cli.model_context(str(tmp_path / "absent")) is None
