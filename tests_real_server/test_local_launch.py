@@ -10,12 +10,14 @@ import pytest
 from .conftest import free_port, last_lines, launch_line, project, run_plugin
 
 CODING = ("--pyargs", "pytest_specdecode.suite", "-m", "coding", "-k", "gcd")
-SHORT = "--dflash-max-tokens=48"
+SHORT = "--dflash-max-tokens=16"
 
 
 def server_logs(path: Path) -> list[str]:
     """The server logs of a run's starts (under pytest's basetemp ``dflash-logs/``)."""
-    return [p.read_text(errors="replace") for p in sorted(path.rglob("dflash-logs/*")) if p.is_file()]
+    return [
+        p.read_text(errors="replace") for p in sorted(path.rglob("dflash-logs/*")) if p.is_file()
+    ]
 
 
 def test_a_start_per_config_each_gated_and_verified(
