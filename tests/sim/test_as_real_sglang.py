@@ -5,6 +5,7 @@ docs/simulator.md lists each difference."""
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from pytest_specdecode.sim import cli
 
-from .conftest import Sim
+from ..conftest import SIM
+from .conftest import DFLASH, FAST, Sim, free_port
 
 
 def tiny_model(path: Path, context: int) -> Path:
@@ -111,3 +113,13 @@ def test_a_model_config_gives_its_positive_context_or_none(content: bytes) -> No
 
 def test_no_model_directory_is_no_context(tmp_path: Path) -> None:
     assert cli.model_context(str(tmp_path / "absent")) is None
+
+
+def test_dflash_on_the_cpu_stops_the_start_with_sglangs_line(tmp_path: Path) -> None:
+    argv = [*SIM, *FAST, "--port", str(free_port()), *DFLASH, "--device", "cpu"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr.rstrip().splitlines()[-1] == (
+        "ValueError: DFLASH speculative decoding is not supported by CpuSRTPlatform on "
+        "device 'cpu'."
+    )
