@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import free_port, last_lines, launch_line, project, run_plugin
+from .conftest import SERVER_ENV, free_port, last_lines, launch_line, project, run_plugin
 
 CODING = ("--pyargs", "pytest_specdecode.suite", "-m", "coding", "-k", "gcd")
 SHORT = "--dflash-max-tokens=16"
@@ -75,18 +77,36 @@ def test_draft_model_in_the_space_form_keeps_the_run_where_it_is(
 def test_a_config_the_real_parser_refuses_is_one_line(
     sglang_python: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
-    # An abbreviation that matches two options: SGLang's argparse exits 2.
+    # An abbreviation that matches two options: SGLang's own argparse exits 2 on it...
+    real = subprocess.run(
+        [str(sglang_python), "-m", "sglang.launch_server", "--cuda-graph-max-bs", "32"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, **SERVER_ENV},
+    )
+    assert real.returncode == 2, real.stderr[-2000:]
+    assert "error: ambiguous option: --cuda-graph-max-bs could match" in real.stderr
+    # ...and the plugin says so in one line per test before it starts any server.
     run = run_plugin(
         project(tmp_path, launch_line(sglang_python, tiny_model)),
         *CODING,
         f"--dflash-port={free_port()}",
         "--dflash-config=algorithm=NONE,cuda_graph_max_bs=32",
+        f"--basetemp={tmp_path / 'bt'}",
     )
-    assert run.outcomes == {"test_coding[gcd]": "error"}, last_lines(run.output)
-    assert run.ret == pytest.ExitCode.TESTS_FAILED
-    lines = [ln for ln in run.output.splitlines() if "ambiguous option: --cuda-graph-max-bs" in ln]
+    assert run.ret != pytest.ExitCode.OK
+    refused = (
+        "refuses flag --cuda-graph-max-bs: it is an ambiguous abbreviation of "
+        "--cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill"
+    )
+    lines = [ln for ln in run.output.splitlines() if refused in ln]
     assert lines, last_lines(run.output)
+    assert all(ln.startswith("dflash: collection error: ") for ln in lines), lines
+    assert "Traceback" not in run.output
     assert "INTERNALERROR" not in run.output
+    assert server_logs(tmp_path / "bt") == []
 
 
 def test_dflash_refused_on_the_cpu_is_one_line(
