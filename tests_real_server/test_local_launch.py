@@ -59,19 +59,22 @@ def test_draft_model_in_the_space_form_keeps_the_run_where_it_is(
     drafter = tmp_path / "drafter"
     drafter.mkdir()
     proj = project(tmp_path / "proj", launch_line(sglang_python, tiny_model))
-    run = run_plugin(
-        proj,
-        *CODING,
-        SHORT,
-        f"--dflash-port={free_port()}",
-        "--dflash-config=algorithm=NONE",
-        *("--dflash-draft-model", str(drafter)),
-    )
-    assert f"rootdir: {proj}" in run.output, last_lines(run.output)
-    assert run.outcomes == {"test_coding[gcd]": "failed"}, last_lines(run.output)
+    args = (*CODING, SHORT, f"--dflash-port={free_port()}", "--dflash-config=algorithm=NONE")
+    spaced = run_plugin(proj, *args, "--dflash-draft-model", str(drafter))
+    # Either the run stays in the project, or it stops with one line saying how to
+    # write the option; it never runs without the project's ini.
+    if f"rootdir: {proj}\n" not in spaced.output:
+        assert spaced.ret == pytest.ExitCode.USAGE_ERROR, last_lines(spaced.output)
+        said = [ln for ln in spaced.output.splitlines() if "as a test path" in ln]
+        assert len(said) == 1, last_lines(spaced.output)
+        assert f"--dflash-draft-model={drafter}" in said[0]
+        assert spaced.outcomes == {}
+    assert not (tmp_path / "report.json").exists()
+    joined = run_plugin(proj, *args, f"--dflash-draft-model={drafter}")
+    assert f"rootdir: {proj}\n" in joined.output, last_lines(joined.output)
+    assert joined.outcomes == {"test_coding[gcd]": "failed"}, last_lines(joined.output)
     report = json.loads((proj / "report.json").read_text())
     assert report["configs"][0]["service"]["version"] == "0.5.23"
-    assert not (tmp_path / "report.json").exists()
 
 
 def test_a_config_the_real_parser_refuses_is_one_line(
