@@ -55,6 +55,7 @@ class RoundResult:
     start: float
     end: float
     requests: list[RequestRecord] = field(default_factory=list)
+    cpu_s: float | None = None  # the load client's CPU seconds for the round
 
     @property
     def wall_time(self) -> float:
@@ -159,7 +160,7 @@ def run_round(
         for i, p in enumerate(prompts)
     ]
     ensure_fds(max_concurrency if max_concurrency > 0 else len(requests))
-    start = run_sync(
+    start, cpu_s = run_sync(
         drive(
             target, requests, clock=clock, arrivals=arrivals, in_flight=max_concurrency, sleep=sleep
         )
@@ -169,7 +170,7 @@ def run_round(
         for r, p in zip(requests, prompts, strict=True)
     ]
     end = max([r.result.end_time for r in records if r.result is not None] or [clock()])
-    return RoundResult(start, end, records)
+    return RoundResult(start, end, records, cpu_s)
 
 
 def raise_for_errors(result: RoundResult, what: str) -> None:

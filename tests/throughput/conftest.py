@@ -12,7 +12,6 @@ import contextlib
 import json
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +52,7 @@ class Script:
     error_after: int = 0
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
     health_delay: float = 0.0  # /health_generate answers after this many seconds
+    chunk_gap: float = 0.002  # /generate waits this long (on `stop`) before each event
     slow_info: float | None = None  # /server_info body: one byte every this many seconds
     slow_headers: float | None = None  # every answer's headers: one byte every this many s
     info: dict[str, Any] = field(
@@ -102,7 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for event in events:
             self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
-            time.sleep(0.002)
+            if self.script.stop.wait(self.script.chunk_gap):
+                return
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
 
