@@ -9,6 +9,7 @@ another identity (``/server_info`` and ``/metrics``) from a given request on.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import sys
 import threading
@@ -52,6 +53,9 @@ class Script:
     error_after: int = 0
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
     health_delay: float = 0.0  # /health_generate answers after this many seconds
+    # /metrics: "gzip" gzips it when the request accepts gzip (prometheus_client, so
+    # SGLang); another coding is only named in its Content-Encoding, the body plain.
+    metrics_coding: str | None = None
     chunk_gap: float = 0.002  # /generate waits this long (on `stop`) before each event
     slow_info: float | None = None  # /server_info body: one byte every this many seconds
     slow_headers: float | None = None  # every answer's headers: one byte every this many s
@@ -172,6 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
             count = 3.0 if s.swapped else s.generation_tokens
             body = f"sglang:generation_tokens_total {count}\n".encode()
             self.send_response(200)
+            accepted = (self.headers.get("Accept-Encoding") or "").lower()
+            if s.metrics_coding == "gzip" and "gzip" in accepted:
+                body = gzip.compress(body)  # what SGLang's exporter does when asked
+            if s.metrics_coding is not None:
+                self.send_header("Content-Encoding", s.metrics_coding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
