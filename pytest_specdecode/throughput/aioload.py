@@ -432,10 +432,8 @@ async def drive(
     # engine step come in together and are folded one after another, and a stamp
     # per fold would carry the folding of all the streams before it.
     arrived = TurnClock(clock)
-    cpu = time.thread_time()
     try:
-        start = await _send_all(target, requests, clock, arrived, arrivals, in_flight, sleep)
-        return Driven(start, time.thread_time() - cpu)
+        return await _send_all(target, requests, clock, arrived, arrivals, in_flight, sleep)
     finally:
         # After the round, interrupted or not: every stream read to its end is kept.
         for req in requests:
@@ -450,13 +448,16 @@ async def _send_all(
     arrivals: Sequence[float] | None,
     in_flight: int,
     sleep: Sleep,
-) -> float:
+) -> Driven:
     async with contextlib.AsyncExitStack() as stack:
         # The loop sleeps in the kernel while no socket is readable: a loop kept
         # polling (a ready callback every turn) saves the 0.2-2 ms of a wake-up per
         # read but takes a whole core, and a server on the same machine (SGLang on
         # CPU, the simulator) then serves several times slower than with the core.
         session = await stack.enter_async_context(new_session(target))
+        # The CPU time of the round's span alone (the same span as its wall time), not
+        # the pool's making and closing.
+        cpu = time.thread_time()
         start = clock()
         if arrivals is not None:
             gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
@@ -484,7 +485,7 @@ async def _send_all(
             await asyncio.gather(
                 *(stream_one(session, target, r, clock, arrived) for r in requests)
             )
-        return start
+        return Driven(start, time.thread_time() - cpu)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -56,6 +56,8 @@ class Script:
     # /metrics: "gzip" gzips it when the request accepts gzip (prometheus_client, so
     # SGLang); another coding is only named in its Content-Encoding, the body plain.
     metrics_coding: str | None = None
+    chars_per_token: int = 4  # the tokenizer: one token per this many characters
+    context_length: int | None = None  # /generate refuses a prompt + output reaching it
     chunk_gap: float = 0.002  # /generate waits this long (on `stop`) before each event
     slow_info: float | None = None  # /server_info body: one byte every this many seconds
     slow_headers: float | None = None  # every answer's headers: one byte every this many s
@@ -255,8 +257,22 @@ class _Handler(BaseHTTPRequestHandler):
             status, message = s.fail_generate
             self._send_json(status, {"error": {"message": message}})
             return
-        prompt_tokens = fake_token_count(body.get("text") or "")
+        prompt_tokens = max(1, len(body.get("text") or "") // s.chars_per_token)
         params = body["sampling_params"]
+        total_asked = prompt_tokens + params["max_new_tokens"]
+        if s.context_length is not None and total_asked >= s.context_length - 1:
+            # SGLang's words and status for a request past the model's context.
+            self._send_json(
+                400,
+                {
+                    "error": {
+                        "message": "Requested token count exceeds the model's maximum context "
+                        f"length of {s.context_length} tokens. You requested a total of "
+                        f"{total_asked} tokens"
+                    }
+                },
+            )
+            return
         if params["max_new_tokens"] == 0:
             self._send_json(
                 200,
