@@ -85,7 +85,8 @@ class LaunchRenderer:
                 argv[0] = sys.executable
             # The launch line's own --host/--port, in any spelling SGLang takes
             # (--host=0.0.0.0, --po 8000), are kept: a second one would override it.
-            table = self.dialect.table or facts.load()
+            known = self.dialect.table if isinstance(self.dialect, dialects.SGLangDialect) else None
+            table = known or facts.load()  # a template's program: SGLang's spellings at best
             if not table.gives(argv, "port"):
                 if not table.gives(argv, "host"):
                     argv += ["--host", self.where.host]
