@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_specdecode.eventloop import TurnClock
+from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -134,3 +134,27 @@ def test_no_read_is_stamped_before_its_bytes_were_sent(kind: str, bursts: list[i
     assert len(stamps) == 2 * sum(bursts)
     late = [(written, stamped) for written, stamped in stamps if stamped < written]
     assert late == []
+
+
+def test_a_never_sleeping_loop_burns_its_core_only_in_the_block() -> None:
+    async def cpu_while_waiting(busy: bool) -> float:
+        began = time.process_time()
+        if busy:
+            with never_sleeping():
+                await asyncio.sleep(0.3)
+        else:
+            await asyncio.sleep(0.3)
+        return time.process_time() - began
+
+    async def go() -> tuple[float, float, float]:
+        return (
+            await cpu_while_waiting(False),
+            await cpu_while_waiting(True),
+            await cpu_while_waiting(False),
+        )
+
+    before, during, after = run_fresh(go())
+    # A sleeping loop uses next to no CPU while it waits; a busy one its share of a
+    # core (less than all of it on a loaded machine).
+    assert during > 0.05, "the loop slept in the block"
+    assert during > 5 * max(before, after), (before, during, after)

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -42,7 +44,7 @@ from pytest_specdecode.client import (
     int_ids,
     is_int,
 )
-from pytest_specdecode.eventloop import TurnClock, run_fresh
+from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
 from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 from pytest_specdecode.wire import BoundExceeded, SSESplitter
 
@@ -59,6 +61,18 @@ class Target:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     limits: Limits = DEFAULT_LIMITS
     max_line: int = MAX_SSE_LINE
+
+    @property
+    def on_this_machine(self) -> bool:
+        """Whether the server answers on a loopback address (it shares this machine's
+        cores with the client)."""
+        host = urlsplit(self.base_url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a name: another machine as far as the client can tell
+            return False
 
 
 @dataclass
@@ -450,11 +464,13 @@ async def _send_all(
     sleep: Sleep,
 ) -> Driven:
     async with contextlib.AsyncExitStack() as stack:
-        # The loop sleeps in the kernel while no socket is readable: a loop kept
-        # polling (a ready callback every turn) saves the 0.2-2 ms of a wake-up per
-        # read but takes a whole core, and a server on the same machine (SGLang on
-        # CPU, the simulator) then serves several times slower than with the core.
         session = await stack.enter_async_context(new_session(target))
+        # A loop kept polling saves the 0.2-2 ms of a wake-up per read but takes a
+        # whole core: a server on this machine (SGLang on CPU, the simulator) then
+        # serves several times slower. So the loop sleeps in the kernel until a
+        # socket is readable, and polls only for a server on another machine.
+        if not target.on_this_machine:
+            stack.enter_context(never_sleeping())
         # The CPU time of the round's span alone (the same span as its wall time), not
         # the pool's making and closing.
         cpu = time.thread_time()
