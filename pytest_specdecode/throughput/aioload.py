@@ -415,10 +415,11 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class Driven(NamedTuple):
-    """When a round started, and the CPU seconds its loop's thread spent on it."""
+    """When a round started, and the CPU seconds its loop's thread spent on it (None
+    when the loop polled: then its CPU time is its waiting, not its work)."""
 
     start: float
-    cpu_s: float
+    cpu_s: float | None
 
 
 async def drive(
@@ -431,8 +432,9 @@ async def drive(
     sleep: Sleep = asyncio.sleep,
 ) -> Driven:
     """Send every request on a pool of their own (:func:`new_session`); return the
-    start time and the CPU seconds the loop's thread spent (the client's own cost:
-    the loop blocks on its sockets between reads, so this is its work, not its wait).
+    start time and the CPU seconds the loop's thread spent: the client's own cost
+    against a server on this machine, where the loop blocks on its sockets between
+    reads; None for one on another machine, where the loop polls.
 
     Without ``arrivals`` and with ``in_flight`` 0 every request goes at once (a
     synchronized round). With ``in_flight`` N, N workers each send the next
@@ -469,7 +471,8 @@ async def _send_all(
         # whole core: a server on this machine (SGLang on CPU, the simulator) then
         # serves several times slower. So the loop sleeps in the kernel until a
         # socket is readable, and polls only for a server on another machine.
-        if not target.on_this_machine:
+        polled = not target.on_this_machine
+        if polled:
             stack.enter_context(never_sleeping())
         # The CPU time of the round's span alone (the same span as its wall time), not
         # the pool's making and closing.
@@ -501,7 +504,8 @@ async def _send_all(
             await asyncio.gather(
                 *(stream_one(session, target, r, clock, arrived) for r in requests)
             )
-        return Driven(start, time.thread_time() - cpu)
+        spent = None if polled else time.thread_time() - cpu
+        return Driven(start, spent)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
