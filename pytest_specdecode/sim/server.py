@@ -34,7 +34,7 @@ from pytest_specdecode.sim.generation import (
     prompt_token_count,
     sampling,
 )
-from pytest_specdecode.sim.metrics import Metrics
+from pytest_specdecode.sim.metrics import Metrics, exposition
 from pytest_specdecode.sim.model import SpecModel, SpecSettings
 from pytest_specdecode.sim.openai_api import OpenAIEndpoints
 from pytest_specdecode.sim.scheduler import Engine, Sequence
@@ -172,7 +172,8 @@ class SimServer:
         if not self.args.enable_metrics:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         text = self.metrics.prometheus(self.args.served_model_name, self.engine.avg_accept_length)
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+        body, headers = exposition(text, request.headers.get("accept-encoding"))
+        return Response(body, headers=headers)
 
     # -- generation ------------------------------------------------------------------
     async def _body(self, request: Request) -> dict[str, Any]:
