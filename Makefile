@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit docs-check real-parser bench clean
+.PHONY: demo test lint typecheck unit docs-check real-parser real-server bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ docs-check: $(STAMP)
 ## SGLang 0.5.23's own parser (from its wheel, downloaded once) against the plugin and simulator.
 real-parser: $(STAMP)
 	$(BIN)/python -m pytest tests_real -q -p no:cacheprovider
+
+## The plugin against the real SGLang 0.5.23 on the CPU (a tiny local model; its venv,
+## ~7 GB, is installed once into ~/.cache/pytest-specdecode by tests_real_server/install.sh).
+real-server: $(STAMP)
+	$(BIN)/python -m pytest tests_real_server -p no:cacheprovider -p no:randomly -ra
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done

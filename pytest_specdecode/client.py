@@ -301,22 +301,27 @@ class SGLangClient:
         *,
         json_body: Any = None,
         deadline: float,
+        stream: bool = False,
     ) -> requests.Response:
         """Send a request; the answer's headers are read, its body is left to the caller.
 
         Redirects are never followed (another host's figures are not this
-        server's): a 3xx is an error naming where it pointed.
+        server's): a 3xx is an error naming where it pointed. A whole body may come
+        compressed (:func:`~pytest_specdecode.wire.decoded` undoes it: SGLang's
+        ``/metrics`` is gzipped when the request accepts gzip); a ``stream`` asks for
+        none, its events are read as they come.
         """
         url = self.base_url + path
         timeout = self._timeouts(deadline)
         guard = wire.DeadlineGuard(deadline - self._monotonic())
+        accept = "identity" if stream else wire.ACCEPTED_ENCODINGS
         try:
             with guard:
                 resp = self.session.request(
                     method,
                     url,
                     json=json_body,
-                    headers=self._headers(),
+                    headers={**self._headers(), "Accept-Encoding": accept},
                     timeout=timeout,
                     stream=True,
                     allow_redirects=False,
@@ -361,6 +366,14 @@ class SGLangClient:
                 resp.close()
             raise ServerError(
                 method, path, resp.status_code, _error_text(body.decode("utf-8", "replace"))
+            )
+        coding = resp.headers.get("Content-Encoding") or "identity"
+        if stream and coding.strip().lower() != "identity":
+            resp.close()
+            raise LimitError(
+                f"{method} {url} streamed its answer with Content-Encoding {coding[:40]!r} "
+                "though the request asked for identity; refused",
+                wire.ENCODING,
             )
         return resp
 
@@ -431,7 +444,12 @@ class SGLangClient:
                     )
         finally:
             resp.close()
-        return bytes(body)
+        try:
+            return wire.decoded(bytes(body), resp.headers.get("Content-Encoding"), cap=cap)
+        except wire.BoundExceeded as exc:
+            if truncate:  # an error reply's text: what came is better than none
+                return bytes(body[:cap])
+            raise self._limit_error(exc, method, path) from None
 
     def _call(self, method: str, path: str, body: Any = None, tokens: int | None = None) -> bytes:
         """One whole request (connect, headers, body) within its deadline: the body."""
@@ -622,7 +640,7 @@ class SGLangClient:
         send = self._clock()
         self._last_deadline = self.limits.deadline(tokens)
         deadline = self._deadline(tokens)
-        resp = self._request("POST", path, json_body=body, deadline=deadline)
+        resp = self._request("POST", path, json_body=body, deadline=deadline, stream=True)
         try:
             yield send, {}
             chunks = self._chunks(resp, "POST", path, deadline, MAX_RESPONSE)

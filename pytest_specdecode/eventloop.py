@@ -73,7 +73,9 @@ def never_sleeping() -> Iterator[None]:
     small messages between two processes): every read after such a sleep would carry it in
     its TTFT, ITL and e2e. So a callback is ready at every turn, and each poll
     returns at once. It costs a core while the block runs: the load client
-    uses it for its rounds only.
+    uses it for its rounds only, and only against a server on another machine
+    (a server on this one needs that core: SGLang on CPU served several times
+    slower beside a polling client).
     """
     loop = asyncio.get_running_loop()
     on = True

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_specdecode import hookspecs, inert, redact
-from pytest_specdecode.config import options
+from pytest_specdecode.config import options, rootdir_guard
 
 if TYPE_CHECKING:
     # Imported when used: a run that does not use the plugin never loads the service
@@ -55,6 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for line in MARKERS:
         config.addinivalue_line("markers", line)
+    if (misread := rootdir_guard.check(config)) is not None:
+        raise pytest.UsageError(redact.for_options(config)(misread))
     try:
         settings = resolve(config)  # bad values are usage errors, used or not
     except (SettingsError, ConfigError) as exc:

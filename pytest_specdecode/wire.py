@@ -20,6 +20,7 @@ import contextlib
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -34,10 +35,21 @@ DEADLINE = "deadline"
 STALL = "stall"
 LINE = "line"
 RESPONSE = "response"
+ENCODING = "encoding"
+
+ACCEPTED_ENCODINGS = "gzip, deflate"
+"""What a whole-body request accepts: exactly what :func:`decoded` undoes (urllib3 would
+also offer br and zstd when their packages happen to be installed)."""
+
+# Each Content-Encoding token the plugin undoes, as zlib's window bits: gzip's header
+# (16 + 15), zlib's (15). HTTP's "deflate" is zlib-wrapped; a raw deflate stream (-15)
+# is what some servers send under that name, so it is tried after.
+_WBITS = {"gzip": (31,), "x-gzip": (31,), "deflate": (15, -15)}
 
 
 class BoundExceeded(Exception):
-    """A reply passed one of its bounds; ``kind``: deadline, stall, line or response."""
+    """A reply passed one of its bounds; ``kind``: deadline, stall, line, response or
+    encoding (a body it cannot decode)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -104,6 +116,54 @@ def _is_timeout(exc: BaseException) -> bool:
             return True
         cur = cur.__cause__ or cur.__context__
     return False
+
+
+def decoded(body: bytes, content_encoding: str | None, *, cap: int) -> bytes:
+    """``body`` with its ``Content-Encoding`` undone (the codings in reverse order of
+    their listing), never more than ``cap`` bytes of it decoded: a small compressed
+    body can expand a thousandfold. Raises :class:`BoundExceeded` (``response``) past
+    the cap, (``encoding``) for a coding it does not know or a body that is not one."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
+    for coding in reversed([c for c in codings if c and c != "identity"]):
+        tries = _WBITS.get(coding)
+        if tries is None:
+            raise BoundExceeded(
+                ENCODING,
+                f"sent Content-Encoding {coding[:40]!r}, which the plugin does not decode "
+                f"(it asks for {ACCEPTED_ENCODINGS} or identity)",
+            )
+        body = _inflate(body, coding, tries, cap)
+    return body
+
+
+def _inflate(body: bytes, coding: str, tries: tuple[int, ...], cap: int) -> bytes:
+    for position, wbits in enumerate(tries):
+        try:
+            return _inflate_with(body, wbits, cap)
+        except zlib.error as exc:
+            if position == len(tries) - 1:
+                raise BoundExceeded(
+                    ENCODING, f"sent a body that is not valid {coding} ({exc})"
+                ) from None
+    raise AssertionError("unreachable: tries is never empty")
+
+
+def _inflate_with(body: bytes, wbits: int, cap: int) -> bytes:
+    out = bytearray()
+    rest = body
+    # gzip allows several members one after another; each gets a decoder of its own.
+    while rest:
+        inflater = zlib.decompressobj(wbits)
+        data = rest
+        while data:
+            out += inflater.decompress(data, cap + 1 - len(out))
+            if len(out) > cap:
+                raise BoundExceeded(RESPONSE, f"sent more than {cap} bytes decoded (response cap)")
+            data = inflater.unconsumed_tail
+        if not inflater.eof:
+            raise zlib.error("the compressed body ends early")
+        rest = inflater.unused_data if wbits == 31 else b""
+    return bytes(out)
 
 
 def read_body(chunks: Iterator[tuple[float, bytes]]) -> bytes:

@@ -33,6 +33,11 @@ dflash_sim_fault =
 - A switch takes `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`) in the ini.
 - A repeatable option takes one value per line in the ini.
 - Paths in `dflash_problems` and `dflash_sim_answers` are relative to the ini file's directory.
+- A value that names an existing path outside the project (`--dflash-draft-model
+  /models/d`) must be one word with its flag (`--dflash-draft-model=/models/d`): pytest
+  chooses its rootdir and ini file before it knows a plugin's options, takes such a word
+  for a test path and would not read the project's ini file, so the run stops with one
+  line saying so (unless `--rootdir` and `-c` are given).
 - The API key is a secret: its ini key only names the environment variable that holds it
   (`dflash_api_key = env:SGLANG_API_KEY`).
 - The ini `dflash_config` is the *default* config of every test (under its markers), while

@@ -15,7 +15,7 @@ builds, DDTree PR builds): the release table plus their known differences
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
@@ -159,6 +159,22 @@ class OptionTable:
     def prefix_matches(self, text: str) -> list[str]:
         """Spellings ``text`` abbreviates, as argparse's prefix matching finds them."""
         return [f for f in self.flags() if f.startswith(text)]
+
+    def gives(self, argv: Sequence[str], dest: str) -> bool:
+        """Whether ``argv`` sets the option storing ``dest``, however it is spelled: any
+        of its flags, as ``--flag value`` or ``--flag=value``, or an abbreviation the
+        parser's prefix matching takes for it alone."""
+        for word in argv:
+            if not word.startswith("-"):
+                continue
+            name = word.split("=", 1)[0]
+            option = self.option(name)
+            if option is None:
+                matches = self.prefix_matches(name) if name.startswith("--") else []
+                option = self.option(matches[0]) if len(matches) == 1 else None
+            if option is not None and option.dest == dest:
+                return True
+        return False
 
 
 _BY_FLAG: dict[int, dict[str, Option]] = {}

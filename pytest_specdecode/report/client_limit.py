@@ -11,12 +11,17 @@ the same client against a null server on the same machine) a case is
 - its client overhead p99 (client e2e minus the server's own e2e) is above
   :data:`LOADED_SHARE` of its e2e p50 *and* above :data:`OVERHEAD_FACTOR` times
   the overhead the client showed against the null server at that concurrency:
-  the machine was busier than the client's own cost explains.
+  the machine was busier than the client's own cost explains; or
+- the load client's own CPU time during its rounds was above :data:`CPU_SHARE`
+  of their wall time (with or without a calibration): the client runs on one
+  thread, so near one core it delays its own reads, and on a machine whose
+  cores the server shares it takes them from the server.
 
 Such a case gets ``client_limited`` (its reasons) and the verdict leaves it
 out. Without a calibration (``--dflash-client-calibration off``, or one that
-could not run) nothing is marked; the summary's one warning line then names
-the cases whose overhead alone is above the share (the client *may* be limiting them).
+could not run) only the CPU reason marks a case; the summary's warning line
+then also names the cases whose overhead alone is above the share (the client
+*may* be limiting them).
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ more than the noise between rounds, so (with :data:`OVERHEAD_FACTOR`) out of the
 OVERHEAD_FACTOR = 2.0
 """...and above this many times the null server's overhead p99: the machine was loaded."""
 
+CPU_SHARE = 0.8
+"""The load client busy this share of its rounds' wall time (CPU seconds per second) is
+near its one core: its own work, not the server, paced the case."""
+
 SHOWN_CASES = 4
 """The warning names this many cases (the worst first), then a count."""
 
@@ -62,10 +71,17 @@ def ceilings(calibration: Mapping[str, Any] | None) -> dict[int, Mapping[str, An
 
 
 def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> list[str]:
-    """Why a case with these metrics is client-limited against ``ceiling`` (none: it is not)."""
-    if ceiling is None:
-        return []
+    """Why a case with these metrics is client-limited against ``ceiling`` (none: it is not);
+    without a ceiling, by the client's own CPU time alone."""
     found = []
+    share = _number(metrics.get("client_cpu_share"))
+    if share is not None and share > CPU_SHARE:
+        found.append(
+            f"the load client was busy {share:.0%} of its rounds' wall time (CPU seconds "
+            "per second, one thread): its own CPU was the limit"
+        )
+    if ceiling is None:
+        return found
     tok_s, top = _number(metrics.get("tok_s")), _number(ceiling.get("tok_s"))
     if tok_s is not None and top and tok_s > CEILING_SHARE * top:
         found.append(
@@ -114,7 +130,8 @@ def warning(report: Mapping[str, Any], short: Mapping[str, str]) -> list[str]:
         return []
     return [
         f"WARNING: {len(marked)} of {total} cases are client-limited, left out of the verdict "
-        f"(their tok/s near this machine's null-server ceiling, or the machine loaded): "
+        f"(their tok/s near this machine's null-server ceiling, the machine loaded, or the "
+        f"load client's own CPU the limit): "
         f"{_names(marked)}"
     ]
 

@@ -41,9 +41,8 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         if missing:
             lines.append(str(missing))
         lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
-        if client_limit.ceilings(report.get("calibration")):
-            lines += client_limit.warning(report, short)
-        else:
+        lines += client_limit.warning(report, short)
+        if not client_limit.ceilings(report.get("calibration")):
             lines += client_limited(configs, short)
         header, rows = tables.acceptance(report)
         if rows:

@@ -73,6 +73,9 @@ class ServerChecks:
         self._http = http
         self._clock = clock
         self._sleep = sleep
+        # External mode: a server that never answered within a whole ready timeout is
+        # not waited for again by the next config (nothing here would start it).
+        self._not_running: ServiceNotReady | None = None
 
     def look(self, config: SpecConfig) -> Look | None:
         """One probe of the live server (no waiting for a startup); None if it cannot tell."""
@@ -125,11 +128,16 @@ class ServerChecks:
         )
 
     def external(self, config: SpecConfig) -> ServiceHandle:
-        """``--dflash-restart=never``: verify the live server; another config skips."""
+        """``--dflash-restart=never``: wait (up to the ready timeout) for the live server
+        and verify it; another config skips."""
+        if self._not_running is not None:
+            raise self._not_running
         started = self._clock()
         try:
             ready = self.gate(config, None, expect_running=True)
         except ServiceNotReady as exc:
+            if exc.reason == "not-running":
+                self._not_running = exc
             if exc.reason != "mismatch":
                 raise
             raise OtherConfigLive(

@@ -275,7 +275,11 @@ def _get(session: Any, url: str, headers: Mapping[str, str], timeout: float) -> 
     """The body of a 200 answer (bounded), None for any other status; never follows a redirect."""
     try:
         resp = session.get(
-            url, timeout=timeout, headers=dict(headers), stream=True, allow_redirects=False
+            url,
+            timeout=timeout,
+            headers={**headers, "Accept-Encoding": wire.ACCEPTED_ENCODINGS},
+            stream=True,
+            allow_redirects=False,
         )
     except requests.RequestException as exc:
         raise IdentityUnreadable(f"GET {url} failed ({type(exc).__name__})") from None
@@ -285,7 +289,10 @@ def _get(session: Any, url: str, headers: Mapping[str, str], timeout: float) -> 
         chunks = wire.read_chunks(
             resp.raw, deadline=time.monotonic() + timeout, stall=timeout, cap=IDENTITY_CAP
         )
-        return wire.read_body(chunks).decode("utf-8", "replace")
+        body = wire.decoded(
+            wire.read_body(chunks), resp.headers.get("Content-Encoding"), cap=IDENTITY_CAP
+        )
+        return body.decode("utf-8", "replace")
     except wire.BoundExceeded as exc:
         raise IdentityUnreadable(f"GET {url} {exc}") from None
     except Exception as exc:

@@ -14,7 +14,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from pytest_specdecode import redact
+from pytest_specdecode import facts, redact
 from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
@@ -83,8 +83,14 @@ class LaunchRenderer:
             # "python" means the interpreter running pytest (its venv), as users expect.
             if argv and argv[0] in ("python", "python3"):
                 argv[0] = sys.executable
-            if "--port" not in argv:
-                argv += ["--host", self.where.host, "--port", str(self.where.port)]
+            # The launch line's own --host/--port, in any spelling SGLang takes
+            # (--host=0.0.0.0, --po 8000), are kept: a second one would override it.
+            known = self.dialect.table if isinstance(self.dialect, dialects.SGLangDialect) else None
+            table = known or facts.load()  # a template's program: SGLang's spellings at best
+            if not table.gives(argv, "port"):
+                if not table.gives(argv, "host"):
+                    argv += ["--host", self.where.host]
+                argv += ["--port", str(self.where.port)]
             if s.uses_simulator:  # play the SGLang build the dialect targets; its knobs
                 argv += [*dialects.simulator_flags(self.dialect), *s.sim_args]
         argv += list(rendered.argv)

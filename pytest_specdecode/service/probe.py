@@ -201,7 +201,8 @@ class ServerProbe:
         chunks = wire.read_chunks(
             resp.raw, deadline=time.monotonic() + left, stall=left, cap=INFO_CAP
         )
-        return json.loads(wire.read_body(chunks))
+        coding = (getattr(resp, "headers", None) or {}).get("Content-Encoding")
+        return json.loads(wire.decoded(wire.read_body(chunks), coding, cap=INFO_CAP))
 
     def _health(self, limit: float) -> Look | None:
         """None when healthy (HTTP 200); else what the server is doing."""

@@ -143,10 +143,12 @@ def wait_until_ready(
 
     ``verify(server_info)`` returns the mismatch lines (a list of strings, or
     an object with ``mismatches`` and ``unverified``); empty means the config
-    matches. ``expect_running``: nothing is being started (external mode), so
-    a refused connection fails at once. ``before`` is the server's fingerprint
-    seen before ``apply()`` and ``down_before`` whether nothing answered then
-    (both prove a restart in script mode). ``on_progress(phase, elapsed,
+    matches. ``expect_running``: nothing is being started (external mode); a
+    refused connection is waited out like any start-up (SGLang opens its port
+    only once its model is loaded, so a server still starting refuses too), and a
+    server that never answered by the deadline is ``not-running``. ``before`` is
+    the server's fingerprint seen before ``apply()`` and ``down_before`` whether
+    nothing answered then (both prove a restart in script mode). ``on_progress(phase, elapsed,
     last_log_line)`` is called on every phase change and every
     ``progress_interval`` seconds. Raises :class:`ServiceNotReady`.
     ``redact`` masks secrets (SGLang logs its ``api_key``) in the log lines the
@@ -224,6 +226,7 @@ class _Gate:
         self.start = clock()
         self.deadline = self.start + timeout
         self.phases: list[PhaseEntry] = []
+        self.answered = False  # any HTTP answer (not a refused or silent connection)
         self.detail = ""
         self.last_progress = self.start
 
@@ -315,13 +318,8 @@ class _Gate:
             self.sleep(min(self.poll_interval, remaining))
 
     def _not_up(self, look: Look) -> None:
-        if look.phase == LOADING and self.expect_running:
-            raise self._fail(
-                f"no server answers at {self.url} ({look.detail}) for config {self.label!r} "
-                "and none is being started (--dflash-restart=never): start it, or let the "
-                "plugin restart it (--dflash-restart=auto)",
-                reason="not-running",
-            )
+        if look.phase != LOADING:
+            self.answered = True
         if look.phase in (LOADING, WARMING_UP) and not self.seen_down:
             self.seen_down = f"seen down ({look.detail}) after the restart"
         self._enter(look.phase, look.detail)
@@ -394,6 +392,15 @@ class _Gate:
         )
 
     def _timed_out(self) -> ServiceNotReady:
+        if self.expect_running and not self.answered:
+            return self._fail(
+                f"no server answered at {self.url} ({self.detail}) for config {self.label!r} "
+                f"within the ready timeout of {self.timeout:g} s, and none is being started "
+                "(--dflash-restart=never): start it (a server still loading its model gets "
+                "the ready timeout, --dflash-ready-timeout), or let the plugin restart it "
+                "(--dflash-restart=auto)",
+                reason="not-running",
+            )
         return self._fail(
             f"server for config {self.label!r} at {self.url} not ready after "
             f"{self.elapsed():.1f} s (ready timeout {self.timeout:g} s): last phase "

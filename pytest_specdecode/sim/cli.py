@@ -11,6 +11,8 @@ simulator accepts but does not model are listed in ``unmodelled``.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,11 +77,31 @@ class ServerArgs:
     restart_noise: float = 0.0
     start_count_file: str | None = None
     speed_factor: float = 1.0  # this start's, under --sim-restart-noise (sim.restarts)
+    # The context the server enforces: --context-length, else the model's own.
+    context_len: int = CONTEXT_LENGTH
 
     def __repr__(self) -> str:
         # Logged at start-up like SGLang's server_args line: never with the key.
         shown = {k: (REDACTED if k == "api_key" and v else v) for k, v in self.fields.items()}
         return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+# A config.json is a few kB; a bigger file is not read (the model path is the user's).
+MODEL_CONFIG_CAP = 1 << 20
+
+
+def model_context(model_path: str) -> int | None:
+    """The context length of the model at ``model_path``, as SGLang reads it from the
+    model's ``config.json`` (``max_position_embeddings``); None when there is none."""
+    try:
+        with open(os.path.join(model_path, "config.json"), "rb") as fh:
+            config = json.loads(fh.read(MODEL_CONFIG_CAP + 1)[:MODEL_CONFIG_CAP])
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 def parse(argv: Sequence[str]) -> Parsed:
@@ -112,7 +134,10 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
         values["speculative_dflash_draft_window_size"] = values.pop(window_field)
     values["served_model_name"] = values.get("served_model_name") or values["model_path"]
     values["tokenizer_path"] = values.get("tokenizer_path") or values["model_path"]
-    values["context_length"] = values.get("context_length") or CONTEXT_LENGTH
+    # SGLang keeps the field as given (null by default) and takes the context from
+    # the model's config.json when it is not; a model path that is no directory here
+    # (a GPU box's launch line) gets the simulator's own.
+    context_len = values.get("context_length") or model_context(values["model_path"])
     sim = parsed.sim
     seed = values.get("random_seed")
     values["random_seed"] = sim.sim_seed if seed is None else seed
@@ -144,4 +169,5 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
         fields=values,
         unmodelled=tuple(d for d in parsed.given if d not in MODELLED),
         build=table.build,
+        context_len=context_len or CONTEXT_LENGTH,
     )

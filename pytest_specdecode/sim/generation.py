@@ -7,6 +7,7 @@ more tokens than the answer has (a real model keeps generating after EOS).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 import uuid
@@ -52,26 +53,44 @@ class GenRequest:
 
 
 def sampling(
-    params: object, *, default_max: int | None, prompt: str, prompt_tokens: int
+    params: object,
+    *,
+    default_max: int | None,
+    prompt: str,
+    prompt_tokens: int,
+    context: int = CONTEXT_LENGTH,
 ) -> GenRequest:
-    """Parse SGLang-style sampling params (also used for the OpenAI fields)."""
+    """Parse SGLang-style sampling params (also used for the OpenAI fields), checked
+    against the server's ``context`` length as SGLang's tokenizer manager does."""
     if not isinstance(params, dict):
         raise BadRequest(f"sampling_params must be an object, got {params!r}")
+    if prompt_tokens >= context:
+        raise BadRequest(
+            f"The input ({prompt_tokens} tokens) is longer than the model's context "
+            f"length ({context} tokens)."
+        )
     max_new = params.get("max_new_tokens", default_max)
     if max_new is None:
-        max_new = CONTEXT_LENGTH - prompt_tokens
+        max_new = context - prompt_tokens
     if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 0:
         raise BadRequest(f"max_new_tokens must be a non-negative integer, got {max_new!r}")
-    if prompt_tokens + max_new > CONTEXT_LENGTH:
+    if prompt_tokens + max_new > context:
         raise BadRequest(
-            f"Requested token count exceeds the model's maximum context length of "
-            f"{CONTEXT_LENGTH} tokens. You requested a total of {prompt_tokens + max_new} tokens"
+            "Requested token count exceeds the model's maximum context length of "
+            f"{context} tokens. You requested a total of {prompt_tokens + max_new} tokens: "
+            f"{prompt_tokens} tokens from the input messages and {max_new} tokens for the "
+            "completion. Please reduce the number of tokens in the input messages or the "
+            "completion to fit within the limit."
         )
     temperature = params.get("temperature", 1.0)
     if temperature is None:
         temperature = 1.0
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise BadRequest(f"temperature must be a non-negative number, got {temperature!r}")
+    if (
+        not isinstance(temperature, (int, float))
+        or not math.isfinite(temperature)
+        or temperature < 0
+    ):
+        raise BadRequest(f"temperature must be a non-negative finite number, got {temperature!r}.")
     stop = params.get("stop") or []
     if isinstance(stop, str):
         stop = [stop]

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
+
+TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def exposition(text: str, accept_encoding: str | None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of a ``/metrics`` answer, as prometheus_client (SGLang's
+    exporter) makes them: gzipped whenever the request's ``Accept-Encoding`` lists
+    gzip (any q-value), plain otherwise."""
+    body = text.encode()
+    headers = {"Content-Type": TEXT_TYPE}
+    offered = (part.split(";")[0].strip().lower() for part in (accept_encoding or "").split(","))
+    if "gzip" in offered:
+        body = gzip.compress(body)
+        headers["Content-Encoding"] = "gzip"
+    return body, headers
 
 
 @dataclass

@@ -137,7 +137,11 @@ class OpenAIEndpoints:
         try:
             reqs = [
                 sampling(
-                    p, default_max=None, prompt=p_text, prompt_tokens=prompt_token_count(p_text)
+                    p,
+                    default_max=None,
+                    prompt=p_text,
+                    prompt_tokens=prompt_token_count(p_text),
+                    context=self.server.args.context_len,
                 )
                 for p_text in ask.prompts
                 for p in [ask.params]

@@ -28,14 +28,13 @@ from pytest_specdecode.sim.arrival import received_at
 from pytest_specdecode.sim.cli import ServerArgs
 from pytest_specdecode.sim.collector import IdleCollector
 from pytest_specdecode.sim.generation import (
-    CONTEXT_LENGTH,
     BadRequest,
     Generator,
     GenRequest,
     prompt_token_count,
     sampling,
 )
-from pytest_specdecode.sim.metrics import Metrics
+from pytest_specdecode.sim.metrics import Metrics, exposition
 from pytest_specdecode.sim.model import SpecModel, SpecSettings
 from pytest_specdecode.sim.openai_api import OpenAIEndpoints
 from pytest_specdecode.sim.scheduler import Engine, Sequence
@@ -157,7 +156,7 @@ class SimServer:
                         "created": int(time.time()),
                         "owned_by": "sglang",
                         "root": self.args.model_path,
-                        "max_model_len": CONTEXT_LENGTH,
+                        "max_model_len": self.args.context_len,
                     }
                 ],
             }
@@ -173,7 +172,8 @@ class SimServer:
         if not self.args.enable_metrics:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         text = self.metrics.prometheus(self.args.served_model_name, self.engine.avg_accept_length)
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+        body, headers = exposition(text, request.headers.get("accept-encoding"))
+        return Response(body, headers=headers)
 
     # -- generation ------------------------------------------------------------------
     async def _body(self, request: Request) -> dict[str, Any]:
@@ -273,6 +273,7 @@ class SimServer:
             default_max=128,
             prompt=prompt,
             prompt_tokens=n_prompt,
+            context=self.args.context_len,
         )
         req.logprobs = logprob_request(body)
         return req
@@ -312,13 +313,18 @@ class SimServer:
             Route("/v1/completions", self.openai.completions, methods=["POST"]),
             Route("/v1/chat/completions", self.openai.completions, methods=["POST"]),
         ]
-        app: ASGIApp = Starlette(routes=routes)
+        # SGLang's server is FastAPI: an unknown path is JSON, not Starlette's plain text.
+        app: ASGIApp = Starlette(routes=routes, exception_handlers={404: not_found})
         if self.args.api_key is not None:
             app = ApiKeyMiddleware(app, self.args.api_key)
         return OnePerTurn(app)
 
     async def ready_endpoint(self, request: Request) -> Response:
         return Response(status_code=200 if self.ready else 503)
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"detail": "Not Found"}, status_code=404)
 
 
 def logprob_request(body: dict[str, Any]) -> int:

@@ -83,13 +83,14 @@ def server_info(
     )
     if spec.speculative and avg_accept_length is not None:
         state["avg_spec_accept_length"] = avg_accept_length
-    context = int(fields.get("context_length") or 0)
+    # SGLang: max_req_len = min(context - 1, pool - 1), and 5 of it are kept back.
+    max_req_input_len = min(args.context_len - 1, MAX_TOTAL_TOKENS - 1) - 5
     return {
         **fields,
         "launch_command": launch_command,
         "status": "ready",
         "max_total_num_tokens": MAX_TOTAL_TOKENS,
-        "max_req_input_len": context - 1,
+        "max_req_input_len": max_req_input_len,
         "hicache_object_layout": {
             "enabled": False,
             "backend": None,

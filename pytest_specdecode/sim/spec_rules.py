@@ -133,6 +133,12 @@ def _force_one(r: Resolution, name: str, algo: str) -> None:
 
 
 def _dflash(r: Resolution) -> None:
+    # SGLang's first DFLASH rule: only CUDA, NPU and XPU run it (seen with
+    # SGLANG_USE_CPU_ENGINE=1 --device cpu, whose platform is CpuSRTPlatform).
+    if r.get("device") == "cpu":
+        raise InvalidArgs(
+            "DFLASH speculative decoding is not supported by CpuSRTPlatform on device 'cpu'."
+        )
     if int(r.get("pp_size") or 1) != 1:
         raise InvalidArgs("Currently DFLASH speculative decoding only supports pp_size == 1.")
     if r.get("speculative_draft_model_path") is None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.client import ServerError, SGLangClient
 from pytest_specdecode.throughput.load import raise_for_errors, run_round
 from pytest_specdecode.throughput.metrics import case_metrics
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase
@@ -46,11 +46,20 @@ def measure_round(
 ) -> AccuracySample:
     """Run one round of ``case`` bracketed by two ``/metrics`` scrapes."""
     prompts = builder.build(case.context, case.concurrency)
-    before = client.metric_value(GENERATION_TOKENS)
-    if before is None:
+    try:
+        before = client.metric_value(GENERATION_TOKENS)
+    except ServerError as exc:
+        if exc.status != 404:
+            raise
         raise RuntimeError(
-            f"{client.base_url}/metrics has no {GENERATION_TOKENS!r}; "
-            "start the server with --enable-metrics"
+            f"{client.base_url}/metrics is not served; start the server with --enable-metrics"
+        ) from None
+    if before is None:
+        # It answered (so metrics are on), decoded by its Content-Encoding: the name is
+        # what is missing, not the option.
+        raise RuntimeError(
+            f"{client.base_url}/metrics answered without {GENERATION_TOKENS!r}; "
+            "is it SGLang's exporter?"
         )
     t0 = clock()
     cpu0 = time.process_time()

@@ -28,7 +28,14 @@ from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.limits import DEFAULT_LIMITS, Limits
 from pytest_specdecode.throughput.fdlimit import FdLimitError, ensure_fds
 from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
-from pytest_specdecode.throughput.workload import Prompt, PromptBuilder, ThroughputCase
+from pytest_specdecode.throughput.workload import (
+    Prompt,
+    PromptBuilder,
+    PromptTooLong,
+    ThroughputCase,
+    fit_error,
+    prompt_room,
+)
 
 if TYPE_CHECKING:
     from pytest_specdecode.throughput.aioload import Sleep
@@ -55,6 +62,7 @@ class RoundResult:
     start: float
     end: float
     requests: list[RequestRecord] = field(default_factory=list)
+    cpu_s: float | None = None  # the load client's CPU seconds for the round
 
     @property
     def wall_time(self) -> float:
@@ -159,7 +167,7 @@ def run_round(
         for i, p in enumerate(prompts)
     ]
     ensure_fds(max_concurrency if max_concurrency > 0 else len(requests))
-    start = run_sync(
+    start, cpu_s = run_sync(
         drive(
             target, requests, clock=clock, arrivals=arrivals, in_flight=max_concurrency, sleep=sleep
         )
@@ -169,7 +177,7 @@ def run_round(
         for r, p in zip(requests, prompts, strict=True)
     ]
     end = max([r.result.end_time for r in records if r.result is not None] or [clock()])
-    return RoundResult(start, end, records)
+    return RoundResult(start, end, records, cpu_s)
 
 
 def raise_for_errors(result: RoundResult, what: str) -> None:
@@ -187,9 +195,15 @@ def _prompt_batches(
     size: int,
     n_batches: int,
     builder: PromptBuilder | None,
+    window: int | None,
 ) -> Iterator[list[Prompt]]:
-    builder = builder or PromptBuilder(client.count_tokens, domain=case.domain)
-    prompts = builder.build(case.context, size * n_batches)
+    builder = builder or PromptBuilder(
+        client.count_tokens, domain=case.domain, max_prompt=prompt_room(window, case.max_tokens)
+    )
+    try:
+        prompts = builder.build(case.context, size * n_batches)
+    except PromptTooLong as exc:
+        raise ThroughputError(f"{case.id}: {exc}") from None
     for i in range(n_batches):
         yield prompts[i * size : (i + 1) * size]
 
@@ -210,6 +224,7 @@ def run_case(
     continuous: int = 0,
     limits: Limits = DEFAULT_LIMITS,
     bounds: replies.DraftBounds = replies.UNKNOWN,
+    window: int | None = None,
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -225,7 +240,10 @@ def run_case(
     :class:`ThroughputError` with the server's error text. ``slo`` adds
     goodput and attainment to the metrics. ``bounds`` (the config's draft
     positions) is what every counted reply is checked against before it
-    becomes a figure (:mod:`pytest_specdecode.replies`).
+    becomes a figure (:mod:`pytest_specdecode.replies`). ``window`` is the server's
+    context length (:func:`~pytest_specdecode.throughput.workload.context_window`): a
+    case whose prompt and output cannot fit in it is a :class:`ThroughputError` before
+    any request, and no prompt is longer than what is left of it.
 
     A request-rate case sends its warm-up round all at once and its counted
     rounds at seeded Poisson arrivals (``case.id`` and the round number).
@@ -244,8 +262,10 @@ def run_case(
         ensure_fds(case.concurrency or case.round_requests)
     except FdLimitError as exc:
         raise ThroughputError(f"{case.id}: {exc}") from None
+    if (too_long := fit_error(case, window)) is not None:
+        raise ThroughputError(too_long)
     size = continuous or case.round_requests
-    batches = _prompt_batches(client, case, size, rounds + int(warmup), prompt_builder)
+    batches = _prompt_batches(client, case, size, rounds + int(warmup), prompt_builder, window)
     client.flush_cache()
 
     def one_round(

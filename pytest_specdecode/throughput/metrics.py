@@ -115,6 +115,9 @@ class CaseMetrics:
     load_mode: str | None = None
     client_overhead_ms_p50: float | None = None
     client_overhead_ms_p99: float | None = None
+    # The load client's CPU seconds per second of the counted rounds' wall time: near
+    # 1.0 its own single core, not the server, was the limit.
+    client_cpu_share: float | None = None
     # Output quality (throughput/quality.py): share of repeated word 4-grams over a
     # bounded sample of the replies, how many replies it read, and the start of the
     # most repetitive one (unescaped: whoever shows it escapes it).
@@ -238,6 +241,15 @@ def _intervals(rounds: list[RoundResult]) -> dict[str, Any]:
     return out
 
 
+def _cpu_share(rounds: list[RoundResult]) -> float | None:
+    """The client's CPU seconds over the rounds' wall seconds (None: a round unmeasured)."""
+    wall = sum(rnd.wall_time for rnd in rounds)
+    spent = [rnd.cpu_s for rnd in rounds]
+    if not rounds or wall <= 0 or any(c is None for c in spent):
+        return None
+    return sum(c for c in spent if c is not None) / wall
+
+
 def case_metrics(
     case: ThroughputCase,
     rounds: Iterable[RoundResult],
@@ -319,6 +331,7 @@ def case_metrics(
         load_mode=load_mode,
         client_overhead_ms_p50=overhead.p50,
         client_overhead_ms_p99=overhead.p99,
+        client_cpu_share=_cpu_share(rounds),
         repetition=sample.repetition(),
         repetition_sample=len(sample.texts),
         repetition_excerpt=sample.excerpt(),

@@ -28,7 +28,7 @@ from pytest_specdecode.server import Server
 from pytest_specdecode.throughput import fingerprint, lossless
 from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
-from pytest_specdecode.throughput.workload import ThroughputCase
+from pytest_specdecode.throughput.workload import ThroughputCase, context_window
 
 # Greedy prompts of the lossless check: code and prose, short and long, enough replies
 # that a drafter wrong in one reply of ten is seen (0.9**100: once in 38,000 runs).
@@ -132,6 +132,7 @@ class ThroughputRunner:
                 slo=self.settings.slo,
                 continuous=continuous_requests(self.settings, case),
                 bounds=draft_bounds(self.service),
+                window=context_window(self.service.server_info),
             )
         except (ThroughputError, SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)

@@ -218,6 +218,47 @@ def parse_case_id(text: str) -> ThroughputCase:
     )
 
 
+SAMPLE_CHARS = 8000
+"""The most characters of the corpus counted to learn its chars-per-token ratio."""
+
+WINDOW_MARGIN = 2
+"""Tokens of the server's context a request leaves unused: SGLang refuses a prompt plus
+its output tokens that reach one less than its context length."""
+
+
+def context_window(server_info: Mapping[str, Any]) -> int | None:
+    """The server's context length in tokens, from its ``/server_info``: ``context_length``
+    when it was given, else ``max_req_input_len`` + 1 (what SGLang's scheduler reports of
+    its model's resolved length); None when it shows neither as a positive integer."""
+    for key, extra in (("context_length", 0), ("max_req_input_len", 1)):
+        value = server_info.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value + extra
+    return None
+
+
+def prompt_room(window: int | None, max_tokens: int) -> int | None:
+    """The most prompt tokens a request asking ``max_tokens`` can send within ``window``
+    (None: no window known, no limit)."""
+    return None if window is None else window - max_tokens - WINDOW_MARGIN
+
+
+def fit_error(case: ThroughputCase, window: int | None) -> str | None:
+    """One line when ``case`` cannot fit the server's context, else None."""
+    room = prompt_room(window, case.max_tokens)
+    if room is None or case.context <= room:
+        return None
+    return (
+        f"{case.id}: a prompt of {case.context} tokens and {case.max_tokens} output tokens do "
+        f"not fit the server's context length of {window} tokens (its /server_info); give "
+        f"--dflash-contexts at most {max(room, 0)} or fewer output tokens"
+    )
+
+
+class PromptTooLong(ValueError):
+    """No prompt of the corpus fits within the builder's ``max_prompt`` tokens."""
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A prompt and its length in the server's tokens."""
@@ -234,6 +275,11 @@ class PromptBuilder:
     The chars-per-token ratio is learnt once and refined as prompts are
     measured, so most prompts cost one count request. ``corpus`` replaces the
     domain's text (tests); then there is no prefix or suffix.
+
+    ``max_prompt`` is the most tokens the server takes in a prompt (see
+    :func:`prompt_room`): no text longer than it is ever sent to be counted (the
+    server refuses it) and no prompt longer than it is returned. Every length is
+    the server's own count: its tokenizer, not a guess of characters per token.
     """
 
     def __init__(
@@ -244,8 +290,10 @@ class PromptBuilder:
         domain: str = DEFAULT_DOMAINS[0],
         tolerance: float = 0.02,
         max_tries: int = 5,
+        max_prompt: int | None = None,
     ) -> None:
         self._count = count_tokens
+        self.max_prompt = max_prompt
         self.domain = domain
         if corpus is None:
             found = prompt_set.load(domain)
@@ -262,9 +310,19 @@ class PromptBuilder:
     def chars_per_token(self) -> float:
         """The current chars-per-token estimate, measured on first use."""
         if self._ratio is None:
-            sample = self.corpus[:8000]
+            # A token is at least a character of this text (plus the few special tokens
+            # a server adds), so half the prompt room in characters always fits.
+            chars = SAMPLE_CHARS if self.max_prompt is None else self.max_prompt // 2
+            sample = self.corpus[: max(1, min(SAMPLE_CHARS, chars))]
             self._ratio = len(sample) / max(1, self._count(sample))
         return self._ratio
+
+    def _cap(self, chars: int, ratio: float) -> int:
+        """``chars`` cut to what the ratio says stays within ``max_prompt`` (with room for
+        the slice reading denser than the sample)."""
+        if self.max_prompt is None:
+            return chars
+        return max(1, min(chars, int(0.9 * self.max_prompt * ratio)))
 
     def _slice(self, offset: int, chars: int) -> str:
         corpus = self.corpus
@@ -281,26 +339,39 @@ class PromptBuilder:
         """A prompt of about ``target_tokens`` tokens whose body starts at corpus ``offset``."""
         if target_tokens < 1:
             raise ValueError(f"target_tokens must be >= 1, got {target_tokens!r}")
+        limit = self.max_prompt
+        if limit is not None and target_tokens > limit:
+            raise PromptTooLong(
+                f"a {target_tokens}-token prompt is longer than the {limit} tokens the server takes"
+            )
         slack = max(1, round(self.tolerance * target_tokens))
         wrapper = len(self.prefix) + len(self.suffix)
-        chars = max(1, round(target_tokens * self.chars_per_token()) - wrapper)
+        ratio = self.chars_per_token()
+        chars = self._cap(max(1, round(target_tokens * ratio) - wrapper), ratio)
         best: Prompt | None = None
         for _ in range(self.max_tries):
             text = self._wrap(self._slice(offset, chars))
             tokens = self._count(text)
-            if best is None or abs(tokens - target_tokens) < abs(best.tokens - target_tokens):
+            fits = limit is None or tokens <= limit
+            if fits and (
+                best is None or abs(tokens - target_tokens) < abs(best.tokens - target_tokens)
+            ):
                 best = Prompt(text, tokens)
-            if abs(tokens - target_tokens) <= slack:
+            if fits and abs(tokens - target_tokens) <= slack:
                 break
             ratio = len(text) / max(1, tokens)
             self._ratio = 0.5 * (self.chars_per_token() + ratio)
             body_tokens = max(1, tokens - round(wrapper / max(ratio, 1e-9)))
             wanted = target_tokens - (tokens - body_tokens)
-            new_chars = max(1, round(chars * wanted / body_tokens))
+            new_chars = self._cap(max(1, round(chars * wanted / body_tokens)), ratio)
             if new_chars == chars:
                 break
             chars = new_chars
-        assert best is not None
+        if best is None:
+            raise PromptTooLong(
+                f"no cut of the {self.domain} prompt text near {target_tokens} tokens came "
+                f"within the {limit} tokens the server takes"
+            )
         return best
 
     def starts(self, n: int) -> list[int]:

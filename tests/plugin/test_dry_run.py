@@ -175,3 +175,34 @@ def test_a_systemd_dry_run_shows_the_key_going_to_its_own_file(pytester: pytest.
         ]
     )
     assert "s3cret" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("given", "added"),
+    [
+        ("--host=0.0.0.0", "--port"),  # the = form is the launch line's own host
+        ("--host 0.0.0.0", "--port"),
+        ("--hos 0.0.0.0", "--port"),  # an abbreviation SGLang's parser takes for --host
+        ("--port=30000", ""),
+        ("--host 0.0.0.0 --port 30000", ""),
+        ("", "--host"),
+    ],
+)
+def test_a_local_launch_line_gets_no_second_host_or_port(
+    pytester: pytest.Pytester, given: str, added: str
+) -> None:
+    pytester.makepyfile(test_s="def test_s(dflash_service): pass")
+    launch = f"python -m sglang.launch_server --model-path /m {given}".rstrip()
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--dflash-dry-run", f"--dflash-launch={launch}",
+        "--dflash-draft-model=/m/drafter",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK
+    (line,) = [w for w in result.stdout.lines if w.startswith("    launch: ")]
+    words = line.split()
+    hosts = [w for w in words if w.split("=")[0] in ("--host", "--hos")]
+    ports = [w for w in words if w.split("=")[0] == "--port"]
+    assert len(hosts) <= 1, line
+    assert len(ports) == 1, line
+    if added:
+        assert added in words, line

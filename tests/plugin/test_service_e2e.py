@@ -13,6 +13,7 @@ import pytest
 from pytest_specdecode.coding.cgroup import hierarchies
 from pytest_specdecode.service.local import group_running
 
+from ..conftest import dflash_flags, run_sim
 from ..service.trickle import trickling
 from .conftest import write_sim_ini
 from .test_acceptance_hostile import working_in
@@ -155,6 +156,42 @@ def test_external_server_is_verified_and_other_configs_skip(
         ["SKIPPED *does not run DFLASH budget=4 window=2048*--dflash-restart=never*"]
     )
     assert server_logs(sim_ini) == []
+
+
+def test_external_mode_waits_for_a_server_still_loading(
+    sim_ini: pytest.Pytester, tmp_path: Path
+) -> None:
+    # SGLang opens its port only once its model is loaded: a server still starting
+    # refuses connections for as long, then answers 503 while it warms up. Longer than
+    # the run takes to get to its gate, so the gate meets the closed port.
+    flags = dflash_flags(draft="sim/dflash-drafter")
+    timing = ("--sim-load-seconds", "10", "--sim-warmup-seconds", "1")
+    sim_ini.makepyfile(test_m=LIVE_TESTS)
+    with run_sim(tmp_path, *flags, *timing) as sim:
+        result = run(
+            sim_ini, "-k", "same", "--dflash-restart", "never", "--dflash-port", str(sim.port)
+        )
+    result.assert_outcomes(passed=1, deselected=1)
+    assert server_logs(sim_ini) == []
+
+
+def test_a_live_server_of_another_config_fails_a_run_that_measures_nothing(
+    sim_ini: pytest.Pytester, live_sim: int
+) -> None:
+    sim_ini.makepyfile(
+        test_m="""
+        import pytest
+
+        @pytest.mark.throughput(contexts=[60], concurrency=[1], output_tokens=16)
+        @pytest.mark.dflash(budget=4, window=2048)
+        def test_tp(dflash_case, dflash_throughput, benchmark):
+            dflash_throughput.run(dflash_case, benchmark)
+        """
+    )
+    result = run(sim_ini, "--dflash-restart", "never", "--dflash-port", str(live_sim))
+    result.assert_outcomes(skipped=1)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*throughput test(s) selected, none ran: all skipped*"])
 
 
 def test_auto_restart_reuses_a_live_server_already_verified(

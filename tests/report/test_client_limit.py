@@ -17,7 +17,9 @@ CALIBRATION = {
 }
 
 
-def case(load: int, tok_s: float, overhead: float = 1.0, e2e: float = 100.0) -> dict[str, Any]:
+def case(
+    load: int, tok_s: float, overhead: float = 1.0, e2e: float = 100.0, cpu: float | None = None
+) -> dict[str, Any]:
     return {
         "case": f"ctx60-c{load}-t64-chat",
         "metrics": {
@@ -28,6 +30,7 @@ def case(load: int, tok_s: float, overhead: float = 1.0, e2e: float = 100.0) -> 
             "tok_s": tok_s,
             "client_overhead_ms_p99": overhead,
             "e2e_ms_p50": e2e,
+            "client_cpu_share": cpu,
         },
     }
 
@@ -37,13 +40,14 @@ def case(load: int, tok_s: float, overhead: float = 1.0, e2e: float = 100.0) -> 
     st.floats(0, 10_000),
     st.floats(0, 100),
     st.floats(1, 1000),
+    st.none() | st.floats(0, 1.5),
 )
 def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
-    load: int, tok_s: float, overhead: float, e2e: float
+    load: int, tok_s: float, overhead: float, e2e: float, cpu: float | None
 ) -> None:
     data: dict[str, Any] = {
         "calibration": CALIBRATION,
-        "configs": [{"label": "b8", "throughput": [case(load, tok_s, overhead, e2e)]}],
+        "configs": [{"label": "b8", "throughput": [case(load, tok_s, overhead, e2e, cpu)]}],
     }
     client_limit.mark(data)
     ceiling = {1: (1000.0, 2.0), 8: (4000.0, 4.0)}[load]
@@ -52,20 +56,42 @@ def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
         overhead > client_limit.LOADED_SHARE * e2e
         and overhead > client_limit.OVERHEAD_FACTOR * ceiling[1]
     )
+    busy = cpu is not None and cpu > client_limit.CPU_SHARE
     marked = data["configs"][0]["throughput"][0].get("client_limited")
-    assert bool(marked) == (near or loaded)
+    assert bool(marked) == (near or loaded or busy)
     if marked:
         assert ("ceiling" in marked["why"]) == near
         assert ("null server's" in marked["why"]) == loaded
+        assert ("its own CPU was the limit" in marked["why"]) == busy
 
 
-def test_without_a_calibration_nothing_is_marked() -> None:
-    data: dict[str, Any] = {"configs": [{"label": "b8", "throughput": [case(1, 1e9, 99.0)]}]}
+@given(st.none() | st.floats(0, 1.5))
+def test_without_a_calibration_only_the_clients_own_cpu_marks_a_case(cpu: float | None) -> None:
+    data: dict[str, Any] = {
+        "configs": [{"label": "b8", "throughput": [case(1, 1e9, 99.0, cpu=cpu)]}]
+    }
+    busy = cpu is not None and cpu > client_limit.CPU_SHARE
     client_limit.mark(data)
-    assert "client_limited" not in data["configs"][0]["throughput"][0]
+    assert ("client_limited" in data["configs"][0]["throughput"][0]) == busy
     data["calibration"] = {"ceilings": [{"concurrency": "1", "tok_s": "fast"}], "error": "x"}
     client_limit.mark(data)
-    assert "client_limited" not in data["configs"][0]["throughput"][0]
+    assert ("client_limited" in data["configs"][0]["throughput"][0]) == busy
+
+
+def test_a_client_busy_on_its_own_core_is_named_without_a_calibration() -> None:
+    data: dict[str, Any] = {
+        "configs": [
+            {"label": "b8", "throughput": [case(1, 39.0, cpu=0.97), case(4, 14.0, cpu=0.1)]}
+        ]
+    }
+    data["configs"][0]["throughput"][1]["case"] = "ctx60-c4-t64-chat"
+    client_limit.mark(data)
+    lines = summary.render(data)
+    warnings = [line for line in lines if "client-limited" in line]
+    assert len(warnings) == 1, lines
+    assert "1 of 2 cases are client-limited" in warnings[0]
+    assert "ctx60-c1-t64-chat (b8)" in warnings[0]
+    assert "load client's own CPU the limit" in warnings[0]
 
 
 def sweep() -> dict[str, Any]:
@@ -98,7 +124,8 @@ def test_a_client_limited_case_is_left_out_of_the_verdict_and_named_once() -> No
     warnings = [line for line in lines if "client-limited" in line]
     assert warnings == [
         "WARNING: 1 of 3 cases are client-limited, left out of the verdict (their tok/s near "
-        "this machine's null-server ceiling, or the machine loaded): "
+        "this machine's null-server ceiling, the machine loaded, or the load client's own "
+        "CPU the limit): "
         "ctx60-c1-t64-chat (DFLASH budget=16)"
     ]
     assert not any("client overhead p99 exceeds" in line for line in lines)

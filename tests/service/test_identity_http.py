@@ -83,6 +83,29 @@ def test_counters_going_back_show_a_restart_with_the_same_command_line(
     assert "sglang:generation_tokens_total went back from 42 to 1" in line
 
 
+def test_gzipped_counters_still_show_a_restart() -> None:
+    # SGLang's exporter gzips /metrics for a request that accepts gzip: read undecoded,
+    # the counters were none from the gate on and a restart with the same command line
+    # went unseen.
+    script = Script(info={**INFO, "launch_command": "a"}, metrics_coding="gzip")
+    settings = Settings(ready_timeout=10.0, restart="never")
+    with serve(script) as (url, _):
+        checks = ServerChecks(
+            settings,
+            dialects.get_dialect("sglang"),
+            url,
+            progress=Progress(None, isatty=False),
+            redactor=redact.for_settings(settings),
+        )
+        handle = checks.external(B8)
+        handle.note_identity()
+        script.generation_tokens = 1.0
+        line = handle.changed()
+        handle.client.close()
+    assert line is not None
+    assert "sglang:generation_tokens_total went back from 42 to 1" in line
+
+
 def test_a_server_that_cannot_show_its_identity_files_nothing(
     external: tuple[ServiceHandle, Script],
 ) -> None:

@@ -104,12 +104,23 @@ def test_a_failed_config_keeps_its_error_and_is_not_started_again(tmp_path: Path
     assert again.value.__context__ is None  # no "During handling of the above exception"
 
 
-def test_never_with_nothing_listening_fails_at_once(tmp_path: Path) -> None:
+def test_never_with_nothing_listening_waits_the_ready_timeout_once(tmp_path: Path) -> None:
+    # A server still loading refuses connections too (SGLang opens its port after the
+    # model loads): it gets the ready timeout; the endpoint's next config is not waited
+    # for again.
     world = World(replace(LOCAL, restart="never"))
+    manager = world.manager()
     started = world.clock.now
-    with pytest.raises(ServiceUnavailable, match=r"no server answers at http://127\.0\.0\.1:30000"):
-        world.manager().acquire(A, tmp_path)
-    assert world.clock.now - started < 1.0
+    with pytest.raises(
+        ServiceUnavailable, match=r"no server answered at http://127\.0\.0\.1:30000"
+    ) as first:
+        manager.acquire(A, tmp_path)
+    assert first.value.reason == "not-running"
+    assert 60.0 <= world.clock.now - started < 61.0
+    again = world.clock.now
+    with pytest.raises(ServiceUnavailable, match=r"no server answered at"):
+        manager.acquire(B, tmp_path)
+    assert world.clock.now - again < 1.0
 
 
 def test_never_with_another_config_live_skips_with_the_reason(tmp_path: Path) -> None:

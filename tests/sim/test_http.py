@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import re
 from collections.abc import Callable
@@ -144,6 +145,29 @@ def test_metrics_count_streamed_tokens(dflash_sim: Sim) -> None:
             events[-1]["meta_info"]["prompt_tokens"]  # type: ignore[index]
         )
     )
+
+
+def test_metrics_are_gzipped_when_the_request_accepts_gzip_as_prometheus_client_does(
+    dflash_sim: Sim,
+) -> None:
+    asked = {
+        "gzip": "gzip",
+        "deflate, GZIP;q=0.5": "gzip",
+        "identity": None,
+        "deflate": None,
+        "": None,
+    }
+    for accept, coding in asked.items():
+        raw = requests.get(
+            dflash_sim.url + "/metrics",
+            headers={"Accept-Encoding": accept},
+            timeout=10,
+            stream=True,
+        )
+        body = raw.raw.read(decode_content=False)
+        assert raw.headers.get("Content-Encoding") == coding, accept
+        text = gzip.decompress(body) if coding else body
+        assert b"sglang:generation_tokens_total{" in text, accept
 
 
 def test_acceptance_over_http_moves_with_budget(sim_factory: Any) -> None:

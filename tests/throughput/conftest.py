@@ -9,10 +9,10 @@ another identity (``/server_info`` and ``/metrics``) from a given request on.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +53,12 @@ class Script:
     error_after: int = 0
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location (302)
     health_delay: float = 0.0  # /health_generate answers after this many seconds
+    # /metrics: "gzip" gzips it when the request accepts gzip (prometheus_client, so
+    # SGLang); another coding is only named in its Content-Encoding, the body plain.
+    metrics_coding: str | None = None
+    chars_per_token: int = 4  # the tokenizer: one token per this many characters
+    context_length: int | None = None  # /generate refuses a prompt + output reaching it
+    chunk_gap: float = 0.002  # /generate waits this long (on `stop`) before each event
     slow_info: float | None = None  # /server_info body: one byte every this many seconds
     slow_headers: float | None = None  # every answer's headers: one byte every this many s
     info: dict[str, Any] = field(
@@ -102,7 +108,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for event in events:
             self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
-            time.sleep(0.002)
+            if self.script.stop.wait(self.script.chunk_gap):
+                return
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
 
@@ -171,6 +178,11 @@ class _Handler(BaseHTTPRequestHandler):
             count = 3.0 if s.swapped else s.generation_tokens
             body = f"sglang:generation_tokens_total {count}\n".encode()
             self.send_response(200)
+            accepted = (self.headers.get("Accept-Encoding") or "").lower()
+            if s.metrics_coding == "gzip" and "gzip" in accepted:
+                body = gzip.compress(body)  # what SGLang's exporter does when asked
+            if s.metrics_coding is not None:
+                self.send_header("Content-Encoding", s.metrics_coding)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -245,8 +257,22 @@ class _Handler(BaseHTTPRequestHandler):
             status, message = s.fail_generate
             self._send_json(status, {"error": {"message": message}})
             return
-        prompt_tokens = fake_token_count(body.get("text") or "")
+        prompt_tokens = max(1, len(body.get("text") or "") // s.chars_per_token)
         params = body["sampling_params"]
+        total_asked = prompt_tokens + params["max_new_tokens"]
+        if s.context_length is not None and total_asked >= s.context_length - 1:
+            # SGLang's words and status for a request past the model's context.
+            self._send_json(
+                400,
+                {
+                    "error": {
+                        "message": "Requested token count exceeds the model's maximum context "
+                        f"length of {s.context_length} tokens. You requested a total of "
+                        f"{total_asked} tokens"
+                    }
+                },
+            )
+            return
         if params["max_new_tokens"] == 0:
             self._send_json(
                 200,

@@ -364,3 +364,21 @@ def test_a_hard_fd_limit_too_low_is_one_line_saying_what_to_do(
         "(ulimit -Hn); raise it (ulimit -Hn 1152, or LimitNOFILE= / limits.conf nofile) "
         "or lower --dflash-concurrency"
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "here"),
+    [
+        ("http://127.0.0.1:30000", True),
+        ("http://127.3.4.5:30000", True),  # all of 127/8 is this machine
+        ("http://[::1]:30000", True),
+        ("http://localhost:30000", True),
+        ("http://10.1.2.200:30000", False),
+        ("http://[fe80::1]:30000", False),
+        ("http://gpu1:30000", False),  # a name: the client cannot tell, it is a GPU box
+    ],
+)
+def test_the_loop_polls_only_for_a_server_on_another_machine(url: str, here: bool) -> None:
+    # Nothing is connected: the address alone decides whether a polling loop would
+    # take a core from the server.
+    assert Target(url).on_this_machine is here

@@ -7,7 +7,13 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from pytest_specdecode.client import ConnectError, ServerError, SGLangClient, prometheus_value
+from pytest_specdecode.client import (
+    ConnectError,
+    LimitError,
+    ServerError,
+    SGLangClient,
+    prometheus_value,
+)
 
 from ..conftest import free_port
 from .conftest import Script
@@ -99,6 +105,25 @@ def test_info_flush_and_metrics(client: SGLangClient, fake_server: tuple[str, Sc
     client.flush_cache()
     assert ("POST", "/flush_cache", None) in fake_server[1].requests
     assert "sglang:generation_tokens_total 42.0" in client.metrics_text()
+
+
+def test_gzipped_metrics_are_read_decoded(
+    client: SGLangClient, fake_server: tuple[str, Script]
+) -> None:
+    fake_server[1].metrics_coding = "gzip"
+    assert client.metric_value("sglang:generation_tokens_total") == 42.0
+
+
+def test_metrics_in_a_coding_the_client_cannot_decode_are_one_line(
+    client: SGLangClient, fake_server: tuple[str, Script]
+) -> None:
+    fake_server[1].metrics_coding = "br"
+    with pytest.raises(LimitError) as caught:
+        client.metric_value("sglang:generation_tokens_total")
+    assert str(caught.value) == (
+        f"GET {fake_server[0]}/metrics sent Content-Encoding 'br', which the plugin does not "
+        "decode (it asks for gzip, deflate or identity); refused"
+    )
 
 
 def test_count_tokens_uses_zero_token_generate(

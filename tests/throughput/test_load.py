@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -56,6 +57,26 @@ def test_run_round_sends_all_prompts_at_once(fake_server: tuple[str, Script]) ->
     assert result.start <= min(r.send_time for r in result.results)
     assert result.end == max(r.end_time for r in result.results)
     assert sorted(b["text"][0] for b in generate_bodies(script)) == ["a", "b", "c"]
+
+
+def test_the_client_blocks_on_its_sockets_while_a_slow_server_thinks(
+    fake_server: tuple[str, Script],
+) -> None:
+    # A server that waits before each event (SGLang on a CPU it shares with the client):
+    # the client has nothing to do meanwhile, so it must not use the CPU the server
+    # needs. The bound is CPU seconds per wall second, which a loaded machine can only
+    # lower (a polling loop gets less of a core there), never raise.
+    url, script = fake_server
+    script.chunk_gap = 0.05
+    script.chunk_tokens = [1] * 8
+    began_cpu, began = time.thread_time(), time.perf_counter()
+    result = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40] * 4, 8, max_concurrency=2)
+    cpu, wall = time.thread_time() - began_cpu, time.perf_counter() - began
+    assert result.errors == []
+    assert cpu / wall < 0.1, f"the client spent {cpu:.3f} CPU s in {wall:.3f} s of waiting"
+    # The round records its own cost: the loop's CPU time, within what this thread spent.
+    assert result.cpu_s is not None
+    assert 0 <= result.cpu_s <= cpu
 
 
 def test_run_case_through_pedantic(fake_server: tuple[str, Script]) -> None:
