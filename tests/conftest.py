@@ -74,6 +74,7 @@ SLOW_FIRST = (
     "tests/report/test_html.py",
     "tests/plugin/test_service_e2e.py",
     "tests/plugin/test_search_e2e.py",
+    "tests/plugin/test_external_default.py",
 )
 
 
