@@ -264,6 +264,11 @@ class SpecDecodeSession:
             # Shown at collection too, so --collect-only tells about them.
             for message in self.invalid.values():
                 reporter.write_line(f"dflash: collection error: {message}", red=True)
+            if self.resolver.live is not None:
+                reporter.write_line(
+                    f"dflash: the live server runs {self.resolver.live.label()}: tests without "
+                    "a config of their own run under it (--dflash-restart=never)"
+                )
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
         self._planned = {}

@@ -31,7 +31,13 @@ def test_the_suite_runs_under_the_live_servers_config(
     result = suite(pytester, live_port)
     result.assert_outcomes(passed=25, deselected=11)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["DFLASH budget=16 window=2048 * 25/25 (100%) *no (live)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "dflash: the live server runs DFLASH budget=16 window=2048: tests without a config "
+            "of their own run under it (--dflash-restart=never)",
+            "DFLASH budget=16 window=2048 * 25/25 (100%) *no (live)*",
+        ]
+    )
 
 
 def test_a_config_the_live_server_does_not_run_fails_the_run_in_one_line(
