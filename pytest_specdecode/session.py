@@ -6,7 +6,7 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
 from pytest_specdecode.report.sweep_progress import notes as sweep_notes
 from pytest_specdecode.service import xdist as distributed
+from pytest_specdecode.service.checks import live_config
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
 from pytest_specdecode.service.signals import TermAsInterrupt
 from pytest_specdecode.throughput import calibration
@@ -51,7 +52,7 @@ class SpecDecodeSession:
         # line), all of them mask.
         self.redactor = redact.for_settings(settings)
         # Everything that can reject the options comes first, before resources.
-        self.resolver = ConfigResolver(settings)
+        self.resolver = ConfigResolver(settings, live=self._live_reader(settings))
         self.results = results.RunResults()
         self._session: pytest.Session | None = None  # set at pytest_sessionfinish
         self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
@@ -110,6 +111,12 @@ class SpecDecodeSession:
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()
+
+    def _live_reader(self, settings: Settings) -> Callable[[], SpecConfig | None] | None:
+        """External mode (a dry run contacts nothing): what the live server runs."""
+        if settings.control != "external" or settings.dry_run:
+            return None
+        return lambda: live_config(settings, self.resolver.dialect)
 
     def _load_resume(self, shared: str | None) -> Resume:
         from pytest_specdecode.report.resume import Resume
@@ -257,6 +264,11 @@ class SpecDecodeSession:
             # Shown at collection too, so --collect-only tells about them.
             for message in self.invalid.values():
                 reporter.write_line(f"dflash: collection error: {message}", red=True)
+            if self.resolver.live is not None:
+                reporter.write_line(
+                    f"dflash: the live server runs {self.resolver.live.label()}: tests without "
+                    "a config of their own run under it (--dflash-restart=never)"
+                )
         if any(item_kind(item) == "coding" for item in session.items) and self.controller:
             self._warn_sandbox()
         self._planned = {}

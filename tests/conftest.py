@@ -60,6 +60,7 @@ def _gone(pid: int) -> bool:
 # ran alone at the end beside idle workers. Started first, the short tests fill in
 # around them. Whole modules move, so module-scoped set-ups still run once.
 SLOW_FIRST = (
+    "tests/test_example_workflow.py",
     "tests/xdist/test_xdist_e2e.py",
     "tests/xdist/test_owned_cleanup.py",
     "tests/xdist/test_multihost.py",
@@ -74,6 +75,7 @@ SLOW_FIRST = (
     "tests/report/test_html.py",
     "tests/plugin/test_service_e2e.py",
     "tests/plugin/test_search_e2e.py",
+    "tests/plugin/test_external_default.py",
 )
 
 
@@ -278,8 +280,9 @@ def verbose_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHD]:
 
 
 @contextlib.contextmanager
-def start_sshd(base: Path, *, log_level: str = "ERROR") -> Iterator[SSHD]:
-    """Run sshd on 127.0.0.1-4 at a free port until the block ends; skip without OpenSSH."""
+def start_sshd(base: Path, *, log_level: str = "ERROR", key_options: str = "") -> Iterator[SSHD]:
+    """Run sshd on 127.0.0.1-4 at a free port until the block ends; skip without OpenSSH.
+    ``key_options`` go before the client's key in authorized_keys (``command="..."``)."""
     binary = _find_sshd()
     if binary is None:
         pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
@@ -290,7 +293,8 @@ def start_sshd(base: Path, *, log_level: str = "ERROR") -> Iterator[SSHD]:
     _keygen(host_key)
     _keygen(client_key)
     authorized = base / "authorized_keys"
-    authorized.write_text(client_key.with_suffix(".pub").read_text())
+    prefix = f"{key_options} " if key_options else ""
+    authorized.write_text(prefix + client_key.with_suffix(".pub").read_text())
     known_hosts = base / "known_hosts"
     port = free_port()
     host_pub = host_key.with_suffix(".pub").read_text().split()

@@ -9,7 +9,7 @@ session-scoped fixture sees the same parameter for every test of a config.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -29,13 +29,24 @@ def template_args(settings: Settings) -> dict[str, Any]:
 class ConfigResolver:
     """Turns markers + settings into validated, interned configs."""
 
-    def __init__(self, settings: Settings, dialect: Dialect | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        dialect: Dialect | None = None,
+        *,
+        live: Callable[[], cfg.SpecConfig | None] | None = None,
+    ) -> None:
         self.settings = settings
         self.dialect = dialect or get_dialect(
             settings.dialect,
             **template_args(settings),
         )
         self.base = cfg.base_config(settings.base_config, draft_model=settings.draft_model)
+        # External mode: the live server's config, read at the first test that needs a
+        # config, stands in for the built-in defaults (what the ini and options set
+        # still apply over it); None until read, or when it could not be.
+        self._live = live
+        self.live: cfg.SpecConfig | None = None
         self.cli = (
             cfg.parse_config_option(settings.config_override) if settings.config_override else {}
         )
@@ -45,6 +56,15 @@ class ConfigResolver:
 
     def configs(self, marker: Mapping[str, object] | None) -> tuple[list[cfg.SpecConfig], bool]:
         """The validated configs of one test and whether they belong in its id."""
+        if self._live is not None:
+            read, self._live = self._live, None
+            self.live = read()
+            if self.live is not None:
+                self.base = cfg.base_config(
+                    self.settings.base_config,
+                    draft_model=self.settings.draft_model,
+                    start=self.live,
+                )
         resolved = cfg.merge(self.base, marker=marker, cli=self.cli, sweep=self.sweep)
         found: list[cfg.SpecConfig] = []
         for config, _ in resolved:

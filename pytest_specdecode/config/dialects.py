@@ -33,6 +33,7 @@ from typing import Any
 from pytest_specdecode import facts
 from pytest_specdecode.config import render, script_template
 from pytest_specdecode.config.flagcheck import field_value, flag_problems
+from pytest_specdecode.config.live import read_live_config
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
 PLACEHOLDERS = ("budget", "topk", "window", "algorithm", "draft_model", "steps")
@@ -86,6 +87,11 @@ class Dialect(ABC):
     def problems(self, config: SpecConfig) -> list[str]:
         """Reasons this dialect cannot run ``config`` (one line each, with the fix)."""
         return []
+
+    def live_config(self, server_info: Mapping[str, Any]) -> SpecConfig | None:
+        """The config a server answering ``server_info`` runs (one :meth:`verify` passes
+        for that answer), or None when this dialect cannot read it back."""
+        return None
 
     def __repr__(self) -> str:
         return f"<dialect {self.name}>"
@@ -366,6 +372,12 @@ class SGLangDialect(Dialect):
 
     def verify(self, config: SpecConfig, server_info: Mapping[str, Any]) -> Verification:
         return _check(self._expects(config), server_info)
+
+    def live_config(self, server_info: Mapping[str, Any]) -> SpecConfig | None:
+        found = read_live_config(server_info, window_fields=self.window_fields, ddtree=self.ddtree)
+        # What the rules fill in (EAGLE's steps from its budget) may contradict the
+        # answer: only a config this answer passes is one the server runs.
+        return found if found is not None and self.verify(found, server_info).ok else None
 
 
 def _without_sim_flags(argv: Sequence[str]) -> tuple[str, ...]:

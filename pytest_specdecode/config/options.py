@@ -177,7 +177,8 @@ OPTIONS: tuple[Option, ...] = (
            help="systemd control: write the drop-in and run systemctl with 'sudo -n'."),
     Option("restart", "--dflash-restart", "target", choices=RESTART_MODES, default="auto",
            help="auto: skip the restart when the live server is verified to run the config; "
-                "always: restart anyway; never: external server, skip tests of other configs."),
+                "always: restart anyway; never: external server, tests without a config of "
+                "their own run under the one it runs, tests of other configs are skipped."),
     Option("restore", "--dflash-restore", "target", parse=parsers.boolean, default=False,
            kind="switch",
            help="At session end remove the systemd drop-in and restart the unit as it was; "

@@ -299,12 +299,17 @@ def canonical(config: SpecConfig) -> SpecConfig:
     return config
 
 
-def base_config(text: str | None = None, *, draft_model: str | None = None) -> SpecConfig:
-    """The ini-level default: built-in defaults, then ``draft_model``, then ini ``text``.
+def base_config(
+    text: str | None = None, *, draft_model: str | None = None, start: SpecConfig | None = None
+) -> SpecConfig:
+    """The ini-level default: built-in defaults (or ``start``, the config a live
+    server runs), then ``draft_model``, then ini ``text``.
 
     ``text`` uses the ``--dflash-config`` syntax (ini ``dflash_config``).
     """
-    base = SpecConfig(draft_model=draft_model or None)
+    base = start or SpecConfig()
+    if draft_model:
+        base = canonical(replace(base, draft_model=draft_model))
     if not text:
         return base
     return apply_overrides(base, parse_config_option(text, source="ini dflash_config"))

@@ -12,7 +12,7 @@ handles and watches tests get.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -23,6 +23,7 @@ from pytest_specdecode.config import dialects
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.limits import Limits
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.service.base import ServiceController, ServiceError
 from pytest_specdecode.service.handle import (
@@ -32,14 +33,24 @@ from pytest_specdecode.service.handle import (
     http_identity_reader,
 )
 from pytest_specdecode.service.identity import Fingerprint, HttpIdentity
+from pytest_specdecode.service.launch_command import endpoint
 from pytest_specdecode.service.local import group_running, read_tail
 from pytest_specdecode.service.probe import Look, ProbeFailed, ServerProbe, probe_live
 from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
 
-__all__ = ["LIVE_PROBE_TIMEOUT", "OtherConfigLive", "ServerChecks", "ServiceUnavailable"]
+__all__ = [
+    "LIVE_PROBE_TIMEOUT",
+    "OtherConfigLive",
+    "ServerChecks",
+    "ServiceUnavailable",
+    "live_config",
+    "other_config_line",
+]
 
 # A live server (auto mode, joining workers) gets this long to answer health.
 LIVE_PROBE_TIMEOUT = 30.0
+# External mode's one look at what the live server runs, at collection.
+LIVE_CONFIG_TIMEOUT = 10.0
 
 
 class ServiceUnavailable(SpecDecodeError):
@@ -140,9 +151,9 @@ class ServerChecks:
                 self._not_running = exc
             if exc.reason != "mismatch":
                 raise
+            live = self.dialect.live_config(exc.server_info) if exc.server_info else None
             raise OtherConfigLive(
-                f"the server at {self.base_url} does not run {config.label()} "
-                f"({'; '.join(exc.mismatches)}) and --dflash-restart=never forbids restarting it",
+                other_config_line(self.base_url, config, live, exc.mismatches),
                 reason="other-config",
                 config=config.label(),
             ) from None
@@ -246,6 +257,57 @@ class ServerChecks:
             return self.dialect.verify(config, server_info)
 
         return verify
+
+
+def live_config(settings: Settings, dialect: dialects.Dialect) -> SpecConfig | None:
+    """External mode: the config the live server runs (every host's, when they all run
+    the same), read from /server_info; None when one cannot be read or they differ.
+
+    One short look per host: a server that is down gives None here and its own
+    one-line failure at the gate, which waits for nothing in external mode either.
+    """
+    found: set[SpecConfig] = set()
+    for host in settings.hosts or (None,):
+        url = endpoint(settings, host).base_url
+        timeout = min(LIVE_CONFIG_TIMEOUT, settings.ready_timeout)
+        # The whole answer within it (a server trickling bytes resets a per-read timeout).
+        bounds = Limits(base=timeout, stall=timeout)
+        with SGLangClient(url, api_key=settings.api_key, timeout=timeout, limits=bounds) as client:
+            try:
+                info = client.server_info()
+            except SpecDecodeError:
+                return None
+        config = dialect.live_config(info)
+        if config is None:
+            return None
+        found.add(config)
+    return found.pop() if len(found) == 1 else None
+
+
+def other_config_line(
+    url: str, asked: SpecConfig, live: SpecConfig | None, mismatches: Sequence[str]
+) -> str:
+    """External mode's one line for a test whose config the live server does not run:
+    which fields differ (live against asked) and the two ways out."""
+    runs = f"runs {live.label()}, not {asked.label()}" if live else f"does not run {asked.label()}"
+    ask = (
+        f"ask for its config (@pytest.mark.dflash({', '.join(_knobs(live, '{}={!r}'))}) or "
+        f"--dflash-config {','.join(_knobs(live, '{}={}'))})"
+        if live
+        else "start it with the config the test asks"
+    )
+    return (
+        f"the server at {url} {runs} ({'; '.join(mismatches)}); --dflash-restart=never does "
+        f"not restart it: {ask}, or drop --dflash-restart=never so the plugin restarts it"
+    )
+
+
+def _knobs(config: SpecConfig, form: str) -> list[str]:
+    """``config``'s keys as a marker or ``--dflash-config`` writes them (its drafter aside)."""
+    knobs = ("algorithm", "budget", "topk", "window", "steps")
+    shown = [form.format(k, getattr(config, k)) for k in knobs if getattr(config, k) is not None]
+    shown.extend(form.format(name.replace("-", "_"), value) for name, value in config.extra)
+    return shown
 
 
 def _unknown() -> ServerGone | None:

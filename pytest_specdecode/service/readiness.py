@@ -24,7 +24,7 @@ changed fingerprint), or ``proof`` None: "restart not proven".
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -86,6 +86,7 @@ class ServiceNotReady(ServiceError):
         log_tail: str = "",
         mismatches: Sequence[str] = (),
         phases: Sequence[PhaseEntry] = (),
+        server_info: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(summary, reason=reason, phase=phase, log_tail=log_tail, config=label)
         self.url = url
@@ -93,6 +94,8 @@ class ServiceNotReady(ServiceError):
         self.elapsed = elapsed
         self.mismatches = list(mismatches)
         self.phases = list(phases)
+        # A mismatch's answer: what the server runs instead, for a message naming it.
+        self.server_info = server_info
 
 
 @dataclass
@@ -260,7 +263,12 @@ class _Gate:
             self.on_progress(self.phase, self.elapsed(), last)
 
     def _fail(
-        self, summary: str, *, reason: str, mismatches: Sequence[str] = ()
+        self,
+        summary: str,
+        *,
+        reason: str,
+        mismatches: Sequence[str] = (),
+        server_info: Mapping[str, Any] | None = None,
     ) -> ServiceNotReady:
         return ServiceNotReady(
             summary,
@@ -272,6 +280,7 @@ class _Gate:
             log_tail=self._logs(self.log_tail_lines),
             mismatches=mismatches,
             phases=self.phases,
+            server_info=server_info,
         )
 
     def _where_logs(self) -> str:
@@ -306,7 +315,7 @@ class _Gate:
                 if first_stale is None:
                     first_stale = self.clock()
                 if not stale_possible or self.clock() - first_stale >= self.stale_grace:
-                    raise self._mismatch(look.mismatches, waited=stale_possible)
+                    raise self._mismatch(look.mismatches, waited=stale_possible, info=look.info)
                 self._enter(STALE, "old process still answering? " + look.mismatches[0])
             else:
                 self._not_up(look)
@@ -376,7 +385,9 @@ class _Gate:
                 reason="died",
             )
 
-    def _mismatch(self, mismatches: Sequence[str], *, waited: bool) -> ServiceNotReady:
+    def _mismatch(
+        self, mismatches: Sequence[str], *, waited: bool, info: Mapping[str, Any] | None
+    ) -> ServiceNotReady:
         extra = (
             f" (still after {self.stale_grace:g} s, so not an old process shutting down)"
             if waited
@@ -389,6 +400,7 @@ class _Gate:
             "command, the dialect and the server log",
             reason="mismatch",
             mismatches=mismatches,
+            server_info=info,
         )
 
     def _timed_out(self) -> ServiceNotReady:

@@ -153,7 +153,10 @@ def test_external_server_is_verified_and_other_configs_skip(
     result = run(sim_ini, "-rs", "--dflash-restart", "never", "--dflash-port", str(live_sim))
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
-        ["SKIPPED *does not run DFLASH budget=4 window=2048*--dflash-restart=never*"]
+        [
+            "SKIPPED *runs DFLASH budget=8 window=2048, not DFLASH budget=4 window=2048 "
+            "(speculative_num_draft_tokens is 8, expected 4); --dflash-restart=never*"
+        ]
     )
     assert server_logs(sim_ini) == []
 
