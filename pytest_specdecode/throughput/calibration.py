@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specdecode import children, figures, statefiles
-from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.client import GenerateResult, SGLangClient
 from pytest_specdecode.throughput import metrics
 
 BUDGET_S = 3.0
@@ -41,6 +41,22 @@ ROUNDS = 2
 
 MAX_CONCURRENCY = 256
 """Concurrencies above this are not calibrated (their rounds alone would pass the budget)."""
+
+LOADED_SHARE = 0.10
+"""Client overhead p99 above this share of e2e p50 may move a round's tok/s by as much:
+more than the noise between rounds, so (with :data:`OVERHEAD_FACTOR`) a loaded machine."""
+
+OVERHEAD_FACTOR = 2.0
+"""...and above this many times the null server's overhead p99: the machine was loaded."""
+
+
+def loaded(overhead_ms_p99: float, e2e_ms_p50: float, null_ms_p99: float) -> bool:
+    """Whether requests with this client overhead p99 and e2e p50 ran on a machine busier
+    than the client's own cost against the null server (``null_ms_p99``) explains."""
+    return (
+        overhead_ms_p99 > LOADED_SHARE * e2e_ms_p50
+        and overhead_ms_p99 > OVERHEAD_FACTOR * null_ms_p99
+    )
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,17 @@ class Calibration:
     seconds: float = 0.0
     error: str | None = None
     skipped: list[int] = field(default_factory=list)  # concurrencies out of time
+
+    def disturbed(self, concurrency: int, results: Sequence[GenerateResult]) -> bool:
+        """Whether a round of ``results`` at ``concurrency`` ran on a loaded machine
+        (:func:`loaded`); never without a ceiling for it or the servers' own e2e."""
+        ceiling = self.ceilings.get(concurrency)
+        overheads = metrics.client_overheads(results)
+        if ceiling is None or ceiling.overhead_ms_p99 is None or not overheads:
+            return False
+        p99 = metrics.Percentiles.of(overheads).scaled(1000).p99
+        e2e = metrics.Percentiles.of([r.e2e_latency for r in results]).scaled(1000).p50
+        return p99 is not None and e2e is not None and loaded(p99, e2e, ceiling.overhead_ms_p99)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -5,6 +5,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from pytest_specdecode.client import GenerateResult
 from pytest_specdecode.throughput import calibration
 
 
@@ -55,3 +59,33 @@ def test_a_failing_calibration_is_one_line_not_an_error() -> None:
     assert found.error == "OSError: connection refused"
     assert not found.ceilings
     assert "calibration failed (OSError: connection refused)" in calibration.summary_line(found)
+
+
+def result(e2e: float, server_e2e: float | None) -> GenerateResult:
+    return GenerateResult(
+        text="x", completion_tokens=8, prompt_tokens=4, finish_reason="length",
+        send_time=100.0, end_time=100.0 + e2e, server_e2e_latency=server_e2e,
+    )  # fmt: skip
+
+
+@given(
+    overhead_ms=st.floats(0, 500),
+    e2e_ms=st.floats(1, 2000),
+    null_ms=st.floats(0.01, 50),
+)
+def test_a_round_is_disturbed_exactly_when_its_overhead_says_the_machine_was_loaded(
+    overhead_ms: float, e2e_ms: float, null_ms: float
+) -> None:
+    share = overhead_ms / (e2e_ms + overhead_ms)
+    # Away from the thresholds by more than the float error of the round trip in seconds.
+    assume(abs(share - calibration.LOADED_SHARE) > 1e-6)
+    assume(abs(overhead_ms - calibration.OVERHEAD_FACTOR * null_ms) > 1e-6)
+    found = calibration.Calibration(ceilings={4: calibration.Ceiling(4, 1000.0, null_ms)})
+    rnd = [result((e2e_ms + overhead_ms) / 1000, e2e_ms / 1000)] * 4
+    loaded = (
+        share > calibration.LOADED_SHARE and overhead_ms > calibration.OVERHEAD_FACTOR * null_ms
+    )
+    assert found.disturbed(4, rnd) == loaded
+    # Nothing to judge against: no ceiling at the concurrency, no server figure.
+    assert not found.disturbed(8, rnd)
+    assert not found.disturbed(4, [result(1.0, None)])
