@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -89,3 +90,25 @@ def test_a_round_is_disturbed_exactly_when_its_overhead_says_the_machine_was_loa
     # Nothing to judge against: no ceiling at the concurrency, no server figure.
     assert not found.disturbed(8, rnd)
     assert not found.disturbed(4, [result(1.0, None)])
+
+
+def test_a_slow_null_server_start_leaves_the_rounds_their_budget() -> None:
+    # A loaded machine: the null server takes longer to start than the rounds' budget.
+    clock = Clock()
+
+    @contextlib.contextmanager
+    def slow_server(deadline: float) -> Iterator[str]:
+        assert deadline - clock.now >= calibration.START_S
+        clock.now += 5.0
+        yield "http://127.0.0.1:1"
+
+    def one_round(url: str, concurrency: int, max_tokens: int) -> tuple[float, list[float]]:
+        clock.now += 0.2
+        return 100.0, [0.001]
+
+    found = calibration.calibrate(
+        [1, 8], 64, budget=1.0, server=slow_server, one_round=one_round, clock=clock
+    )
+    assert sorted(found.ceilings) == [1, 8]
+    assert found.skipped == []
+    assert found.seconds == pytest.approx(5.8)
