@@ -11,8 +11,9 @@ is slow. :mod:`pytest_specdecode.report.client_limit` judges each case against
 these figures.
 
 The calibration is short (its rounds have :data:`BUDGET_S` once the null server is
-up, the start :data:`START_S`); a concurrency it had no time for is left out (its cases are then judged by overhead alone), and
-a calibration that cannot start is one line in the report, never the run's error.
+up, the start :data:`START_S`); a concurrency it had no time for is left out (its
+cases are then judged by overhead alone), and a calibration that cannot start is one
+line in the report, never the run's error.
 """
 
 from __future__ import annotations
