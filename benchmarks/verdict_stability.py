@@ -67,7 +67,8 @@ def verdict_sets(report: dict[str, Any]) -> Sets:
 
 
 def figures(report: dict[str, Any]) -> list[str]:
-    """Per group, each ranked config's score and interval: what a differing set came from."""
+    """Per group, each ranked config's score and interval, the configs left out and why,
+    and the cases the calibration marked client-limited: what a differing set came from."""
     short = tables.short_labels(list(report.get("configs") or []))
     out = []
     for g in (report.get("verdict") or {}).get("groups") or []:
@@ -76,7 +77,23 @@ def figures(report: dict[str, Any]) -> list[str]:
             f"{m['score']:.2f} [{m['low'] or 0:.2f}, {m['high'] or 0:.2f}]"
             for m in g.get("members") or []
         )
-        out.append(f"{g['load']} {g['domain']}: {shown}")
+        left = "; ".join(
+            f"{short.get(u['config'], u['config'])} not ranked: {u['reason']}"
+            for u in g.get("unranked") or []
+        )
+        out.append(f"{g['load']} {g['domain']}: {shown}" + (f" ({left})" if left else ""))
+    ceilings = ", ".join(
+        f"c{c['concurrency']} {c['tok_s']:.0f} tok/s"
+        for c in (report.get("calibration") or {}).get("ceilings") or []
+    )
+    limited = [
+        f"{case['case']} ({short.get(c['label'], c['label'])}): {case['client_limited']['why']}"
+        for c in report.get("configs") or []
+        for case in c.get("throughput") or []
+        if case.get("client_limited")
+    ]
+    out.append(f"client ceiling {ceilings or 'none'}; client-limited: {len(limited)}")
+    out += [f"  {line}" for line in limited]
     return out
 
 

@@ -202,6 +202,7 @@ def dflash_throughput(
         progress,
         session.lossless_baseline,
         alone=session.holds_host_alone(),
+        calibration=session.calibration,
     )
 
 

@@ -61,6 +61,9 @@ class SpecDecodeSession:
         # Under xdist the baseline goes to the directory the controller shares.
         shared = info.get(distributed.LEASE_DIR)
         self.lossless_baseline = LosslessBaseline(Path(shared) if shared else None)
+        # The load client's null-server figures, once calibrated: a throughput round run
+        # on a loaded machine is measured again against them.
+        self.calibration: calibration.Calibration | None = None
         self._problems: list[Problem] | None = None
         # Tests whose marker or source is bad, by definition node id: their error line.
         self.invalid: dict[str, str] = {}
@@ -329,6 +332,7 @@ class SpecDecodeSession:
             return
         found = calibration.calibrate(concurrencies, max(c.max_tokens for c in cases))
         self.outputs.calibration = found.to_json()
+        self.calibration = found
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(calibration.summary_line(found))

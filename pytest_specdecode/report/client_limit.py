@@ -9,9 +9,12 @@ the same client against a null server on the same machine) a case is
   concurrency: the server's speed no longer decides the figure, the client's
   does; or
 - its client overhead p99 (client e2e minus the server's own e2e) is above
-  :data:`LOADED_SHARE` of its e2e p50 *and* above :data:`OVERHEAD_FACTOR` times
-  the overhead the client showed against the null server at that concurrency:
-  the machine was busier than the client's own cost explains; or
+  :data:`~pytest_specdecode.throughput.calibration.LOADED_SHARE` of its e2e p50 *and*
+  above :data:`~pytest_specdecode.throughput.calibration.OVERHEAD_FACTOR` times the
+  overhead the client showed against the null server at that concurrency: the
+  machine was busier than the client's own cost explains. A round that was, the
+  runner measured again (:func:`pytest_specdecode.throughput.load.run_case`), so a
+  case is marked for a load that lasted, not for one spike; or
 - the load client's own CPU time during its rounds was above :data:`CPU_SHARE`
   of their wall time (with or without a calibration): the client runs on one
   thread, so near one core it delays its own reads, and on a machine whose
@@ -31,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_specdecode import figures
+from pytest_specdecode.throughput.calibration import loaded
 
 CEILING_SHARE = 0.5
 """A case above this share of the client's null-server tok/s is client-limited."""
@@ -38,13 +42,6 @@ CEILING_SHARE = 0.5
 OVERHEAD_SHARE = 0.02
 """Client overhead p99 above this share of e2e p50: the client may be the limit (the
 warning of a run without a calibration)."""
-
-LOADED_SHARE = 0.10
-"""Client overhead p99 above this share of e2e p50 may move the case's tok/s by as much:
-more than the noise between rounds, so (with :data:`OVERHEAD_FACTOR`) out of the ranking."""
-
-OVERHEAD_FACTOR = 2.0
-"""...and above this many times the null server's overhead p99: the machine was loaded."""
 
 CPU_SHARE = 0.8
 """The load client busy this share of its rounds' wall time (CPU seconds per second) is
@@ -95,7 +92,7 @@ def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> li
     floor = _number(ceiling.get("overhead_ms_p99"))
     if overhead is None or not e2e or not floor:
         return found
-    if overhead > LOADED_SHARE * e2e and overhead > OVERHEAD_FACTOR * floor:
+    if loaded(overhead, e2e, floor):
         found.append(
             f"client overhead p99 {overhead:.1f} ms is {overhead / e2e:.0%} of e2e p50 and "
             f"{overhead / floor:.1f}x the null server's {floor:.1f} ms"

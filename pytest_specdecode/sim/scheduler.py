@@ -12,6 +12,10 @@ turn polls the sockets once: waking all 256 streams of a step at once made a
 turn of several milliseconds, during which new requests waited in the kernel,
 unread and unstamped, and the wait showed as the client's overhead. So a step
 wakes its streams :data:`WAKE_PER_TURN` at a time, the sockets read in between.
+
+The steps keep to a timeline of modelled time: a step delayed by the machine (the
+process not scheduled, a slow turn) is made up by the steps after it, so the
+figures are the model's whenever the machine keeps up on average.
 """
 
 from __future__ import annotations
@@ -145,13 +149,15 @@ class Engine:
             if self.time_scale > 0:
                 context = sum(s.prompt_tokens + s.pos for s in self.running)
                 seconds = self.model.step_seconds(len(self.running), context, prefill)
+                # The step ends at its modelled time on the engine's own timeline. Behind
+                # it (the machine did not run this process for a while), the next steps
+                # take no sleep until it has caught up: a busy machine delays tokens but
+                # does not make the modelled GPU slower, so identical runs give the same
+                # figures. Restarting the timeline at the late step instead added every
+                # stall to the figures, as much as the machine's load of the moment.
                 last += seconds * self.time_scale
                 delay = last - self.clock()
-                if delay > 0:
-                    await self.sleep(delay)
-                else:
-                    last = self.clock()
-                    await self.sleep(0)
+                await self.sleep(delay if delay > 0 else 0)
             else:
                 await self.sleep(0)
             await self.step()

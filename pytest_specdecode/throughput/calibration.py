@@ -10,9 +10,10 @@ this client and this machine can measure at all; the per-request overhead
 is slow. :mod:`pytest_specdecode.report.client_limit` judges each case against
 these figures.
 
-The calibration is short (a whole deadline, :data:`BUDGET_S`); a concurrency it
-had no time for is left out (its cases are then judged by overhead alone), and
-a calibration that cannot start is one line in the report, never the run's error.
+The calibration is short (its rounds have :data:`BUDGET_S` once the null server is
+up, the start :data:`START_S`); a concurrency it had no time for is left out (its
+cases are then judged by overhead alone), and a calibration that cannot start is one
+line in the report, never the run's error.
 """
 
 from __future__ import annotations
@@ -30,17 +31,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_specdecode import children, figures, statefiles
-from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.client import GenerateResult, SGLangClient
 from pytest_specdecode.throughput import metrics
 
 BUDGET_S = 3.0
-"""The whole calibration, from starting the null server to its last round."""
+"""The calibration's rounds, from the null server being up to the last one."""
+
+START_S = 60.0
+"""The null server's start (as long as a loaded machine may need to start a Python process)."""
 
 ROUNDS = 2
 """Rounds per concurrency; the best one is the ceiling (a slow round is the machine's)."""
 
 MAX_CONCURRENCY = 256
 """Concurrencies above this are not calibrated (their rounds alone would pass the budget)."""
+
+LOADED_SHARE = 0.10
+"""Client overhead p99 above this share of e2e p50 may move a round's tok/s by as much:
+more than the noise between rounds, so (with :data:`OVERHEAD_FACTOR`) a loaded machine."""
+
+OVERHEAD_FACTOR = 2.0
+"""...and above this many times the null server's overhead p99: the machine was loaded."""
+
+
+def loaded(overhead_ms_p99: float, e2e_ms_p50: float, null_ms_p99: float) -> bool:
+    """Whether requests with this client overhead p99 and e2e p50 ran on a machine busier
+    than the client's own cost against the null server (``null_ms_p99``) explains."""
+    return (
+        overhead_ms_p99 > LOADED_SHARE * e2e_ms_p50
+        and overhead_ms_p99 > OVERHEAD_FACTOR * null_ms_p99
+    )
 
 
 @dataclass(frozen=True)
@@ -68,6 +88,17 @@ class Calibration:
     seconds: float = 0.0
     error: str | None = None
     skipped: list[int] = field(default_factory=list)  # concurrencies out of time
+
+    def disturbed(self, concurrency: int, results: Sequence[GenerateResult]) -> bool:
+        """Whether a round of ``results`` at ``concurrency`` ran on a loaded machine
+        (:func:`loaded`); never without a ceiling for it or the servers' own e2e."""
+        ceiling = self.ceilings.get(concurrency)
+        overheads = metrics.client_overheads(results)
+        if ceiling is None or ceiling.overhead_ms_p99 is None or not overheads:
+            return False
+        p99 = metrics.Percentiles.of(overheads).scaled(1000).p99
+        e2e = metrics.Percentiles.of([r.e2e_latency for r in results]).scaled(1000).p50
+        return p99 is not None and e2e is not None and loaded(p99, e2e, ceiling.overhead_ms_p99)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -162,13 +193,17 @@ def calibrate(
     one_round: Round = measure_round,
     clock: Callable[[], float] = time.monotonic,
 ) -> Calibration:
-    """The client's ceiling at each of ``concurrencies`` (lowest first, within ``budget``)."""
+    """The client's ceiling at each of ``concurrencies`` (lowest first, the rounds within
+    ``budget`` from when the null server is up)."""
     wanted = sorted({c for c in concurrencies if 0 < c <= MAX_CONCURRENCY})
     found = Calibration(max_tokens=max_tokens)
     started = clock()
-    deadline = started + budget
     try:
-        with server(deadline) as url:
+        with server(started + START_S) as url:
+            # The rounds' budget starts once the null server is up: on a loaded machine
+            # its start alone (a Python process importing the simulator) took the whole
+            # budget, leaving concurrencies uncalibrated in one run and not in the next.
+            deadline = clock() + budget
             for position, concurrency in enumerate(wanted):
                 if clock() >= deadline:
                     found.skipped = wanted[position:]

@@ -124,6 +124,8 @@ class CaseMetrics:
     repetition: float | None = None
     repetition_sample: int | None = None
     repetition_excerpt: str | None = None
+    # Counted rounds measured again because the machine was loaded during them (load.py).
+    remeasured: int | None = None
 
     def to_extra_info(self) -> dict[str, Any]:
         """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
@@ -257,6 +259,7 @@ def case_metrics(
     slo: Slo = (),
     load_mode: str | None = None,
     bounds: replies.DraftBounds = replies.UNKNOWN,
+    remeasured: int | None = None,
 ) -> CaseMetrics:
     """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`.
 
@@ -335,4 +338,5 @@ def case_metrics(
         repetition=sample.repetition(),
         repetition_sample=len(sample.texts),
         repetition_excerpt=sample.excerpt(),
+        remeasured=remeasured,
     )

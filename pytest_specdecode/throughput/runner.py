@@ -26,8 +26,9 @@ from pytest_specdecode.records import BASELINE_CASES, RECORD
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
 from pytest_specdecode.server import Server
 from pytest_specdecode.throughput import fingerprint, lossless
+from pytest_specdecode.throughput.calibration import Calibration
 from pytest_specdecode.throughput.comparison import pairing_key
-from pytest_specdecode.throughput.load import BenchmarkLike, ThroughputError, run_case
+from pytest_specdecode.throughput.load import BenchmarkLike, RoundResult, ThroughputError, run_case
 from pytest_specdecode.throughput.workload import ThroughputCase, context_window
 
 # Greedy prompts of the lossless check: code and prose, short and long, enough replies
@@ -89,6 +90,7 @@ class ThroughputRunner:
         progress: Progress | None = None,
         baseline: LosslessBaseline | None = None,
         alone: bool = False,
+        calibration: Calibration | None = None,
     ) -> None:
         self.settings = settings
         self.service = service
@@ -98,6 +100,8 @@ class ThroughputRunner:
         self.baseline = baseline
         # An xdist worker that holds its host alone (no other worker can load its server).
         self.alone = alone
+        # The run's null-server calibration: a round it finds disturbed is run again.
+        self.calibration = calibration
 
     def run(self, case: ThroughputCase, benchmark: BenchmarkLike | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
@@ -133,6 +137,7 @@ class ThroughputRunner:
                 continuous=continuous_requests(self.settings, case),
                 bounds=draft_bounds(self.service),
                 window=context_window(self.service.server_info),
+                disturbed=self._disturbed(case),
             )
         except (ThroughputError, SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)
@@ -171,6 +176,14 @@ class ThroughputRunner:
         }
         self.node.user_properties.append((RECORD, record))
         return info
+
+    def _disturbed(self, case: ThroughputCase) -> Callable[[RoundResult], bool] | None:
+        """Whether a round of ``case`` ran on a loaded machine, from the calibration at
+        its concurrency (closed-loop cases only: the calibration has no rates)."""
+        found = self.calibration
+        if found is None or case.open_loop:
+            return None
+        return lambda rnd: found.disturbed(case.concurrency, rnd.results)
 
     def _repetition_baseline(self, case: str, figure: float | None) -> float | None:
         """Keep a NONE config's repetition figure for ``case``; for a speculative config,

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_specdecode.report import client_limit, summary, verdict
+from pytest_specdecode.throughput import calibration
 
 CALIBRATION = {
     "ceilings": [
@@ -53,8 +54,8 @@ def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
     ceiling = {1: (1000.0, 2.0), 8: (4000.0, 4.0)}[load]
     near = tok_s > client_limit.CEILING_SHARE * ceiling[0]
     loaded = (
-        overhead > client_limit.LOADED_SHARE * e2e
-        and overhead > client_limit.OVERHEAD_FACTOR * ceiling[1]
+        overhead > calibration.LOADED_SHARE * e2e
+        and overhead > calibration.OVERHEAD_FACTOR * ceiling[1]
     )
     busy = cpu is not None and cpu > client_limit.CPU_SHARE
     marked = data["configs"][0]["throughput"][0].get("client_limited")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -9,7 +10,13 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.client import SGLangClient
-from pytest_specdecode.throughput.load import ThroughputError, run_case, run_round
+from pytest_specdecode.throughput.load import (
+    REMEASURES,
+    RoundResult,
+    ThroughputError,
+    run_case,
+    run_round,
+)
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase
 
 from .conftest import Script, fake_token_count
@@ -197,3 +204,32 @@ def test_rate_case_warms_up_at_once_then_counts_poisson_rounds(
     assert (metrics.rate, metrics.load, metrics.requests) == (50.0, "r50", 8)
     assert len(generate_bodies(script)) == 12  # 4 warm-up + 2 rounds of 4
     assert len(slept) <= 6, "only counted rounds wait for arrivals; the first goes at once"
+
+
+@pytest.mark.parametrize(
+    ("busy", "sends"),
+    [(0, [1, 1, 1]), (1, [2, 1, 1]), (3, [3, 2, 1]), (100, [1 + REMEASURES] * 3)],
+)
+def test_a_round_on_a_loaded_machine_is_measured_again_with_its_prompts(
+    fake_server: tuple[str, Script], busy: int, sends: list[int]
+) -> None:
+    # The first `busy` rounds sent the calibration would find disturbed: each is sent
+    # again (same prompt, cache flushed) until it is not, at most REMEASURES times.
+    url, script = fake_server
+    judged: list[RoundResult] = []
+
+    def disturbed(rnd: RoundResult) -> bool:
+        judged.append(rnd)
+        return len(judged) <= busy
+
+    builder = PromptBuilder(fake_token_count, CORPUS)
+    with SGLangClient(url, timeout=5) as client:
+        metrics = run_case(client, ThroughputCase(20, 1, 10), 3, FakeBenchmark(),
+                           prompt_builder=builder, warmup=False, disturbed=disturbed)  # fmt: skip
+    texts = [b["text"] for b in generate_bodies(script)]
+    assert [len(list(same)) for _, same in itertools.groupby(texts)] == sends
+    assert len(set(texts)) == 3, "a round measured again sends its own prompts again"
+    assert metrics.rounds == 3
+    assert metrics.remeasured == sum(sends) - 3
+    paths = [p for _, p, _ in script.requests]
+    assert paths.count("/flush_cache") == 1 + sum(sends) - 3
