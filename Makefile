@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit docs-check real-parser bench clean
+.PHONY: demo test lint typecheck unit docs-check real-parser extras-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ docs-check: $(STAMP)
 ## SGLang 0.5.23's own parser (from its wheel, downloaded once) against the plugin and simulator.
 real-parser: $(STAMP)
 	$(BIN)/python -m pytest tests_real -q -p no:cacheprovider
+
+## `pip install .` without extras into a fresh venv: a pass-rate gate imports no extra.
+extras-check: $(STAMP)
+	$(BIN)/python -m pytest tests_install -q -p no:cacheprovider
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done
