@@ -177,7 +177,9 @@ SAVED = st.lists(ENTRY, max_size=4) | JSON
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(benchmarks=SAVED, spec=st.sampled_from(["tok_s:5%", "accept_length:0.2", "tok_s:0%"]))
 def test_any_saved_run_gives_one_of_three_and_never_exit_0_unjudged(
