@@ -96,7 +96,7 @@ def test_crash_on_start_fails_fast_and_the_next_config_runs(sim_ini: pytest.Pyte
     # Both tests of the crashed config report it; the server started only twice.
     assert result.stdout.str().count("exited with status 1") >= 2
     assert len(server_logs(sim_ini)) == 2
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 40  # no ready timeout (60 s) waited out
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_restart_always_refuses_a_port_another_server_holds(
         [f"*port {live_sim} on 127.0.0.1 is already served by another process (pid *"
          "(all 2 starts failed: the port was still in use)*"]
     )  # fmt: skip
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 40  # no ready timeout (60 s) waited out
     assert server_logs(sim_ini) == []  # nothing was launched
 
 
@@ -250,7 +250,7 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
     result = run(
         sim_ini, "-k", "first or gcd or never_runs", "--dflash-sandbox=fallback",
-        "--dflash-answer-timeout=30",
+        "--dflash-answer-timeout=120",
     )  # fmt: skip
     stopped = time.monotonic() - float((sim_ini.path / "sigterm.sent").read_text())
     pid = int((sim_ini.path / "server.pid").read_text())
@@ -260,7 +260,8 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     finally:
         if group_running(pid):
             os.killpg(pid, signal.SIGKILL)
-    assert stopped < 10, f"stopping took {stopped:.1f} s: it waited for the answer's limit"
+    # Half the answer's limit: a bound no load reaches, and one a stop that waited misses.
+    assert stopped < 60, f"stopping took {stopped:.1f} s: it waited for the answer's limit"
     report = json.loads((sim_ini.path / "report.json").read_text())
     outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
     assert outcomes["test_first"] == "passed"
