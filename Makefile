@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit docs-check real-parser extras-check bench clean
+.PHONY: demo test lint typecheck unit fast docs-check real-parser extras-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ typecheck: $(STAMP)
 # pytest run and simulator imports the package again, compiled once instead of each time.
 unit: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3
+
+## The fast loop while developing: the suite without its ~40 slowest tests (marker `slow`).
+fast: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -m "not slow"
 
 ## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
 docs-check: $(STAMP)

@@ -139,6 +139,7 @@ def analyze(unit: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @needs_analyze
 @settings(
     max_examples=25,
