@@ -44,6 +44,7 @@ sys.exit(int(code))
 """
 
 
+@pytest.mark.slow
 def test_a_coding_gate_without_any_extra_passes_and_imports_none(
     pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
 ) -> None:
