@@ -217,6 +217,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     sim_ini: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -273,6 +274,7 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     assert [g for h in hierarchies() for g in Path(h.path).glob(f"specdecode-{run_pid}-*")] == []
 
 
+@pytest.mark.slow
 def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
     sim_ini: pytest.Pytester,
 ) -> None:

@@ -60,6 +60,7 @@ def two_hosts(pytester: pytest.Pytester, sshd: SSHD, remote: Path) -> list[str]:
     return search_args(sshd, script, port, *hosts)
 
 
+@pytest.mark.slow
 def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
     pytester: pytest.Pytester, remote: Path, two_hosts: list[str]
 ) -> None:
@@ -90,6 +91,7 @@ def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
             assert "off under pytest-xdist" in case["metrics"]["pytest_benchmark"]
 
 
+@pytest.mark.slow
 def test_a_resumed_search_under_n_2_starts_only_new_configs(
     pytester: pytest.Pytester, remote: Path, two_hosts: list[str]
 ) -> None:

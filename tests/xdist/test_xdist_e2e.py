@@ -28,6 +28,7 @@ def outcome(pytester: pytest.Pytester) -> dict[str, dict[str, float]]:
     return {c["label"]: c["pass_rate"] for c in report["configs"]}
 
 
+@pytest.mark.slow
 def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     sim_ini: pytest.Pytester, server_logs: Callable[[], list[Path]]
 ) -> None:
@@ -56,6 +57,7 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     ]
 
 
+@pytest.mark.slow
 def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> None:
     # The worker dies while both workers hold the budget=4 server: it waits until the
     # other one is in a test on it, and that test stays until the kill happened.
