@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit docs-check real-parser real-server bench clean
+.PHONY: demo test lint typecheck unit fast docs-check real-parser extras-check real-server bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3
 
+## The fast loop while developing: the suite without its ~40 slowest tests (marker `slow`).
+fast: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -m "not slow"
+
 ## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
 docs-check: $(STAMP)
 	$(BIN)/python -m pytest tests_docs -p no:cacheprovider -ra -n 2 --dist loadscope
@@ -38,6 +42,10 @@ docs-check: $(STAMP)
 ## SGLang 0.5.23's own parser (from its wheel, downloaded once) against the plugin and simulator.
 real-parser: $(STAMP)
 	$(BIN)/python -m pytest tests_real -q -p no:cacheprovider
+
+## `pip install .` without extras into a fresh venv: a pass-rate gate imports no extra.
+extras-check: $(STAMP)
+	$(BIN)/python -m pytest tests_install -q -p no:cacheprovider
 
 ## The plugin against the real SGLang 0.5.23 on the CPU (a tiny local model; its venv,
 ## ~7 GB, is installed once into ~/.cache/pytest-specdecode by tests_real_server/install.sh).

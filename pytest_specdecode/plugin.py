@@ -79,8 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> SpecDecodeSession:
     from pytest_specdecode.config.settings import SettingsError
     from pytest_specdecode.config.spec import ConfigError
+    from pytest_specdecode.search import missing_optuna
     from pytest_specdecode.session import SpecDecodeSession
 
+    if settings.search and (line := missing_optuna()) is not None:
+        raise pytest.UsageError(line)  # before the session starts anything
     try:
         session = SpecDecodeSession(config, settings, late=late)
     except (SettingsError, ConfigError) as exc:

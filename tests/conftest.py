@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import hypothesis  # noqa: F401  (see below)
+import hypothesis
 import pytest
 import requests  # noqa: F401  (see below)
 
@@ -31,6 +31,14 @@ from pytest_specdecode.statefiles import WaitTimeout, wait_until
 # `from http import cookiejar`, which takes the dropped module still set on the kept
 # `http` package, while `requests.cookies` imports a fresh one, and requests 2.34's
 # `merge_cookies` then refuses its own jar ("You can only merge into CookieJar").
+
+# No wall-clock limit on a hypothesis example or its input generation: the suite runs
+# on busy machines, where a 0.4 ms example takes 250 ms; speed belongs in benchmarks/.
+# A test's own @settings keeps these unless it names the field (too_slow then with it).
+hypothesis.settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("suite")
 
 
 def process_gone(pid: int, timeout: float = 30) -> bool:

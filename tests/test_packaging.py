@@ -59,3 +59,27 @@ def test_the_sdist_carries_the_tests_and_the_type_marker() -> None:
     data = pyproject()["tool"]
     assert isinstance(data, dict)
     assert "py.typed" in data["setuptools"]["package-data"]["pytest_specdecode"]
+
+
+def _name(requirement: str) -> str:
+    """The distribution a requirement names: ``"plotly>=5.20,<8"`` -> ``"plotly"``."""
+    found = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert found, requirement
+    return found[0].lower().replace("_", "-")
+
+
+def test_every_extra_is_in_all_and_dev_and_none_is_a_runtime_dependency() -> None:
+    # Dependencies by use (README.md): a pass-rate gate installs nothing it does not
+    # use; `all` is every feature extra, and `make test` / `make demo` (dev) use them all.
+    project = pyproject()["project"]
+    assert isinstance(project, dict)
+    extras: dict[str, list[str]] = project["optional-dependencies"]
+    runtime = {_name(r) for r in project["dependencies"]}
+    features = {k: v for k, v in extras.items() if k not in ("all", "dev")}
+    assert {"search", "html", "plot", "humaneval"} <= set(features)
+    assert {_name(r) for r in features["search"]} == {"optuna"}
+    assert {_name(r) for r in features["html"]} == {"plotly"}
+    wanted = sorted(r for v in features.values() for r in v)
+    assert sorted(extras["all"]) == wanted
+    assert set(wanted) <= set(extras["dev"])
+    assert runtime.isdisjoint(_name(r) for r in wanted)

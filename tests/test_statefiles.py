@@ -27,7 +27,9 @@ payloads = st.lists(
     st.tuples(st.integers(0, 255), st.integers(1, 300_000)), min_size=1, max_size=4, unique=True
 )
 temp_dir = settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 

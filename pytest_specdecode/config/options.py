@@ -240,8 +240,8 @@ OPTIONS: tuple[Option, ...] = (
                 "'budget=4,8,16;window=1024,2048'."),
     Option("search", "--dflash-search", "configs", metavar="K=V,V;K=V,...",
            help="Search the space (the grammar of --dflash-sweep) for the best config: the next "
-                "config to start is chosen from the results so far (Optuna), the configs never "
-                "visited are skipped."),
+                "config to start is chosen from the results so far (Optuna: needs the 'search' "
+                "extra), the configs never visited are skipped."),
     Option("search_restarts", "--dflash-search-restarts", "configs", parse=_count,
            shown="a third of the space, at least 3", metavar="N",
            help="Start at most N configs of the --dflash-search space."),

@@ -26,8 +26,8 @@ from pytest_specdecode.report.html_sections import esc
 
 TITLE = "pytest-specdecode run"
 NO_PLOTLY = (
-    "Charts left out: the Python package plotly is not installed "
-    "(pip install 'plotly>=5.20,<8'); the tables hold every figure."
+    "Charts left out: they need plotly, which is not installed "
+    "(pip install 'pytest-specdecode[html]'); the tables hold every figure."
 )
 
 

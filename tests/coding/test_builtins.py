@@ -69,6 +69,7 @@ def test_suite_shape() -> None:
         assert problem.cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_reference_passes_wrong_fails(name: str) -> None:
     problem = PROBLEMS[name]

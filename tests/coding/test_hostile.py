@@ -152,7 +152,8 @@ def test_hostile_answer(name: str, mode: str, untouched: Path) -> None:
     assert not verdict.passed
     assert verdict.status == status, verdict.reason
     assert reason in verdict.reason
-    assert time.monotonic() - start < 6.0
+    # The limit ended it: an endless answer would not end at all (a bound no load reaches).
+    assert time.monotonic() - start < 60
 
 
 @needs_bwrap

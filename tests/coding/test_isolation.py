@@ -242,6 +242,7 @@ def running_with(token: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_as_an_unprivileged_user(outside: Path) -> None:
     uid, python = unprivileged.user()  # as root: nobody, HOME a fresh directory planted below
     planted = plant(outside, owner=uid)

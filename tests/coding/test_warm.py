@@ -412,6 +412,7 @@ def readable() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_attacks_as_an_unprivileged_user(tmp_path: Path, readable: Path) -> None:
     uid, python = unprivileged.user()
     source = unprivileged.import_path(readable)

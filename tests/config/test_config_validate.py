@@ -121,11 +121,13 @@ CONFIGS = st.builds(
 )
 
 
+@pytest.mark.slow
 @given(CONFIGS)
 def test_json_round_trip(config: SpecConfig) -> None:
     assert config_from_dict(json.loads(json.dumps(config_to_dict(config)))) == config
 
 
+@pytest.mark.slow
 @given(CONFIGS.filter(lambda c: c.algorithm != "NONE"))
 def test_option_text_round_trip_of_the_typed_keys(config: SpecConfig) -> None:
     parts = [f"algorithm={config.algorithm.lower()}"]

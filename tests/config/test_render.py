@@ -78,7 +78,9 @@ def test_nul_cannot_be_rendered_for_a_shell_or_exec() -> None:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(NAMES, DATA)
 def test_an_environment_file_line_reads_back_through_sh(
@@ -137,9 +139,12 @@ def analyze(unit: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @needs_analyze
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(PROGRAM_NAMES)
 def test_systemd_finds_the_program_it_was_given(

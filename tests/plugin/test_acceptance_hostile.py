@@ -148,6 +148,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_hostile_answers_fail_with_their_reason_and_leave_no_trace(
     pytester: pytest.Pytester,
@@ -263,6 +264,7 @@ def pytest_dflash_problems(config):
 """
 
 
+@pytest.mark.slow
 def test_no_answer_leaves_the_pass_rate_and_no_escape_reaches_the_terminal(
     pytester: pytest.Pytester,
     sim_project: Callable[[pytest.Pytester, str], None],

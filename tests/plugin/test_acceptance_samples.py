@@ -57,6 +57,7 @@ def summary_row(result: pytest.RunResult, label: str) -> list[str]:
     return re.split(r"\s{2,}", row)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("samples", [4, 5])
 def test_samples_give_pass_at_k_consistent_with_the_counts(
     project: pytest.Pytester, samples: int, monkeypatch: pytest.MonkeyPatch

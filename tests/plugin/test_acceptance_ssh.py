@@ -129,6 +129,7 @@ def ssh_args(sshd: SSHD, remote: Remote, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_script_mode_restarts_per_config_and_a_failing_script_errors_its_tests(
     pytester: pytest.Pytester, sshd: SSHD, remote: Remote
 ) -> None:
@@ -166,6 +167,7 @@ def test_script_mode_restarts_per_config_and_a_failing_script_errors_its_tests(
     assert "fired up and ready to roll" in (remote.dir / "sim.log").read_text()
 
 
+@pytest.mark.slow
 def test_unknown_host_key_is_refused_with_one_line(
     pytester: pytest.Pytester, sshd: SSHD, remote: Remote
 ) -> None:

@@ -61,7 +61,11 @@ def test_a_degenerate_drafter_fails_the_run_in_one_line_per_domain(
     )
     result.stdout.fnmatch_lines(["*not eligible: DFLASH budget=8 window=2048: degenerate output*"])
     report = json.loads((project.path / "report.json").read_text())
-    assert {g["best"] for g in report["verdict"]["groups"]} == {"NONE"}
+    for group in report["verdict"]["groups"]:
+        # NONE is the best left wherever its own figures were judged: on a loaded machine
+        # a fast round can arrive in one read (TPOT 0) and leave that group unranked.
+        unranked = {u["config"] for u in group["unranked"]}
+        assert group["best"] == (None if "NONE" in unranked else "NONE"), group
     records = [
         case["repetition"]
         for config in report["configs"]

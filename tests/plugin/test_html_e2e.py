@@ -48,6 +48,7 @@ def check_in_browser(page: Path, tmp_path: Path, labels: list[str], *, charts: i
     return shown.dom
 
 
+@pytest.mark.slow
 def test_a_run_writes_a_page_that_renders_offline(
     pytester: pytest.Pytester,
     sim_project: Callable[[pytest.Pytester, str], None],
@@ -90,6 +91,7 @@ def test_a_run_writes_a_page_that_renders_offline(
     assert again.read_text() == text
 
 
+@pytest.mark.slow
 def test_an_old_report_renders_offline(tmp_path: Path) -> None:
     saved = tmp_path / "old.json"
     saved.write_text(json.dumps(old_report()))

@@ -46,6 +46,7 @@ def test_d_later(dflash_case, dflash_throughput, benchmark):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("restart", ["never", "auto"])  # external; a kept live server
 def test_a_server_replaced_after_the_gate_fails_the_tests_and_files_no_figures(
     pytester: pytest.Pytester, restart: str

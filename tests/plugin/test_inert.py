@@ -118,6 +118,7 @@ def scheduler(result: dict[str, Any]) -> str:
     return found.group(1)
 
 
+@pytest.mark.slow
 def test_a_plain_run_sees_default_handlers_no_dflash_line_and_no_file(
     plain: pytest.Pytester,
 ) -> None:
@@ -164,6 +165,7 @@ DIST = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dist", list(DIST))
 def test_under_xdist_each_dist_mode_places_tests_as_without_the_plugin(
     plain: pytest.Pytester, dist: str

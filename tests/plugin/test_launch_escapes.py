@@ -66,6 +66,7 @@ def pidfile(pytester: pytest.Pytester) -> Iterator[Path]:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
 @pytest.mark.parametrize("how", ["setsid -w", "daemon"])
 def test_a_server_that_left_the_process_group_ends_with_the_run(

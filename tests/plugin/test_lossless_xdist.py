@@ -23,6 +23,7 @@ def test_lossless(dflash_lossless):
 """
 
 
+@pytest.mark.slow
 def test_a_lossy_config_fails_under_workers_as_it_does_serially(
     pytester: pytest.Pytester, sim_project: Callable[[pytest.Pytester, str], None]
 ) -> None:

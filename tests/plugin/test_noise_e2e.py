@@ -13,6 +13,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *small, *args)
 
 
+@pytest.mark.slow
 def test_three_saved_starts_give_the_gate_its_between_run_noise(
     throughput_project: pytest.Pytester,
 ) -> None:

@@ -31,8 +31,11 @@ def test_a_sweep_calibrates_once_and_writes_a_policy_that_never_runs_below_the_f
     assert sum("client-limited" in line and "WARNING" in line for line in lines) <= 1
     report = json.loads((throughput_project.path / "report.json").read_text())
     jsonschema.validate(report, model.shipped_schema())
+    # The calibration has a whole deadline: a loaded machine may leave c4 out of it, and
+    # then the report says so. Every concurrency is one of the two, lowest first.
     ceilings = report["calibration"]["ceilings"]
-    assert [c["concurrency"] for c in ceilings] == [1, 4]
+    measured = [c["concurrency"] for c in ceilings]
+    assert measured + report["calibration"]["skipped"] == [1, 4]
     assert all(c["tok_s"] > 0 for c in ceilings)
     found = json.loads((throughput_project.path / "out/policy.json").read_text())
     assert found["simulated"] is True

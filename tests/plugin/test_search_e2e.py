@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,22 @@ def test_a_search_starts_only_the_configs_it_visits_and_skips_the_others(
     tests = {t["nodeid"]: t["outcome"] for t in report(project)["tests"]}
     assert "test_search.py::test_throughput[DFLASH-b8-w1024-ctx60-c1-t32-chat]" in tests
     assert sorted(tests.values()) == ["passed"] * 3 + ["skipped"] * 3
+
+
+def test_a_search_without_optuna_is_one_line_naming_the_extra(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Optuna is an extra: without it (None in sys.modules: `import optuna` fails and
+    # find_spec finds nothing) the run stops at once with the extra to install.
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    result = run(project, "no-optuna", "--dflash-search-restarts=3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.errlines == [
+        "ERROR: --dflash-search needs Optuna, which is not installed: "
+        "pip install 'pytest-specdecode[search]'",
+        "",
+    ]
+    assert starts(project.path / "no-optuna") == []
 
 
 def test_a_dry_run_prints_the_space_the_budget_and_the_first_configs(

@@ -94,6 +94,7 @@ def files_under(root: Path, inputs: set[str]) -> Iterator[Path]:
             yield path
 
 
+@pytest.mark.slow
 def test_a_planted_key_is_in_no_output_of_any_failure_path(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -97,7 +97,7 @@ def test_crash_on_start_fails_fast_and_the_next_config_runs(sim_ini: pytest.Pyte
     # Both tests of the crashed config report it; the server started only twice.
     assert result.stdout.str().count("exited with status 1") >= 2
     assert len(server_logs(sim_ini)) == 2
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 40  # no ready timeout (60 s) waited out
 
 
 @pytest.mark.parametrize(
@@ -224,7 +224,7 @@ def test_restart_always_refuses_a_port_another_server_holds(
         [f"*port {live_sim} on 127.0.0.1 is already served by another process (pid *"
          "(all 2 starts failed: the port was still in use)*"]
     )  # fmt: skip
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 40  # no ready timeout (60 s) waited out
     assert server_logs(sim_ini) == []  # nothing was launched
 
 
@@ -257,6 +257,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     sim_ini: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -290,7 +291,7 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     monkeypatch.setenv("TMPDIR", str(sandbox_tmp))
     result = run(
         sim_ini, "-k", "first or gcd or never_runs", "--dflash-sandbox=fallback",
-        "--dflash-answer-timeout=30",
+        "--dflash-answer-timeout=120",
     )  # fmt: skip
     stopped = time.monotonic() - float((sim_ini.path / "sigterm.sent").read_text())
     pid = int((sim_ini.path / "server.pid").read_text())
@@ -300,7 +301,8 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     finally:
         if group_running(pid):
             os.killpg(pid, signal.SIGKILL)
-    assert stopped < 10, f"stopping took {stopped:.1f} s: it waited for the answer's limit"
+    # Half the answer's limit: a bound no load reaches, and one a stop that waited misses.
+    assert stopped < 60, f"stopping took {stopped:.1f} s: it waited for the answer's limit"
     report = json.loads((sim_ini.path / "report.json").read_text())
     outcomes = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
     assert outcomes["test_first"] == "passed"
@@ -312,6 +314,7 @@ def test_sigterm_stops_the_server_like_ctrl_c_and_keeps_the_report(
     assert [g for h in hierarchies() for g in Path(h.path).glob(f"specdecode-{run_pid}-*")] == []
 
 
+@pytest.mark.slow
 def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
     sim_ini: pytest.Pytester,
 ) -> None:

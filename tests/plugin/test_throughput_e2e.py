@@ -28,6 +28,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *SMALL, *args)
 
 
+@pytest.mark.slow
 def test_benchmark_compare_pairs_cases_and_is_the_gates_baseline(
     throughput_project: pytest.Pytester,
 ) -> None:

@@ -185,6 +185,7 @@ def plain_structure() -> Structure:
     return structure(page(hostile_report("x")))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=HOSTILE)
 def test_no_value_becomes_markup(text: str) -> None:

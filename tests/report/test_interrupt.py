@@ -51,6 +51,7 @@ def finished_cases(data: dict[str, Any] | None) -> list[str]:
     return [t["case"] for c in data["configs"] for t in c["throughput"]]
 
 
+@pytest.mark.slow
 def test_sigint_half_way_leaves_the_finished_tests_in_the_report(pytester: pytest.Pytester) -> None:
     pytester.makeini(
         f"[pytest]\ndflash_launch = {FAST_SIM}\ndflash_ready_timeout = 60\n"

@@ -15,6 +15,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -62,6 +63,7 @@ def calls(configs: int) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_the_work_grows_linearly_with_the_configs() -> None:
     judge_and_render(sweep(3))  # imports and caches outside the count
     small, middle, large = calls(50), calls(100), calls(200)

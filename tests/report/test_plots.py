@@ -35,6 +35,7 @@ def panels(figure: Any) -> list[Any]:
     return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_seven_distinct_pngs(written: list[Path]) -> None:
     assert [p.name for p in written] == [
         "throughput_vs_concurrency.png",

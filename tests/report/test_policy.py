@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -65,6 +66,7 @@ sweeps = st.dictionaries(
 )
 
 
+@pytest.mark.slow
 @given(sweeps)
 def test_a_band_runs_a_config_only_where_its_low_bound_is_at_least_the_floor(
     figures: Mapping[tuple[str, int, str], tuple[float, float, float] | None],

@@ -404,7 +404,9 @@ def test_a_carriage_return_in_the_drafter_path_adds_no_line() -> None:
 
 
 @settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     st.lists(DATA, max_size=4),

@@ -64,6 +64,7 @@ def test_humaneval_wins_over_a_builtin_name_it_quotes() -> None:
     assert task_of(problem).solution in text
 
 
+@pytest.mark.slow
 def test_right_answers_pass_and_wrong_variants_fail_for_every_task() -> None:
     book = AnswerBook(seed=0, quality=1.0)
     pairs: list[tuple[Problem, str]] = []

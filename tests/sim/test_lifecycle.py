@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from ..conftest import SIM
@@ -167,6 +168,7 @@ def test_scripted_answers_and_ddtree_log(sim_factory: Any, tmp_path: Path) -> No
     assert "Initialized DDTree worker. block_size=16, tree_budget=12" in sim.stderr()
 
 
+@pytest.mark.slow
 def test_a_first_start_fault_fails_only_the_first_start_for_its_state_file(
     tmp_path: Path,
 ) -> None:

@@ -107,6 +107,7 @@ replies = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)  # a busy machine is no reason to fail
 @given(replies)
 def test_any_object_recognised_as_an_error_becomes_an_error_result(reply: dict[str, Any]) -> None:

@@ -60,7 +60,8 @@ def test_headers_sent_one_byte_at_a_time_end_at_the_deadline() -> None:
     ):
         c.server_info()
     assert info.value.kind == "deadline"
-    assert time.monotonic() - start < 10
+    # The headers would take 1,200 s (60 kB at 20 ms a byte): a bound no load reaches.
+    assert time.monotonic() - start < 120
 
 
 def test_silence_past_the_stall_limit_is_a_stall() -> None:

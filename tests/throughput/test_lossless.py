@@ -144,6 +144,7 @@ def test_a_divergence_below_the_margin_bound_is_never_a_defect(
     assert div.kind == "numerics"
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(ids, ids), min_size=1, max_size=8))
 def test_defects_and_numerics_add_up_to_the_divergent_replies(
     pairs: list[tuple[tuple[int, ...], tuple[int, ...]]],

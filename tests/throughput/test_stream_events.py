@@ -126,6 +126,7 @@ hostile_events = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(hostile_events)
 def test_whatever_a_stream_holds_finishing_it_is_a_result_or_a_recorded_error(
     events: list[bytes],

@@ -97,6 +97,7 @@ def remote(tmp_path: Path) -> Iterator[Path]:
     stop_simulators(tmp_path)
 
 
+@pytest.mark.slow
 def test_each_config_restarts_once_on_one_host(
     pytester: pytest.Pytester, sshd: SSHD, remote: Path
 ) -> None:

@@ -42,6 +42,7 @@ def test_t(dflash_service, n):
 """
 
 
+@pytest.mark.slow
 def test_a_killed_workers_server_is_stopped_and_nothing_outlives_pytest(
     sim_ini: pytest.Pytester,
 ) -> None:

@@ -60,6 +60,7 @@ def two_hosts(pytester: pytest.Pytester, sshd: SSHD, remote: Path) -> list[str]:
     return search_args(sshd, script, port, *hosts)
 
 
+@pytest.mark.slow
 def test_a_search_under_n_2_asks_one_config_per_host_at_a_time(
     pytester: pytest.Pytester, remote: Path, two_hosts: list[str]
 ) -> None:
@@ -98,6 +99,7 @@ for _ in $(seq 600); do [ "$(wc -l < "$dir/applied.txt")" -ge 2 ] && break; slee
 """
 
 
+@pytest.mark.slow
 def test_a_search_by_time_under_n_2_starts_two_configs_at_once(
     pytester: pytest.Pytester, sshd: SSHD, remote: Path
 ) -> None:
@@ -131,6 +133,7 @@ def test_a_search_by_time_under_n_2_starts_two_configs_at_once(
     assert overlapping, starts
 
 
+@pytest.mark.slow
 def test_a_resumed_search_under_n_2_starts_only_new_configs(
     pytester: pytest.Pytester, remote: Path, two_hosts: list[str]
 ) -> None:

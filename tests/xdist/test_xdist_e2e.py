@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +28,7 @@ def outcome(pytester: pytest.Pytester) -> dict[str, dict[str, float]]:
     return {c["label"]: c["pass_rate"] for c in report["configs"]}
 
 
+@pytest.mark.slow
 def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     sim_ini: pytest.Pytester, server_logs: Callable[[], list[Path]]
 ) -> None:
@@ -57,6 +57,7 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     ]
 
 
+@pytest.mark.slow
 def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> None:
     # The worker dies while both workers hold the budget=4 server: it waits until the
     # other one is in a test on it, and that test stays until the kill happened.
@@ -98,13 +99,12 @@ def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> 
             assert dflash_service.server_info["speculative_num_draft_tokens"] == 8
         """
     )
-    started = time.monotonic()
+    # A stalled worker would hang the run: the timeout fails the test instead (a bound
+    # no loaded machine reaches; the run takes seconds).
     result = sim_ini.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "--max-worker-restart", "1"
+        "-p", "no:cacheprovider", "-n", "2", "--max-worker-restart", "1", timeout=300
     )
-    elapsed = time.monotonic() - started
     result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*test_dies_holding_the_server*crashed*"])
     assert (events / "dies").exists()
     assert [p.name for p in events.glob("gw*")], "no other worker used the server"
-    assert elapsed < 60
