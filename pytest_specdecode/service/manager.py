@@ -38,6 +38,7 @@ from pytest_specdecode.service.launch_command import LaunchRenderer, endpoint
 from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
 from pytest_specdecode.service.placement import LocalPlacement, Placement
 from pytest_specdecode.service.probe import LOADING, Look
+from pytest_specdecode.service.start_phases import StartPhases, read_phases
 from pytest_specdecode.service.xdist import config_key
 
 # OtherConfigLive and ServiceUnavailable live in .checks; this path stays theirs too.
@@ -94,6 +95,8 @@ class ServiceManager:
         self._failed: dict[SpecConfig, SpecDecodeError] = {}
         self._messages: list[str] = []
         self._attempts: dict[SpecConfig, list[retry.Attempt]] = {}
+        # "client": every config loads through the weight-cache daemon (service.weight_cache).
+        self.weight_cache_mode = "off"
 
     def _bind(self, target: Host | None, lease: HostLease | None) -> None:
         """Serve from ``target`` (again: after its host was lost, another one)."""
@@ -275,14 +278,29 @@ class ServiceManager:
             )
         finally:
             self.progress.done()
+        first_generate = self._clock() - started
+        log = drafter.read_log(controller, self.settings)
         # The drafter's own start-up line must agree too (raises DrafterMismatch).
-        proof = drafter.check(config, controller, ready.identity, self.settings, url=self.base_url)
+        proof = drafter.check(
+            config, controller, ready.identity, self.settings, url=self.base_url, log=log
+        )
         self._messages.extend([proof.summary] if proof.summary else [])
         ready.unverified.extend(proof.unverified)
         watch = self.checks.watch(controller, config)
-        handle = self.checks.handle(config, ready, self._clock() - started, watch)
-        log = controller.log_location() if self.settings.control == "local" else None
-        return handle, switch.server_facts(handle, local=self.settings.control == "local", log=log)
+        total = self._clock() - started
+        handle = self.checks.handle(config, ready, total, watch)
+        text, where = log
+        handle.start_phases = StartPhases.of(
+            read_phases(text) if text is not None else None,
+            total=total,
+            first_generate=first_generate,
+            weight_cache=self.weight_cache_mode,
+            source=where if text is not None and "Load weight" in text else f"no phases: {where}",
+        )
+        where_log = controller.log_location() if self.settings.control == "local" else None
+        return handle, switch.server_facts(
+            handle, local=self.settings.control == "local", log=where_log
+        )
 
     def _leased(self, lease: HostLease, config: SpecConfig, log_dir: Path) -> ServiceHandle:
         placement, target = self.placement, self.target
