@@ -155,10 +155,10 @@ def _round(value: float | None) -> float | None:
 
 def _stamp(match: re.Match[str]) -> float | None:
     try:
-        when = datetime.strptime(match["stamp"], "%Y-%m-%d %H:%M:%S")
-    except ValueError:
+        when = datetime.strptime(match["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
+    except (ValueError, OverflowError, OSError):  # a stamp no clock can hold
         return None
-    return when.timestamp() + (float(match["ms"]) if match["ms"] else 0.0)
+    return when + (float(match["ms"]) if match["ms"] else 0.0)
 
 
 class _Tally:
