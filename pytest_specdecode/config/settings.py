@@ -37,6 +37,7 @@ from pytest_specdecode.config.options import (
     Option,
     RestartMode,
 )
+from pytest_specdecode.config.weight_cache import WeightCacheSetting
 from pytest_specdecode.errors import SpecDecodeError
 
 __all__ = ["Host", "Settings", "SettingsError", "parse_host", "resolve"]
@@ -142,6 +143,7 @@ class Settings:
     dry_run: bool = DEFAULTS["dry_run"]
     start_retries: int = DEFAULTS["start_retries"]
     start_retry_pause: float = DEFAULTS["start_retry_pause"]
+    weight_cache: WeightCacheSetting = DEFAULTS["weight_cache"]
     sim_args: tuple[str, ...] = ()  # appended to the bundled simulator's launch line
     sim_defaults: tuple[str, ...] = ()  # simulator-only defaults in effect, for the header
 
@@ -229,6 +231,12 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         not v["launch"] or "pytest_specdecode.sim" in v["launch"]
     )
     _check_template_dialect(v["dialect"], v["args_template"])
+    if v["weight_cache"].on and control != "local":
+        raise SettingsError(
+            f"--dflash-weight-cache {v['weight_cache']} starts its daemon beside a server this "
+            f"machine launches, and {control} control launches none here; drop it, or use local "
+            "control"
+        )
     _check_samples(v["samples"], v["temperature"])
     sim_args, scaled = _sim_args(r, v, uses_simulator)
     output_tokens, tokens_note = _output_tokens(v["output_tokens"], uses_simulator)

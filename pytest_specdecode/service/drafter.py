@@ -144,9 +144,7 @@ def current_log(
     return None, "no log of the current process (give --dflash-log-cmd)"
 
 
-def read_log(
-    controller: ServiceController | None, settings: Settings
-) -> tuple[str | None, str]:
+def read_log(controller: ServiceController | None, settings: Settings) -> tuple[str | None, str]:
     """:func:`current_log`, with a log that could not be read said as such (no raise)."""
     try:
         return current_log(controller, settings)

@@ -20,7 +20,6 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import LaunchSpec
 
-
 # Millisecond timestamps on SGLang's log lines (its configure_logger reads it): the
 # start's phases are read from them (service.start_phases).
 LOG_ENV = {"SGLANG_LOG_MS": "1"}

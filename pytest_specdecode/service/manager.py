@@ -39,6 +39,7 @@ from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
 from pytest_specdecode.service.placement import LocalPlacement, Placement
 from pytest_specdecode.service.probe import LOADING, Look
 from pytest_specdecode.service.start_phases import StartPhases, read_phases
+from pytest_specdecode.service.weight_cache import WeightCache, WeightCacheFailed
 from pytest_specdecode.service.xdist import config_key
 
 # OtherConfigLive and ServiceUnavailable live in .checks; this path stays theirs too.
@@ -95,8 +96,8 @@ class ServiceManager:
         self._failed: dict[SpecConfig, SpecDecodeError] = {}
         self._messages: list[str] = []
         self._attempts: dict[SpecConfig, list[retry.Attempt]] = {}
-        # "client": every config loads through the weight-cache daemon (service.weight_cache).
-        self.weight_cache_mode = "off"
+        # --dflash-weight-cache: the daemon of this host, started before the first start.
+        self._cache: WeightCache | None = None
 
     def _bind(self, target: Host | None, lease: HostLease | None) -> None:
         """Serve from ``target`` (again: after its host was lost, another one)."""
@@ -197,6 +198,15 @@ class ServiceManager:
     def shutdown(self) -> None:
         """Stop what was started (and restore, when asked); safe to call twice."""
         self._drop_live()
+        try:
+            self._stop_servers()
+        finally:
+            # After the servers: a client must not outlive the weights it maps.
+            cache, self._cache = self._cache, None
+            kept = cache.finish() if cache is not None else None
+            self._messages.extend([kept] if kept else [])
+
+    def _stop_servers(self) -> None:
         if self.lease is not None:
             self.lease.leave()
             if self.settings.control == "local":
@@ -237,6 +247,8 @@ class ServiceManager:
         """Start ``config``, again after a pause while the failure looks transient
         (``--dflash-start-retries``); every failed try goes to the report."""
         self._drop_live()
+        if self.settings.weight_cache.on:
+            self._weight_cache(log_dir).ensure(self._messages.append)
         controller = self._get_controller(log_dir)
         label = config.label()
 
@@ -269,7 +281,8 @@ class ServiceManager:
         started = self._clock()
         self.progress.update(config.label(), "restarting", 0.0)
         try:
-            controller.apply(self.renderer.render(config))
+            launch = self.renderer.render(config)
+            controller.apply(self._cache.client(launch) if self._cache is not None else launch)
             ready = self.checks.gate(
                 config,
                 controller,
@@ -294,7 +307,7 @@ class ServiceManager:
             read_phases(text) if text is not None else None,
             total=total,
             first_generate=first_generate,
-            weight_cache=self.weight_cache_mode,
+            weight_cache=self._cache.mode if self._cache is not None else "off",
             source=where if text is not None and "Load weight" in text else f"no phases: {where}",
         )
         where_log = controller.log_location() if self.settings.control == "local" else None
@@ -325,6 +338,23 @@ class ServiceManager:
                 # Local servers of a worker are recorded in the lease directory.
                 self._controller.registry = self.lease.registry
         return self._controller
+
+    def _weight_cache(self, log_dir: Path) -> WeightCache:
+        if self._cache is None:
+            if self.lease is not None:
+                raise WeightCacheFailed(
+                    "--dflash-weight-cache does not run under pytest-xdist yet (one daemon per "
+                    "host would be shared by its workers): run without -n, or without it",
+                    reason="weight-cache",
+                )
+            from pytest_specdecode.service.local import LocalController
+
+            daemon = LocalController(
+                log_dir, name="weight-cache", cwd=self.root,
+                outlives_run=self.settings.weight_cache.keep,
+            )  # fmt: skip
+            self._cache = WeightCache(self.settings, daemon)
+        return self._cache
 
     def _drop_live(self) -> None:
         if self._live is not None:

@@ -185,7 +185,9 @@ class _Tally:
         if _LOAD_BEGIN in message:
             self.began["load"] = at
         elif _LOAD_END in message:
-            self.add("load", own if own is not None else self.since(self.began.pop("load", None), at))
+            self.add(
+                "load", own if own is not None else self.since(self.began.pop("load", None), at)
+            )
         elif _KV.search(message):
             self.add("kv_cache", self.since(self.previous, at))
         elif _GRAPH_BEGIN.search(message):

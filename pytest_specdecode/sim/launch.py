@@ -109,15 +109,16 @@ def log_startup(args: cli.ServerArgs, spec: SpecSettings) -> None:
 
 
 def load_weights(args: cli.ServerArgs) -> float:
-    """"Load" the weights: from the weight-cache daemon when it answers, else from disk."""
+    """ "Load" the weights: from the weight-cache daemon when it answers, else from disk."""
     began = time.perf_counter()
-    seconds = args.load_seconds
-    if args.weight_cache_mode == "client":
-        path = weight_cache.socket_path(args.weight_cache_socket, os.environ)
-        if weight_cache.fetch(path):
-            seconds *= args.cached_load_fraction
-    time.sleep(seconds)
-    return time.perf_counter() - began
+    cached = args.weight_cache_mode == "client" and weight_cache.fetch(
+        weight_cache.socket_path(args.weight_cache_socket, os.environ)
+    )
+    time.sleep(args.load_seconds * (args.cached_load_fraction if cached else 1.0))
+    elapsed = time.perf_counter() - began
+    if cached:  # SGLang's IpcModelLoader line
+        log.info("[IpcModelLoader] Loaded model via IPC (mode=client), total=%.2fs", elapsed)
+    return elapsed
 
 
 def log_loaded(args: cli.ServerArgs, spec: SpecSettings, elapsed: float) -> None:

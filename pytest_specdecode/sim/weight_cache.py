@@ -17,6 +17,7 @@ answers it logs SGLang's fallback lines and loads from disk.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -121,7 +122,7 @@ def serve(argv: Sequence[str], env: Mapping[str, str]) -> int:
         while not stop:
             try:
                 conn, _ = sock.accept()
-            except (socket.timeout, InterruptedError):
+            except (TimeoutError, InterruptedError):
                 continue
             with conn:
                 conn.settimeout(2.0)
@@ -133,10 +134,8 @@ def serve(argv: Sequence[str], env: Mapping[str, str]) -> int:
     finally:
         sock.close()
         for leftover in (path, ready):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
-            except FileNotFoundError:
-                pass
         log.info("[WeightCacheDaemon gpu=0] Shutdown complete")
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 import pytest
 from hypothesis import given
@@ -59,7 +60,8 @@ def test_without_elapsed_figures_the_stamps_give_the_phase() -> None:
     found = read_phases(log)
     assert found is not None
     assert (found.load, found.warmup, found.resolution) == (0.75, 0.5, 0.001)
-    assert found.kv_cache is None and found.graph_capture is None
+    assert found.kv_cache is None
+    assert found.graph_capture is None
 
 
 def test_a_log_of_several_starts_is_read_from_the_last_one() -> None:
@@ -116,12 +118,11 @@ MARKERS = [
     )
 )
 def test_any_log_gives_finite_non_negative_phases_or_none(
-    lines: list[tuple[object, bool, str]],
+    lines: list[tuple[datetime, bool, str]],
 ) -> None:
     # Hostile text: stamps out of order, lines cut, figures absurd; never a raise.
     text = "\n".join(
-        f"[{when:%Y-%m-%d %H:%M:%S}{'.123' if ms else ''}] {message}"
-        for when, ms, message in lines  # type: ignore[misc]
+        f"[{when:%Y-%m-%d %H:%M:%S}{'.123' if ms else ''}] {message}" for when, ms, message in lines
     )
     found = read_phases(text)
     if found is None:
