@@ -51,6 +51,11 @@ _KV = re.compile(r"\bKV Cache is allocated\.|\bMemory pool end\.")
 _GRAPH_BEGIN = re.compile(r"\bCapture .{0,80}? graph begin\.", re.IGNORECASE)
 _GRAPH_END = re.compile(r"\bCapture .{0,80}? graph end\.", re.IGNORECASE)
 READY_LINE = "The server is fired up and ready to roll!"
+# The lines above as one extended regex (grep -E), for reading only them off a remote journal.
+LOG_GREP = (
+    r"Load weight (begin|end)\.|KV Cache is allocated\.|Memory pool end\.|"
+    r"Capture .* graph (begin|end)\.|fired up and ready to roll|Weight cache not available"
+)
 # The client of a weight-cache daemon that did not find it (ipc_loader.py).
 CACHE_FALLBACK = "Weight cache not available or config mismatch, falling back to disk load"
 

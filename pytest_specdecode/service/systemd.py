@@ -31,6 +31,10 @@ from pytest_specdecode.service.base import (
     last_lines,
 )
 from pytest_specdecode.service.remote import RemoteController
+from pytest_specdecode.service.start_phases import LOG_GREP
+
+# What the gate reads of a start's journal: the drafter's lines and the phases'.
+LOG_LINES = f"Initialized (DFLASH draft runner|DDTree worker)|{LOG_GREP}"
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "50-specdecode.conf"
@@ -365,7 +369,8 @@ class SystemdController(RemoteController):
         return last_lines(result.stdout or "", tail)
 
     def process_log(self) -> str | None:
-        """The drafter's start-up lines from the journal of the unit's *current* MainPID.
+        """The drafter's start-up lines and the start's phase lines
+        (:data:`~.start_phases.LOG_GREP`) from the journal of the unit's *current* MainPID.
 
         ``_PID=`` (journald files a service's stdout under its main PID, children
         included) and the restart time keep older processes' lines out.
@@ -378,7 +383,7 @@ class SystemdController(RemoteController):
         command = (
             f"{self._sudo}journalctl{since} --no-pager -o cat -- "
             f"_SYSTEMD_UNIT={render.shell_word(self.unit)} _PID={int(pid)} | grep -a -E "
-            "'Initialized (DFLASH draft runner|DDTree worker)' | tail -n 20"
+            f"{render.shell_word(LOG_LINES)} | tail -n 200"
         )
         result = self._run(command, timeout=60.0)
         return str(result.stdout or "")

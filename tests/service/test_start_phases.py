@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.service.start_phases import PHASES, StartPhases, read_phases
+from pytest_specdecode.service.start_phases import LOG_GREP, PHASES, StartPhases, read_phases
 
 # A real SGLang 0.5.23 start of a target and its drafter, seconds-resolution stamps
 # (no SGLANG_LOG_MS), the scheduler's " TP0" inside the bracket.
@@ -132,3 +133,10 @@ def test_any_log_gives_finite_non_negative_phases_or_none(
         assert value is None or (math.isfinite(value) and value >= 0)
     phases = StartPhases.of(found, total=1.0, first_generate=1.0, weight_cache="off", source="")
     assert phases.other is None or phases.other >= 0
+
+
+def test_the_journal_filter_keeps_every_line_the_phases_are_read_from() -> None:
+    # systemd control reads only the lines LOG_GREP matches off the journal (grep -E).
+    kept = "\n".join(line for line in SGLANG.splitlines() if re.search(LOG_GREP, line))
+    assert read_phases(kept) == read_phases(SGLANG)
+    assert "server_args" not in kept
