@@ -231,10 +231,10 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         not v["launch"] or "pytest_specdecode.sim" in v["launch"]
     )
     _check_template_dialect(v["dialect"], v["args_template"])
-    if v["weight_cache"].on and control != "local":
+    if v["weight_cache"].on and control not in ("local", "systemd"):
         raise SettingsError(
-            f"--dflash-weight-cache {v['weight_cache']} starts its daemon beside a server this "
-            f"machine launches, and {control} control launches none here; drop it, or use local "
+            f"--dflash-weight-cache {v['weight_cache']} starts its daemon with the launch "
+            f"command, which {control} control does not run; drop it, or use local or systemd "
             "control"
         )
     _check_samples(v["samples"], v["temperature"])

@@ -28,7 +28,7 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.service import drafter, retry, switch
+from pytest_specdecode.service import drafter, retry, switch, weight_cache
 from pytest_specdecode.service.base import ServiceController
 from pytest_specdecode.service.checks import OtherConfigLive, ServerChecks, ServiceUnavailable
 from pytest_specdecode.service.controllers import build_controller
@@ -347,13 +347,7 @@ class ServiceManager:
                     "host would be shared by its workers): run without -n, or without it",
                     reason="weight-cache",
                 )
-            from pytest_specdecode.service.local import LocalController
-
-            daemon = LocalController(
-                log_dir, name="weight-cache", cwd=self.root,
-                outlives_run=self.settings.weight_cache.keep,
-            )  # fmt: skip
-            self._cache = WeightCache(self.settings, daemon)
+            self._cache = weight_cache.for_settings(self.settings, log_dir, self.root, self.target)
         return self._cache
 
     def _drop_live(self) -> None:

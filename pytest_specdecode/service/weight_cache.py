@@ -29,9 +29,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from pytest_specdecode import statefiles
-from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.service.base import (
     LaunchSpec,
     ServiceController,
@@ -56,17 +57,20 @@ class WeightCacheFailed(ServiceStartError):
     what = ""
 
 
-def daemon_argv(launch: str) -> list[str]:
+def daemon_argv(launch: str, *, local: bool = True) -> list[str]:
     """The daemon's command line for the ``launch`` command: the same interpreter and
-    arguments, its daemon module instead of the server's (``sglang serve`` too)."""
+    arguments, its daemon module instead of the server's (``sglang serve`` too: the
+    ``python`` beside that ``sglang``). ``local``: a leading ``python`` is pytest's own."""
     argv = shlex.split(launch)
-    if argv and argv[0] in ("python", "python3"):
+    if local and argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable  # as the server's launch (launch_command.LaunchRenderer)
     for i, word in enumerate(argv[:-1]):
         if word == "-m" and argv[i + 1] in DAEMON_MODULES:
             return [*argv[: i + 1], DAEMON_MODULES[argv[i + 1]], *argv[i + 2 :]]
     if len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "sglang" and argv[1] == "serve":
-        return [sys.executable, "-m", DAEMON_MODULES["sglang.launch_server"], *argv[2:]]
+        where, _, _ = argv[0].rpartition("/")
+        python = sys.executable if local else (f"{where}/python" if where else "python3")
+        return [python, "-m", DAEMON_MODULES["sglang.launch_server"], *argv[2:]]
     raise WeightCacheFailed(
         f"--dflash-weight-cache needs a launch command that runs "
         f"{' or '.join(f'-m {m}' for m in DAEMON_MODULES)} or 'sglang serve' (its daemon is the "
@@ -149,7 +153,7 @@ class WeightCache:
         )
 
     def _start(self) -> None:
-        argv = daemon_argv(self.settings.launch)
+        argv = daemon_argv(self.settings.launch, local=self.settings.control == "local")
         if self.settings.uses_simulator:
             argv += list(self.settings.sim_args)
         self.paths = self.paths or CachePaths.fresh()
@@ -202,13 +206,44 @@ class WeightCache:
         """Stop the daemon, unless kept; the line saying it was kept, or None."""
         if not self.started:
             return None
+        unit = getattr(self.controller, "unit", None)
         if self.setting.keep and self.fell_back is None and self.controller.failure() is None:
+            if self.settings.control != "local":  # closes the SSH connection; the unit runs on
+                self.controller.stop()
             env = " ".join(f"{k}={v}" for k, v in (self.paths.env() if self.paths else {}).items())
+            how = f"systemctl stop {unit}" if unit else f"kill {self.pid}"
             return (
                 f"weight-cache daemon (pid {self.pid}) left running (--dflash-weight-cache keep); "
-                f"its clients need {env}; stop it with: kill {self.pid}"
+                f"its clients need {env}; stop it with: {how}"
             )
-        self.controller.stop()
-        if self.paths is not None:
+        try:
+            self.controller.restore()  # systemd: the daemon's own unit stopped and removed
+        finally:
+            self.controller.stop()
+        if self.paths is not None and self.settings.control == "local":
             shutil.rmtree(self.paths.directory, ignore_errors=True)
         return None
+
+
+def for_settings(
+    settings: Settings, log_dir: Path, root: Path | None, host: Host | None
+) -> WeightCache:
+    """The weight cache of one host: a local process beside local servers; under systemd a
+    unit of its own beside the server's (``<unit>-weight-cache.service``), sockets in /run."""
+    if settings.control == "local":
+        from pytest_specdecode.service.local import LocalController
+
+        local = LocalController(
+            log_dir, name="weight-cache", cwd=root, outlives_run=settings.weight_cache.keep
+        )
+        return WeightCache(settings, local)
+    from pytest_specdecode.service.controllers import build_controller
+
+    assert settings.unit is not None
+    stem = settings.unit.removesuffix(".service")
+    unit = f"{stem}-weight-cache.service"
+    runtime = f"pytest-specdecode-{re.sub(r'[^A-Za-z0-9_.-]', '_', stem)}-weight-cache"
+    daemon = build_controller(
+        settings, log_dir, root, host, unit=unit, whole_unit=True, runtime_directory=runtime
+    )
+    return WeightCache(settings, daemon, paths=CachePaths(f"/run/{runtime}"))

@@ -194,7 +194,7 @@ def test_resume_without_a_path_continues_the_configured_report(
         (["--dflash-weight-cache", "on,keep"], "*--dflash-weight-cache: on and keep exclude*"),
         (
             ["--dflash-weight-cache", "on", "--dflash-restart-cmd", "x", "--dflash-host", "h"],
-            "*--dflash-weight-cache on starts its daemon beside a server this machine launches*",
+            "*--dflash-weight-cache on starts its daemon with the launch command, which script*",
         ),
     ],
 )

@@ -15,6 +15,7 @@ from pytest_specdecode.service.weight_cache import (
     WeightCache,
     WeightCacheFailed,
     daemon_argv,
+    for_settings,
 )
 
 from .fakes import FakeController
@@ -160,3 +161,42 @@ def test_the_setting_reads_back_as_it_prints(text: str, expected: WeightCacheSet
 def test_bad_settings_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match=r"expected off, on, keep|exclude each other"):
         parse(text)
+
+
+def test_under_systemd_the_daemon_is_a_unit_of_its_own_with_its_sockets_in_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[dict[str, object]] = []
+    daemon = FakeController(log_lines=[READY])
+
+    def build(*args: object, **kwargs: object) -> FakeController:
+        made.append(kwargs)
+        return daemon
+
+    monkeypatch.setattr("pytest_specdecode.service.controllers.build_controller", build)
+    settings = Settings(
+        control="systemd",
+        unit="sglang.service",
+        launch="python3 -m sglang.launch_server --model-path /m",
+        uses_simulator=False,
+        weight_cache=parse("on"),
+    )
+    wc = for_settings(settings, tmp_path, None, None)
+    runtime = "pytest-specdecode-sglang-weight-cache"
+    assert made == [
+        {"unit": "sglang-weight-cache.service", "whole_unit": True, "runtime_directory": runtime}
+    ]
+    wc.ensure(pytest.fail)
+    (started,) = daemon.launches
+    # The host's own python, not this machine's interpreter.
+    assert started.argv == ("python3", "-m", "sglang.srt.weight_cache.daemon", "--model-path", "/m")
+    assert (
+        started.env["SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE"] == f"/run/{runtime}/{{device_uuid}}.sock"
+    )
+    assert started.env["SGLANG_LOG_MS"] == "1"
+    client = wc.client(LaunchSpec(argv=("python3", "-m", "sglang.launch_server")))
+    assert (
+        client.env["SGLANG_WEIGHT_CACHE_READY_TEMPLATE"] == f"/run/{runtime}/{{device_uuid}}.ready"
+    )
+    assert wc.finish() is None
+    assert daemon.stopped == 1
