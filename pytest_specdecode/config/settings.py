@@ -37,7 +37,7 @@ from pytest_specdecode.config.options import (
     Option,
     RestartMode,
 )
-from pytest_specdecode.config.weight_cache import WeightCacheSetting
+from pytest_specdecode.config.cache_setting import WeightCacheSetting
 from pytest_specdecode.errors import SpecDecodeError
 
 __all__ = ["Host", "Settings", "SettingsError", "parse_host", "resolve"]
