@@ -226,8 +226,8 @@ OPTIONS: tuple[Option, ...] = (
                 "is ready, and start every config as its client (--weight-cache-mode client), "
                 "so a restart maps the weights instead of loading them; on: stop it at the end, "
                 "keep: leave it running. ',fallback': load from disk when the daemon fails "
-                "(else every config fails with its one line). Local control (a process) and systemd "
-                "(a unit of its own, <unit>-weight-cache.service, sockets in /run)."),
+                "(else every config fails with its one line). Local control (a process) and "
+                "systemd (a unit of its own, <unit>-weight-cache.service, sockets in /run)."),
     # -- Configs.
     Option("dialect", "--dflash-dialect", "configs", choices=DIALECTS, default="sglang",
            help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) or "

@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from pytest_specdecode import facts
 from pytest_specdecode.config import load_options, parsers, simulator
+from pytest_specdecode.config.cache_setting import WeightCacheSetting
 from pytest_specdecode.config.hosts import Host, parse_host
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.config.options import (
@@ -37,7 +38,6 @@ from pytest_specdecode.config.options import (
     Option,
     RestartMode,
 )
-from pytest_specdecode.config.cache_setting import WeightCacheSetting
 from pytest_specdecode.errors import SpecDecodeError
 
 __all__ = ["Host", "Settings", "SettingsError", "parse_host", "resolve"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.cache_setting import OFF, WeightCacheSetting, parse
+from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.service.base import LaunchSpec, ProcessIdentity
 from pytest_specdecode.service.weight_cache import (
     CachePaths,
