@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args
 import pytest
 
 from pytest_specdecode import facts
-from pytest_specdecode.config import load_options, parsers, simulator
+from pytest_specdecode.config import cache_setting, load_options, parsers, simulator
 from pytest_specdecode.config.hosts import parse_host
 
 RestartMode = Literal["auto", "always", "never"]
@@ -220,6 +220,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("start_retry_pause", "--dflash-start-retry-pause", "target", parse=_positive,
            default=10.0, metavar="SECONDS",
            help="Pause before each start-up retry (GPU memory takes a while to be freed)."),
+    Option("weight_cache", "--dflash-weight-cache", "target", parse=cache_setting.parse,
+           default=cache_setting.OFF, shown="'off'", metavar="off|on|keep[,fallback]",
+           help="Start one SGLang weight-cache daemon (python -m sglang.srt.weight_cache.daemon "
+                "with the launch command's arguments) before the first config, wait until it "
+                "is ready, and start every config as its client (--weight-cache-mode client), "
+                "so a restart maps the weights instead of loading them; on: stop it at the end, "
+                "keep: leave it running. ',fallback': load from disk when the daemon fails "
+                "(else every config fails with its one line). Local control (a process) and "
+                "systemd (a unit of its own, <unit>-weight-cache.service, sockets in /run)."),
     # -- Configs.
     Option("dialect", "--dflash-dialect", "configs", choices=DIALECTS, default="sglang",
            help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) or "

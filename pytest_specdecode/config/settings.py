@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from pytest_specdecode import facts
 from pytest_specdecode.config import load_options, parsers, simulator
+from pytest_specdecode.config.cache_setting import WeightCacheSetting
 from pytest_specdecode.config.hosts import Host, parse_host
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.config.options import (
@@ -143,6 +144,7 @@ class Settings:
     dry_run: bool = DEFAULTS["dry_run"]
     start_retries: int = DEFAULTS["start_retries"]
     start_retry_pause: float = DEFAULTS["start_retry_pause"]
+    weight_cache: WeightCacheSetting = DEFAULTS["weight_cache"]
     sim_args: tuple[str, ...] = ()  # appended to the bundled simulator's launch line
     sim_defaults: tuple[str, ...] = ()  # simulator-only defaults in effect, for the header
 
@@ -230,6 +232,12 @@ def resolve(config: _ConfigLike, environ: Mapping[str, str] | None = None) -> Se
         not v["launch"] or "pytest_specdecode.sim" in v["launch"]
     )
     _check_template_dialect(v["dialect"], v["args_template"])
+    if v["weight_cache"].on and control not in ("local", "systemd"):
+        raise SettingsError(
+            f"--dflash-weight-cache {v['weight_cache']} starts its daemon with the launch "
+            f"command, which {control} control does not run; drop it, or use local or systemd "
+            "control"
+        )
     _check_samples(v["samples"], v["temperature"])
     sim_args, scaled = _sim_args(r, v, uses_simulator)
     output_tokens, tokens_note = _output_tokens(v["output_tokens"], uses_simulator)

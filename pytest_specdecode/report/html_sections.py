@@ -280,11 +280,19 @@ def config_card(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
             _pairs(summary),
             table(["gate", "outcome", "detail"], gate_rows(report, config), caption="gates"),
             table(["phase", "seen at (s)"], phases, caption="readiness phases"),
+            _start_phases(config),
             _pairs([(k, v) for k, v in proof if v is not None], "what proves the restart"),
             _pairs(facts, "server facts checked (/server_info)"),
             "</article>",
         ]
     )
+
+
+def _start_phases(config: Mapping[str, Any]) -> str:
+    header, rows = tables.start_phases([config])
+    if not rows:
+        return ""
+    return table(header[1:], [row[1:] for row in rows], caption="start phases (seconds)")
 
 
 def _rate(rate: Any) -> str:

@@ -36,6 +36,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     out += _sweep(report)
     if configs:
         out += ["### Configs", "", *_config_table(configs), ""]
+        phases = tables.start_phases(configs)
+        if phases[1]:
+            out += ["#### Start phases", "", *_cells(phases), ""]
     else:
         out += ["No config was measured.", ""]
     simulated = " (simulated)" if _simulated(report, configs) else ""

@@ -216,6 +216,27 @@ class Carried(_Record):
     whole: bool = False
 
 
+class StartPhases(_Record):
+    """What the config's start cost, in seconds (``service/start_phases.py``).
+
+    ``total`` and ``first_generate``: the plugin's clock from the launch; the
+    phases: the server's own log lines (None where it had no such line);
+    ``other``: the rest of ``total``. ``weight_cache``: ``off``, ``client`` or
+    ``fell back``.
+    """
+
+    total_seconds: float
+    first_generate_seconds: float | None = None
+    load_seconds: float | None = None
+    kv_cache_seconds: float | None = None
+    graph_capture_seconds: float | None = None
+    warmup_seconds: float | None = None
+    other_seconds: float | None = None
+    resolution_seconds: float | None = None
+    weight_cache: str = "off"
+    source: str = ""
+
+
 class ConfigResults(_Record):
     """Everything measured under one config."""
 
@@ -223,6 +244,7 @@ class ConfigResults(_Record):
     key: str | None = None
     config: Config = msgspec.field(default_factory=Config)
     service: dict[str, Any] = {}
+    start_phases: StartPhases | None = None
     pass_rate: PassRate | None = None
     pass_at_k: list[PassAtK] = []
     accept_length: float | None = None

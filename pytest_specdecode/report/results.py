@@ -274,7 +274,8 @@ class RunResults:
                     "label": r.label,
                     "key": r.key,
                     "config": r.config,
-                    "service": r.service,
+                    "service": {k: v for k, v in r.service.items() if k != "start_phases"},
+                    "start_phases": r.service.get("start_phases"),
                     "pass_rate": _rate_json(r.pass_rate()),
                     "pass_at_k": [
                         {"k": k, "value": v}

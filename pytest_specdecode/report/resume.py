@@ -245,6 +245,8 @@ def _carried_config(
     results.config = dict(data.get("config") or {})
     if whole:  # its server facts belong to it; a partial config gets this run's
         results.service = dict(data.get("service") or {})
+        if isinstance(data.get("start_phases"), Mapping):  # the report lifts it out of service
+            results.service["start_phases"] = dict(data["start_phases"])
     for entry in data.get("coding") or []:
         if whole or entry.get("nodeid") in nodeids:
             key = str(entry.get("nodeid") or entry["problem"])

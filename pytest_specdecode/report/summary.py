@@ -219,7 +219,12 @@ def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
-    return _table(*tables.configs(configs))
+    lines = _table(*tables.configs(configs))
+    header, rows = tables.start_phases(configs)
+    if rows:
+        lines += ["", "start phases: from the server's log lines (start, other and first generate:"
+                  " the plugin's clock from the launch)", *_table(header, rows)]  # fmt: skip
+    return lines
 
 
 def _coding_times(configs: list[dict[str, Any]]) -> list[str]:

@@ -474,6 +474,38 @@ def configs(found: Sequence[Mapping[str, Any]]) -> Table:
     return header, rows
 
 
+# The start-phase columns: (key of a config's start_phases, header).
+START_COLUMNS = (
+    ("total_seconds", "start"),
+    ("load_seconds", "load"),
+    ("kv_cache_seconds", "KV cache"),
+    ("graph_capture_seconds", "CUDA graphs"),
+    ("warmup_seconds", "warm-up"),
+    ("other_seconds", "other"),
+    ("first_generate_seconds", "first generate"),
+)
+
+
+def start_phases(found: Sequence[Mapping[str, Any]]) -> Table:
+    """Per config that was started: where its start's seconds went (server log and plugin
+    clock) and whether it loaded through the weight cache; no rows when none was started."""
+    header = ["config", *(h for _, h in START_COLUMNS), "weight cache"]
+    rows: list[list[str]] = []
+    for c in found:
+        phases = c.get("start_phases")
+        if not isinstance(phases, Mapping):
+            continue
+        cells = [figures.number(phases.get(k), 2) for k, _ in START_COLUMNS]
+        rows.append(
+            [
+                str(c.get("label", "?")),
+                *(cell if cell == figures.MISSING else f"{cell} s" for cell in cells),
+                str(phases.get("weight_cache") or "off"),
+            ]
+        )
+    return header, rows
+
+
 def pass_rate(rate: Mapping[str, Any] | None, coding: Sequence[Mapping[str, Any]]) -> str:
     """The pass-rate cell. The rate is the mean pass@1; with several samples per problem
     the count that equals it is of samples, not of problems right in every sample."""

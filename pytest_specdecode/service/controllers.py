@@ -15,9 +15,20 @@ SYSTEMD_STEP_TIMEOUT = 180.0
 
 
 def build_controller(
-    settings: Settings, log_dir: Path, root: Path | None, host: Host | None
+    settings: Settings,
+    log_dir: Path,
+    root: Path | None,
+    host: Host | None,
+    *,
+    unit: str | None = None,
+    whole_unit: bool = False,
+    runtime_directory: str | None = None,
 ) -> ServiceController:
-    """The controller for ``settings``; ``root`` is where a local server starts."""
+    """The controller for ``settings``; ``root`` is where a local server starts.
+
+    ``unit``, ``whole_unit``, ``runtime_directory``: systemd control of another unit than
+    the server's, one of the plugin's own (the weight-cache daemon's, service.weight_cache).
+    """
     if settings.control == "local":
         from pytest_specdecode.service.local import LocalController
 
@@ -47,11 +58,13 @@ def build_controller(
         assert settings.unit is not None
         return SystemdController(
             factory,
-            settings.unit,
+            unit or settings.unit,
             where=where,
             sudo=settings.sudo,
             command_timeout=step,
             secrets=[settings.api_key],
+            whole_unit=whole_unit,
+            runtime_directory=runtime_directory,
         )
     from pytest_specdecode.service.script import ScriptController
 

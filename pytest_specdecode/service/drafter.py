@@ -144,6 +144,14 @@ def current_log(
     return None, "no log of the current process (give --dflash-log-cmd)"
 
 
+def read_log(controller: ServiceController | None, settings: Settings) -> tuple[str | None, str]:
+    """:func:`current_log`, with a log that could not be read said as such (no raise)."""
+    try:
+        return current_log(controller, settings)
+    except ServiceError as exc:
+        return None, f"the log could not be read ({exc.summary})"
+
+
 def check(
     config: SpecConfig,
     controller: ServiceController | None,
@@ -151,14 +159,16 @@ def check(
     settings: Settings,
     *,
     url: str,
+    log: tuple[str | None, str] | None = None,
 ) -> DrafterProof:
-    """Prove the drafter runs ``config`` from its own line; raise :class:`DrafterMismatch`."""
+    """Prove the drafter runs ``config`` from its own line; raise :class:`DrafterMismatch`.
+
+    ``log``: the process's log and where it came from, when the caller has read it
+    (:func:`read_log`); else it is read here.
+    """
     if config.algorithm not in ("DFLASH", "DDTREE"):
         return DrafterProof()
-    try:
-        text, where = current_log(controller, settings)
-    except ServiceError as exc:
-        text, where = None, f"the log could not be read ({exc.summary})"
+    text, where = log if log is not None else read_log(controller, settings)
     if text is None:
         return DrafterProof(unverified=[f"{NOT_CHECKED}: {where}"])
     runner, tree = last_lines(text)

@@ -30,6 +30,7 @@ from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import ProcessIdentity, ServiceError
 from pytest_specdecode.service.identity import HttpIdentity, IdentityUnreadable, read_http_identity
+from pytest_specdecode.service.start_phases import StartPhases
 
 NOT_PROVEN = "restart not proven"
 
@@ -101,6 +102,8 @@ class ServiceHandle:
     # to read it again; None: not checked (no reader).
     read_identity: IdentityReader | None = None
     http_identity: HttpIdentity | None = None
+    # What this start cost, phase by phase (None: nothing was started).
+    start_phases: StartPhases | None = None
     _counters_seen: bool = field(default=False, init=False, repr=False)
     _changed: str | None = field(default=None, init=False, repr=False)
 
@@ -202,6 +205,7 @@ class ServiceHandle:
             "speculative_eagle_topk": info.get("speculative_eagle_topk"),
             "speculative_draft_window_size": info.get("speculative_draft_window_size"),
             "launch_command": self.identity.command if self.identity else None,
+            "start_phases": self.start_phases.to_json() if self.start_phases else None,
         }
 
     def ready_message(self) -> str:
@@ -214,7 +218,8 @@ class ServiceHandle:
         command = self.identity.command if self.identity else None
         # The session masks secrets (an --api-key on this line) before showing it.
         launched = f"; launched: {command}" if command else ""
-        return f"{label}: ready in {self.ready_seconds:.1f}s ({phases}){proven}{launched}"
+        cost = f"; {self.start_phases.describe()}" if self.start_phases else ""
+        return f"{label}: ready in {self.ready_seconds:.1f}s ({phases}){cost}{proven}{launched}"
 
 
 # What the server answered in each phase of the gate, for the -v line.

@@ -20,6 +20,10 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.service.base import LaunchSpec
 
+# Millisecond timestamps on SGLang's log lines (its configure_logger reads it): the
+# start's phases are read from them (service.start_phases).
+LOG_ENV = {"SGLANG_LOG_MS": "1"}
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nobody listens on right now (for the local simulator)."""
@@ -99,7 +103,7 @@ class LaunchRenderer:
             self.redactor.learn(render.shell_join(argv))
         return LaunchSpec(
             argv=render.argv(argv),
-            env=dict(rendered.env),
+            env={**LOG_ENV, **rendered.env},
             script=script,
             label=config.label(),
             host=self.where.host,

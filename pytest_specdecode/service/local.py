@@ -57,8 +57,11 @@ class LocalController(BaseController):
         cwd: str | os.PathLike[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        outlives_run: bool = False,
     ) -> None:
         self._log_dir = Path(log_dir)
+        # True: what it starts is not ended by this process's death (a kept weight-cache daemon).
+        self._outlives_run = outlives_run
         self._name = name
         self._stop_grace = stop_grace
         self._cwd = cwd
@@ -111,7 +114,11 @@ class LocalController(BaseController):
                 # Nothing the run started outlives it: the server ends with this process.
                 # Not under xdist (a registry): other workers may use it after this one
                 # exits; there whoever outlives the owner stops it through the record.
-                preexec_fn=parent_death_signal() if self.registry is None else None,
+                preexec_fn=(
+                    parent_death_signal()
+                    if self.registry is None and not self._outlives_run
+                    else None
+                ),
             )
         except OSError as exc:
             log.close()

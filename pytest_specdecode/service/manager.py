@@ -28,7 +28,7 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.progress import Progress
-from pytest_specdecode.service import drafter, retry, switch
+from pytest_specdecode.service import drafter, retry, switch, weight_cache
 from pytest_specdecode.service.base import ServiceController
 from pytest_specdecode.service.checks import OtherConfigLive, ServerChecks, ServiceUnavailable
 from pytest_specdecode.service.controllers import build_controller
@@ -38,6 +38,8 @@ from pytest_specdecode.service.launch_command import LaunchRenderer, endpoint
 from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
 from pytest_specdecode.service.placement import LocalPlacement, Placement
 from pytest_specdecode.service.probe import LOADING, Look
+from pytest_specdecode.service.start_phases import StartPhases, read_phases
+from pytest_specdecode.service.weight_cache import WeightCache, WeightCacheFailed
 from pytest_specdecode.service.xdist import config_key
 
 # OtherConfigLive and ServiceUnavailable live in .checks; this path stays theirs too.
@@ -96,6 +98,8 @@ class ServiceManager:
         self._failed: dict[SpecConfig, SpecDecodeError] = {}
         self._messages: list[str] = []
         self._attempts: dict[SpecConfig, list[retry.Attempt]] = {}
+        # --dflash-weight-cache: the daemon of this host, started before the first start.
+        self._cache: WeightCache | None = None
 
     def _bind(self, target: Host | None, lease: HostLease | None) -> None:
         """Serve from ``target`` (again: after its host was lost, another one)."""
@@ -196,6 +200,15 @@ class ServiceManager:
     def shutdown(self) -> None:
         """Stop what was started (and restore, when asked); safe to call twice."""
         self._drop_live()
+        try:
+            self._stop_servers()
+        finally:
+            # After the servers: a client must not outlive the weights it maps.
+            cache, self._cache = self._cache, None
+            kept = cache.finish() if cache is not None else None
+            self._messages.extend([kept] if kept else [])
+
+    def _stop_servers(self) -> None:
         if self.lease is not None:
             self.lease.leave()
             if self.settings.control == "local":
@@ -236,6 +249,8 @@ class ServiceManager:
         """Start ``config``, again after a pause while the failure looks transient
         (``--dflash-start-retries``); every failed try goes to the report."""
         self._drop_live()
+        if self.settings.weight_cache.on:
+            self._weight_cache(log_dir).ensure(self._messages.append)
         controller = self._get_controller(log_dir)
         label = config.label()
 
@@ -268,7 +283,8 @@ class ServiceManager:
         started, began = self._clock(), self._wall()
         self.progress.update(config.label(), "restarting", 0.0)
         try:
-            controller.apply(self.renderer.render(config))
+            launch = self.renderer.render(config)
+            controller.apply(self._cache.client(launch) if self._cache is not None else launch)
             ready = self.checks.gate(
                 config,
                 controller,
@@ -277,15 +293,30 @@ class ServiceManager:
             )
         finally:
             self.progress.done()
+        first_generate = self._clock() - started
+        log = drafter.read_log(controller, self.settings)
         # The drafter's own start-up line must agree too (raises DrafterMismatch).
-        proof = drafter.check(config, controller, ready.identity, self.settings, url=self.base_url)
+        proof = drafter.check(
+            config, controller, ready.identity, self.settings, url=self.base_url, log=log
+        )
         self._messages.extend([proof.summary] if proof.summary else [])
         ready.unverified.extend(proof.unverified)
         watch = self.checks.watch(controller, config)
-        handle = self.checks.handle(config, ready, self._clock() - started, watch)
+        total = self._clock() - started
+        handle = self.checks.handle(config, ready, total, watch)
         handle.started_at = began
-        log = controller.log_location() if self.settings.control == "local" else None
-        return handle, switch.server_facts(handle, local=self.settings.control == "local", log=log)
+        text, where = log
+        handle.start_phases = StartPhases.of(
+            read_phases(text) if text is not None else None,
+            total=total,
+            first_generate=first_generate,
+            weight_cache=self._cache.mode if self._cache is not None else "off",
+            source=where if text is not None and "Load weight" in text else f"no phases: {where}",
+        )
+        where_log = controller.log_location() if self.settings.control == "local" else None
+        return handle, switch.server_facts(
+            handle, local=self.settings.control == "local", log=where_log
+        )
 
     def _leased(self, lease: HostLease, config: SpecConfig, log_dir: Path) -> ServiceHandle:
         placement, target = self.placement, self.target
@@ -310,6 +341,17 @@ class ServiceManager:
                 # Local servers of a worker are recorded in the lease directory.
                 self._controller.registry = self.lease.registry
         return self._controller
+
+    def _weight_cache(self, log_dir: Path) -> WeightCache:
+        if self._cache is None:
+            if self.lease is not None:
+                raise WeightCacheFailed(
+                    "--dflash-weight-cache does not run under pytest-xdist yet (one daemon per "
+                    "host would be shared by its workers): run without -n, or without it",
+                    reason="weight-cache",
+                )
+            self._cache = weight_cache.for_settings(self.settings, log_dir, self.root, self.target)
+        return self._cache
 
     def _drop_live(self) -> None:
         if self._live is not None:

@@ -31,6 +31,10 @@ from pytest_specdecode.service.base import (
     last_lines,
 )
 from pytest_specdecode.service.remote import RemoteController
+from pytest_specdecode.service.start_phases import LOG_GREP
+
+# What the gate reads of a start's journal: the drafter's lines and the phases'.
+LOG_LINES = f"Initialized (DFLASH draft runner|DDTree worker)|{LOG_GREP}"
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 DROPIN_NAME = "50-specdecode.conf"
@@ -131,6 +135,42 @@ def render_dropin(
     return "\n".join(lines) + "\n"
 
 
+def render_unit(
+    argv: Iterable[render.Word],
+    env: Mapping[str, str],
+    *,
+    label: str = "",
+    environment_file: str | None = None,
+    runtime_directory: str | None = None,
+) -> str:
+    """A whole service unit of its own running ``argv`` (a weight-cache daemon).
+
+    ``runtime_directory``: a directory under ``/run`` systemd creates before the
+    start and removes at the stop (``RuntimeDirectory=``), for its sockets.
+    """
+    words = list(argv)
+    if not words:
+        raise ValueError("cannot render a systemd unit without a command line")
+    if runtime_directory is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", runtime_directory):
+        raise ValueError(f"not a RuntimeDirectory= name: {runtime_directory!r}")
+    shown = label if label and render.control_character(label) is None else "a server"
+    shown = shown.replace("%", "%%")  # Description= expands specifiers
+    lines = [
+        "# Written by pytest-specdecode; removed at the end of its run unless kept.",
+        "[Unit]",
+        f"Description=pytest-specdecode {shown}",
+        "[Service]",
+        "Type=simple",
+        "ExecStart=" + render.systemd_command(words),
+    ]
+    lines.extend(render.systemd_environment(k, v) for k, v in sorted(env.items()))
+    if environment_file is not None:
+        lines.append("EnvironmentFile=" + render.systemd_path(environment_file))
+    if runtime_directory is not None:
+        lines.append(f"RuntimeDirectory={runtime_directory}")
+    return "\n".join(lines) + "\n"
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """``systemctl show`` output (``Key=value`` lines) as a dict."""
     props: dict[str, str] = {}
@@ -169,14 +209,26 @@ class SystemdController(RemoteController):
         command_prefix: str = "",
         command_timeout: float = 180.0,
         secrets: Iterable[str | None] = (),
+        whole_unit: bool = False,
+        runtime_directory: str | None = None,
     ) -> None:
         super().__init__(connect, where=where, command_prefix=command_prefix)
         # Settings check it first (one line at option parsing); this holds for any caller.
         self.unit = parsers.unit_name(unit)
         self._sudo = "sudo -n " if sudo else ""
-        self.dropin_dir = f"{unit_dir.rstrip('/')}/{self.unit}.d"
-        self.dropin_path = f"{self.dropin_dir}/{dropin_name}"
-        self.secrets_path = f"{self.dropin_dir}/{dropin_name.removesuffix('.conf')}{SECRETS_SUFFIX}"
+        # whole_unit: the unit is ours (a weight-cache daemon): its own file, not a drop-in,
+        # stopped and removed by restore().
+        self.whole_unit = whole_unit
+        self._runtime_directory = runtime_directory
+        if whole_unit:
+            self.dropin_dir = unit_dir.rstrip("/")
+            self.dropin_path = f"{self.dropin_dir}/{self.unit}"
+            self.secrets_path = f"{self.dropin_path}{SECRETS_SUFFIX}"
+        else:
+            self.dropin_dir = f"{unit_dir.rstrip('/')}/{self.unit}.d"
+            self.dropin_path = f"{self.dropin_dir}/{dropin_name}"
+            stem = dropin_name.removesuffix(".conf")
+            self.secrets_path = f"{self.dropin_dir}/{stem}{SECRETS_SUFFIX}"
         self._secrets = tuple(secrets)
         self._timeout = command_timeout
         self._since: str | None = None
@@ -214,13 +266,20 @@ class SystemdController(RemoteController):
         ``journalctl --since``); restart + read the new identity.
         """
         split = split_secrets(launch.argv, self._secrets)
+        secrets = self.secrets_path if split.secrets else None
         try:
-            text = render_dropin(
-                split.argv,
-                launch.env,
-                label=launch.label,
-                environment_file=self.secrets_path if split.secrets else None,
-            )
+            if self.whole_unit:
+                text = render_unit(
+                    split.argv,
+                    launch.env,
+                    label=launch.label,
+                    environment_file=secrets,
+                    runtime_directory=self._runtime_directory,
+                )
+            else:
+                text = render_dropin(
+                    split.argv, launch.env, label=launch.label, environment_file=secrets
+                )
         except ValueError as exc:
             # The collection refuses such values first; this holds for any caller.
             raise ServiceStartError(
@@ -365,7 +424,8 @@ class SystemdController(RemoteController):
         return last_lines(result.stdout or "", tail)
 
     def process_log(self) -> str | None:
-        """The drafter's start-up lines from the journal of the unit's *current* MainPID.
+        """The drafter's start-up lines and the start's phase lines
+        (:data:`~.start_phases.LOG_GREP`) from the journal of the unit's *current* MainPID.
 
         ``_PID=`` (journald files a service's stdout under its main PID, children
         included) and the restart time keep older processes' lines out.
@@ -378,7 +438,7 @@ class SystemdController(RemoteController):
         command = (
             f"{self._sudo}journalctl{since} --no-pager -o cat -- "
             f"_SYSTEMD_UNIT={render.shell_word(self.unit)} _PID={int(pid)} | grep -a -E "
-            "'Initialized (DFLASH draft runner|DDTree worker)' | tail -n 20"
+            f"{render.shell_word(LOG_LINES)} | tail -n 200"
         )
         result = self._run(command, timeout=60.0)
         return str(result.stdout or "")
@@ -389,10 +449,19 @@ class SystemdController(RemoteController):
         return f"`journalctl --unit={render.shell_word(self.unit)}{since}` on {self._where}"
 
     def restore(self) -> None:
-        """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit."""
+        """Remove the drop-in, daemon-reload and restart, if ``apply()`` touched the unit
+        (a whole unit of ours: stop it, remove it, daemon-reload)."""
         if not self._touched:
             return
         q = render.shell_word
+        if self.whole_unit:  # ours: stopped, then gone
+            self._check(
+                f"{self._systemctl('stop')} && {self._sudo}rm -f -- {q(self.dropin_path)} "
+                f"{q(self.secrets_path)} && {self._sudo}systemctl daemon-reload"
+            )
+            self._touched = False
+            self._identity = None
+            return
         self._check(
             f"{self._sudo}rm -f -- {q(self.dropin_path)} {q(self.secrets_path)} && "
             f"{self._sudo}systemctl daemon-reload && {self._systemctl('restart')}"

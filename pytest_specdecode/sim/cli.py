@@ -38,6 +38,7 @@ MODELLED = frozenset(
         "model_path", "served_model_name", "tokenizer_path", "host", "port", "tp_size",
         "api_key", "skip_server_warmup", "enable_metrics", "random_seed", "context_length",
         "max_running_requests", "log_level", "page_size", "attention_backend", "pp_size",
+        "weight_cache_mode", "weight_cache_socket",
         "speculative_algorithm", "speculative_draft_model_path",
         "speculative_num_draft_tokens", "speculative_dflash_block_size",
         "speculative_eagle_topk", "speculative_num_steps", "speculative_draft_window_size",
@@ -79,6 +80,12 @@ class ServerArgs:
     speed_factor: float = 1.0  # this start's, under --sim-restart-noise (sim.restarts)
     # The context the server enforces: --context-length, else the model's own.
     context_len: int = CONTEXT_LENGTH
+    kv_seconds: float = 0.0
+    graph_seconds: float = 0.0
+    cached_load_fraction: float = 0.05
+    # SGLang's --weight-cache-mode / --weight-cache-socket (sim.weight_cache).
+    weight_cache_mode: str = "off"
+    weight_cache_socket: str | None = None
 
     def __repr__(self) -> str:
         # Logged at start-up like SGLang's server_args line: never with the key.
@@ -170,4 +177,9 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
         unmodelled=tuple(d for d in parsed.given if d not in MODELLED),
         build=table.build,
         context_len=context_len or CONTEXT_LENGTH,
+        kv_seconds=sim.sim_kv_seconds,
+        graph_seconds=sim.sim_graph_seconds,
+        cached_load_fraction=sim.sim_cached_load_fraction,
+        weight_cache_mode=str(values.get("weight_cache_mode") or "off"),
+        weight_cache_socket=values.get("weight_cache_socket"),
     )

@@ -1,8 +1,13 @@
 """``main()``: parse and validate flags, "load weights", then serve like SGLang.
 
-Phases: the port stays closed for ``--sim-load-seconds``; then uvicorn
-listens and health answers 503 for ``--sim-warmup-seconds``; then the
-"fired up" line is logged at the moment health turns 200.
+Phases, each logged with SGLang's own lines: the port stays closed while
+"loading weights" for ``--sim-load-seconds`` (a fraction of it as the client
+of a weight-cache daemon, :mod:`.weight_cache`), allocating the KV cache for
+``--sim-kv-seconds`` and capturing CUDA graphs for ``--sim-graph-seconds``;
+then uvicorn listens and health answers 503 until ``--sim-warmup-seconds`` after the
+engine was done; then
+the "fired up" line is logged at the moment health turns 200. These are wall
+seconds, as a start's are (``--sim-time-scale`` scales modelled GPU steps).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import replace
 import uvicorn
 
 from pytest_specdecode.eventloop import run_fresh
-from pytest_specdecode.sim import arrival, cli
+from pytest_specdecode.sim import arrival, cli, weight_cache
 from pytest_specdecode.sim.answers import AnswersFileError, Scripted, load_scripted
 from pytest_specdecode.sim.collector import IdleCollector
 from pytest_specdecode.sim.faults import first_start, stale_window
@@ -34,9 +39,11 @@ TP0 = "TP0 "
 
 
 def setup_logging() -> None:
-    """SGLang's log format on stderr; uvicorn's own loggers go through it too."""
+    """SGLang's log format on stderr (milliseconds under ``SGLANG_LOG_MS``, as SGLang's
+    ``configure_logger``); uvicorn's own loggers go through it too."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+    ms = ".%(msecs)03d" if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true") else ""
+    handler.setFormatter(logging.Formatter(f"[%(asctime)s{ms}] %(message)s", "%Y-%m-%d %H:%M:%S"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
@@ -101,11 +108,25 @@ def log_startup(args: cli.ServerArgs, spec: SpecSettings) -> None:
     log.info("Load weight begin. avail mem=78.52 GB")
 
 
-def log_loaded(args: cli.ServerArgs, spec: SpecSettings) -> None:
+def load_weights(args: cli.ServerArgs) -> float:
+    """ "Load" the weights: from the weight-cache daemon when it answers, else from disk."""
+    began = time.perf_counter()
+    cached = args.weight_cache_mode == "client" and weight_cache.fetch(
+        weight_cache.socket_path(args.weight_cache_socket, os.environ)
+    )
+    time.sleep(args.load_seconds * (args.cached_load_fraction if cached else 1.0))
+    elapsed = time.perf_counter() - began
+    if cached:  # SGLang's IpcModelLoader line
+        log.info("[IpcModelLoader] Loaded model via IPC (mode=client), total=%.2fs", elapsed)
+    return elapsed
+
+
+def log_loaded(args: cli.ServerArgs, spec: SpecSettings, elapsed: float) -> None:
     """The lines SGLang prints once weights and drafter are up."""
     log.info(
-        "Load weight end. type=SimForCausalLM, dtype=torch.bfloat16, avail mem=62.12 GB, "
-        "mem usage=16.40 GB."
+        "Load weight end. elapsed=%.2f s, type=SimForCausalLM, avail mem=62.12 GB, "
+        "mem usage=16.40 GB.",
+        elapsed,
     )
     window = spec.window
     if spec.algorithm in ("DFLASH", "DDTREE"):
@@ -138,8 +159,42 @@ def log_loaded(args: cli.ServerArgs, spec: SpecSettings) -> None:
         )
 
 
-async def serve(server: SimServer, args: cli.ServerArgs) -> int:
-    """Listen, warm up, flip health to 200, and serve until stopped."""
+def prepare_engine(args: cli.ServerArgs, spec: SpecSettings) -> float:
+    """The KV cache and the CUDA graphs, with SGLang's lines (memory_pool.py,
+    cuda_graph_setup.py); returns when (``time.monotonic()``) the engine was done."""
+    time.sleep(args.kv_seconds)
+    log.info(
+        "%sKV Cache is allocated. dtype: torch.bfloat16, #tokens: 262144, K size: 12.00 GB, "
+        "V size: 12.00 GB",
+        TP0,
+    )
+    log.info("%sMemory pool end. avail mem=38.10 GB", TP0)
+    what = "verify" if spec.speculative else "decode"
+    log.info(
+        "%sCapture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, "
+        "avail mem=38.10 GB",
+        TP0,
+        what,
+        spec.num_draft_tokens or 1 if spec.speculative else 1,
+    )
+    began = time.perf_counter()
+    time.sleep(args.graph_seconds)
+    log.info(
+        "%sCapture target %s CUDA graph end. bs=[1, 2, 4, 8], elapsed=%.2f s, "
+        "mem usage=0.90 GB, avail mem=37.20 GB.",
+        TP0,
+        what,
+        time.perf_counter() - began,
+    )
+    return time.monotonic()
+
+
+async def serve(server: SimServer, args: cli.ServerArgs, engine_done: float) -> int:
+    """Listen, warm up, flip health to 200, and serve until stopped.
+
+    The warm-up counts from ``engine_done``, as a start's does: the HTTP
+    server's own start is part of it (health answers 503 once it listens).
+    """
     stamping = arrival.protocol_class()
     config = uvicorn.Config(
         server.app(),
@@ -168,7 +223,7 @@ async def serve(server: SimServer, args: cli.ServerArgs) -> int:
             if serving.done():
                 return 1
             await asyncio.sleep(0.005)
-        await asyncio.sleep(args.warmup_seconds)
+        await asyncio.sleep(max(0.0, engine_done + args.warmup_seconds - time.monotonic()))
         server.collector = IdleCollector()
         server.collector.start()
         server.mark_ready()
@@ -217,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.faults.hang_on_load:
         while True:
             time.sleep(3600)
-    time.sleep(args.load_seconds)
+    loaded = load_weights(args)
     first = args.faults.first_start
     if first is not None and args.state_file is not None and first_start(args.state_file):
         if first == "sigkill":
@@ -240,8 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(simulated by --sim-fault crash-on-start)"
         )
         return 1
-    log_loaded(args, spec)
+    log_loaded(args, spec, loaded)
+    engine_done = prepare_engine(args, spec)
     server = SimServer(args, spec, launch_command(argv), scripted)
     # uvloop where installed, as SGLang's server: a burst of 256 requests is read and
     # a step's 256 events written at a fraction of asyncio's cost per callback.
-    return run_fresh(serve(server, args))
+    return run_fresh(serve(server, args, engine_done))

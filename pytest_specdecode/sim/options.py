@@ -72,7 +72,29 @@ def sim_parser() -> argparse.ArgumentParser:
         "--sim-warmup-seconds",
         type=_non_negative,
         default=0.5,
-        help="seconds /health answers 503 after listening. Default: %(default)r",
+        help="seconds from the engine's last step (CUDA graphs) until /health answers 200; "
+        "503 while the HTTP server listens before that. Default: %(default)r",
+    )
+    sim.add_argument(
+        "--sim-kv-seconds",
+        type=_non_negative,
+        default=0.0,
+        help="seconds allocating the KV cache, after the weights (port still closed). "
+        "Default: %(default)r",
+    )
+    sim.add_argument(
+        "--sim-graph-seconds",
+        type=_non_negative,
+        default=0.0,
+        help="seconds capturing CUDA graphs, after the KV cache (port still closed). "
+        "Default: %(default)r",
+    )
+    sim.add_argument(
+        "--sim-cached-load-fraction",
+        type=_unit,
+        default=0.05,
+        help="with --weight-cache-mode client and a weight-cache daemon answering, loading "
+        "takes this fraction of --sim-load-seconds. Default: %(default)r",
     )
     sim.add_argument(
         "--sim-time-scale",

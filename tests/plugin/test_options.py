@@ -206,6 +206,12 @@ def test_resume_without_a_path_continues_the_configured_report(
     [
         (["--dflash-start-retries", "-1"], "*--dflash-start-retries: expected an integer >= 0*"),
         (["--dflash-start-retry-pause", "0"], "*--dflash-start-retry-pause: expected a finite*"),
+        (["--dflash-weight-cache", "maybe"], "*--dflash-weight-cache: expected off, on, keep*"),
+        (["--dflash-weight-cache", "on,keep"], "*--dflash-weight-cache: on and keep exclude*"),
+        (
+            ["--dflash-weight-cache", "on", "--dflash-restart-cmd", "x", "--dflash-host", "h"],
+            "*--dflash-weight-cache on starts its daemon with the launch command, which script*",
+        ),
     ],
 )
 def test_bad_retry_options_are_one_line_usage_errors(
@@ -366,6 +372,7 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-dry-run": (["--dflash-dry-run"], "true", []),
     "--dflash-start-retries": (["--dflash-start-retries", "3"], "3", []),
     "--dflash-start-retry-pause": (["--dflash-start-retry-pause", "2.5"], "2.5", []),
+    "--dflash-weight-cache": (["--dflash-weight-cache", "keep,fallback"], "keep,fallback", []),
     "--dflash-sim-time-scale": (["--dflash-sim-time-scale", "0.25"], "0.25", []),
     "--dflash-sim-quality": (["--dflash-sim-quality", "50%"], "0.5", []),
     "--dflash-sim-restart-noise": (["--dflash-sim-restart-noise", "0.06"], "0.06", []),

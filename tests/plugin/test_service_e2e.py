@@ -54,7 +54,7 @@ def test_two_configs_start_the_server_twice_and_pass_the_gate(sim_ini: pytest.Py
     )
     result = run(sim_ini)
     result.assert_outcomes(passed=3)
-    phases = "(loading (refused) -> warming up (503) -> verified)"
+    phases = "(loading (refused) -> warming up (503) -> verified); load *s, *"
     result.stdout.fnmatch_lines(
         [
             f"*DFLASH budget=8 window=2048: ready in *s {phases}; launched: *sim* --port *",

@@ -26,6 +26,7 @@ from pytest_specdecode.service.systemd import (
     quote_environment,
     quote_exec_word,
     render_dropin,
+    render_unit,
     split_secrets,
 )
 
@@ -230,10 +231,10 @@ def make_controller(
 ) -> Iterator[Callable[..., SystemdController]]:
     made: list[SystemdController] = []
 
-    def make(**kwargs: object) -> SystemdController:
+    def make(unit: str = UNIT, **kwargs: object) -> SystemdController:
         controller = SystemdController(
             ssh.connection_factory(sshd.target()),
-            UNIT,
+            unit,
             where="test-host",
             unit_dir=str(tmp_path / "etc"),
             command_prefix=f"PATH={recorder.bin}:$PATH; export PATH; ",
@@ -527,3 +528,64 @@ def test_the_client_key_is_taken_out_wherever_it_stands(
     unit_d = tmp_path / "etc" / f"{UNIT}.d"
     assert not leaked([(unit_d / "50-specdecode.conf").read_text()])
     assert (unit_d / "50-specdecode.secrets").read_text() == f'SPECDECODE_SECRET="{KEY}"\n'
+
+
+# -- a unit of the plugin's own: the weight-cache daemon ---------------------
+
+DAEMON_UNIT = "sglang-test-weight-cache.service"
+DAEMON_ARGV = (sys.executable, "-m", "pytest_specdecode.sim.weight_cache", "--model-path", "/m x")
+DAEMON_ENV = {"SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": "/run/wc 1/{device_uuid}.sock", "P": "5%"}
+
+
+def test_a_rendered_unit_of_its_own_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed (Debian package systemd)")
+    unit = tmp_path / DAEMON_UNIT
+    unit.write_text(
+        render_unit(
+            DAEMON_ARGV,
+            DAEMON_ENV,
+            label="weight-cache daemon 100%",
+            environment_file="/etc/systemd/system/x.secrets",
+            runtime_directory="pytest-specdecode-wc",
+        )
+    )
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, "")
+    # Guard: a broken line in such a unit is noticed.
+    unit.write_text(unit.read_text() + 'ExecStartPre=/bin/true "unbalanced\n')
+    broken = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert broken.returncode != 0
+
+
+def test_a_unit_of_its_own_is_written_whole_started_and_at_restore_stopped_and_removed(
+    make_controller: Callable[..., SystemdController], recorder: Recorder, tmp_path: Path
+) -> None:
+    controller = make_controller(
+        unit=DAEMON_UNIT, whole_unit=True, runtime_directory="pytest-specdecode-wc"
+    )
+    identity = controller.apply(LaunchSpec(argv=DAEMON_ARGV, env=DAEMON_ENV, label="daemon"))
+    unit = tmp_path / "etc" / DAEMON_UNIT
+    assert unit.read_text() == render_unit(
+        DAEMON_ARGV, DAEMON_ENV, label="daemon", runtime_directory="pytest-specdecode-wc"
+    )
+    assert not (tmp_path / "etc" / f"{DAEMON_UNIT}.d").exists()
+    assert recorder.calls() == [
+        f"systemctl show -p MainPID -p ExecMainStartTimestamp -- {DAEMON_UNIT}",
+        "systemctl daemon-reload",
+        f"systemctl restart -- {DAEMON_UNIT}",
+        f"systemctl show -p MainPID -p ExecMainStartTimestamp -- {DAEMON_UNIT}",
+    ]
+    assert identity.pid == 1001
+    recorder.clear()
+    controller.restore()
+    assert not unit.exists()
+    assert recorder.calls() == [f"systemctl stop -- {DAEMON_UNIT}", "systemctl daemon-reload"]
+    controller.restore()  # twice is fine
+    assert len(recorder.calls()) == 2
