@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_specdecode.config.load_options import DEFAULT_DOMAINS, DOMAINS
 from pytest_specdecode.config.spec import ConfigError
+from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.throughput import domains as prompt_set
 
 if TYPE_CHECKING:
@@ -255,7 +256,7 @@ def fit_error(case: ThroughputCase, window: int | None) -> str | None:
     )
 
 
-class PromptTooLong(ValueError):
+class PromptTooLong(SpecDecodeError, ValueError):
     """No prompt of the corpus fits within the builder's ``max_prompt`` tokens."""
 
 

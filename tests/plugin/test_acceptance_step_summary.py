@@ -63,9 +63,13 @@ def test_step_summary_is_appended_and_its_tables_render(
     text = summary.read_text()
     assert text.startswith("## an earlier step\n\nits own text\n\n## pytest-specdecode run\n")
     html, tables = render(text)
-    assert html.count("<table>") == 5
+    assert html.count("<table>") == 6
 
-    configs, throughput, acceptance, repetition, verdict = tables
+    configs, phases, throughput, acceptance, repetition, verdict = tables
+    assert phases[0][0] == "config" and sorted(r[0] for r in phases[1:]) == [
+        "DFLASH budget=4",
+        "DFLASH budget=8",
+    ]
     header = configs[0]
     assert header[:3] == ["config", "ready", "pass rate"]
     assert "accept length" in header
