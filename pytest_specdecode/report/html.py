@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode import statefiles
-from pytest_specdecode.report import html_charts, html_sections
+from pytest_specdecode.report import html_answer, html_charts, html_sections
 from pytest_specdecode.report.html_sections import esc
 
 TITLE = "pytest-specdecode run"
@@ -88,7 +88,13 @@ def render(report: Mapping[str, Any], *, js: str | None = None) -> str:
         html_sections.para(_subtitle(report), "muted"),
         "" if js else html_sections.para(NO_PLOTLY, "note bad"),
         s.status(report),
-        s.verdict(report, slot),
+        # The answer first, then what it rests on, then the rest.
+        html_answer.answer(report, slot),
+        html_answer.load_matrix(report, slot),
+        s.latency(report, slot),
+        s.warnings(report, slot),
+        s.repetition(report, slot),
+        s.break_even(report, slot),
         s.configs(report, slot),
         s.throughput(report, slot),
         s.pareto(report, slot),
@@ -145,7 +151,12 @@ def _subtitle(report: Mapping[str, Any]) -> str:
 def _contents(body: list[str]) -> str:
     present = {b.split('"', 2)[1] for b in body if b.startswith('<section id="')}
     links = [
-        ("verdict", "Verdict"),
+        ("answer", "Answer"),
+        ("matrix", "Configs x loads"),
+        ("latency", "Latency"),
+        ("warnings", "Warnings"),
+        ("repetition", "Repetition"),
+        ("break-even", "Break-even"),
         ("configs", "Configs"),
         ("throughput", "Speedup and tok/s"),
         ("pareto", "Pareto front"),
@@ -193,11 +204,15 @@ _DRAW_JS = """
 (function () {
   var specs = JSON.parse(document.getElementById("dflash-charts").textContent);
   var config = {responsive: true, displaylogo: false, scrollZoom: false};
+  var drawing = [];
   specs.forEach(function (spec) {
     var box = document.getElementById(spec.id);
-    if (box) { Plotly.newPlot(box, spec.data, spec.layout, config); }
+    if (box) { drawing.push(Plotly.newPlot(box, spec.data, spec.layout, config)); }
   });
-  document.body.setAttribute("data-charts-drawn", String(specs.length));
+  // Set once every chart is drawn (newPlot's promises): what a reader of the layout waits for.
+  Promise.all(drawing).then(function () {
+    document.body.setAttribute("data-charts-drawn", String(specs.length));
+  });
 })();
 """
 
@@ -220,15 +235,19 @@ h4 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); }
 .status { font-weight: 600; font-size: 15px; }
 .good { color: var(--good); } .bad { color: var(--bad); }
 nav { margin: 8px 0; font-size: 13px; } nav a { color: #0969da; text-decoration: none; }
-table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
+.scroll { overflow-x: auto; max-width: 100%; margin: 8px 0 12px; }
+table { border-collapse: collapse; font-size: 13px; }
 caption { text-align: left; font-weight: 600; color: var(--muted); padding: 2px 0; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; vertical-align: top; text-align: left; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tbody tr:nth-child(even) { background: #fbfcfd; }
-#verdict-table { font-size: 14px; } #verdict-table td:nth-child(3) { font-weight: 600; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px; }
+#verdict-table td:nth-child(3), #policy-table td:nth-child(2) { font-weight: 600; }
+#answer h3 { margin-top: 12px; } #matrix td { white-space: nowrap; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(360px, 100%), 1fr));
+         gap: 12px; }
 .config { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; overflow-x: auto; }
-dl.pairs { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; }
+dl.pairs { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 2px 12px;
+           margin: 4px 0; }
 dl.pairs dt { color: var(--muted); } dl.pairs dd { margin: 0; word-break: break-word; }
 figure.chart-box { margin: 8px 0 16px; } figcaption { color: var(--muted); font-size: 12px; }
 .chart { width: 100%; min-height: 220px; }

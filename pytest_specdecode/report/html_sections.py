@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_specdecode import figures
-from pytest_specdecode.report import tables
+from pytest_specdecode.report import summary, tables
 
 MAX_FAILURES = 500
 """Coding failures listed on the page; the JSON report keeps every one."""
@@ -42,7 +42,8 @@ def table(
     if not rows:
         return ""
     attr = f' id="{esc(ident)}"' if ident else ""
-    out = [f"<table{attr}>"]
+    # Each table scrolls in its own box: a wide one never widens the page.
+    out = [f'<div class="scroll"><table{attr}>']
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
     out.append("<thead><tr>" + "".join(f'<th scope="col">{esc(h)}</th>' for h in header))
@@ -53,7 +54,7 @@ def table(
             for c in row
         )
         out.append(f"<tr>{cells}</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -117,42 +118,6 @@ def status(report: Mapping[str, Any]) -> str:
         parts.append(f"exit status {code}")
     cls = "status bad" if failed or code not in (0, None) else "status good"
     return f'<p class="{cls}" id="status">{esc("; ".join(parts))}</p>' + items(failed, "bad")
-
-
-def verdict(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    found = report.get("verdict") or {}
-    header, rows = tables.verdict(report)
-    missing = (report.get("speedup") or {}).get("missing")
-    if not rows:
-        measured = any(c.get("throughput") for c in configs_of(report))
-        reason = (
-            "no group to rank"
-            if found
-            else "this report has none (written by an older version)"
-            if measured
-            else "no throughput case was measured"
-        )
-        return section(
-            "verdict", "Verdict", para(f"No verdict: {reason}."), para(str(missing or ""))
-        )
-    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
-    note = (
-        f"Per load and domain, the best {by} among the configs that passed every gate "
-        "(geometric mean over contexts), with every config whose 95% interval overlaps it "
-        "in some context: 'tie within noise' names them all, 'clear' means the best's "
-        "interval lies above every other's in every context. A config that no coding or "
-        "lossless test checked is marked 'correctness not checked'; figures that contradict "
-        "each other (TPOT speedup against tok/s ratio, or a TPOT of 0) are not ranked."
-    )
-    excluded = [f"not eligible: {line}" for line in tables.excluded_lines(report)]
-    return section(
-        "verdict",
-        "Verdict",
-        para(note),
-        table(header, rows, ident="verdict-table"),
-        items(excluded, "bad"),
-        para(str(missing or ""), "note"),
-    )
 
 
 # --- configs -------------------------------------------------------------------------
@@ -331,6 +296,61 @@ def throughput(report: Mapping[str, Any], charts: ChartSlot) -> str:
         charts("chart-tok-s"),
         table(header, rows, ident="throughput-table"),
     )
+
+
+def latency(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.latency(report)
+    if not rows:
+        return ""
+    return section(
+        "latency",
+        "Latency per case",
+        para("What a single request sees, p50 over the case's requests (TTFT also p99).", "note"),
+        table(header, rows, ident="latency-table"),
+    )
+
+
+def warnings(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    """The run's warnings about its own figures: the client, the calibration, the baseline."""
+    if not any(c.get("throughput") for c in configs_of(report)):
+        return ""
+    short = tables.short_labels(configs_of(report))
+    found = [line.removeprefix("WARNING: ") for line in summary.client_warning(report, short)]
+    calibration = report.get("calibration")
+    if isinstance(calibration, Mapping) and calibration.get("error"):
+        found.append(f"the client calibration could not run: {calibration['error']}")
+    missing = (report.get("speedup") or {}).get("missing")
+    if missing:
+        found.append(str(missing))
+    body = items(found, "bad") if found else para("No warning about the run's figures.", "muted")
+    return section("warnings", "Warnings", body)
+
+
+def repetition(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.repetition(report)
+    if not rows:
+        return ""
+    return section(
+        "repetition",
+        "Output repetition",
+        para("Per config and domain: the share of repeated word 4-grams in the replies (its "
+             "most repetitive case), the baseline's beside it.", "note"),
+        table(header, rows, ident="repetition-table"),
+    )  # fmt: skip
+
+
+def break_even(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    found = [r for r in report.get("break_even") or [] if isinstance(r, Mapping) and r.get("line")]
+    if not found:
+        return ""
+    return section(
+        "break-even",
+        "Break-even load",
+        para("Per config and domain, the load where the speedup (baseline TPOT / config TPOT, "
+             "geometric mean over contexts) crosses 1.0, interpolated on log scales.", "note"),
+        charts("chart-break-even"),
+        items([str(r["line"]) for r in found]),
+    )  # fmt: skip
 
 
 def pareto(report: Mapping[str, Any], charts: ChartSlot) -> str:

@@ -16,7 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report import cli, html, html_charts, html_sections, tables
+from pytest_specdecode.report import (
+    break_even,
+    cli,
+    degenerate,
+    html,
+    html_charts,
+    html_sections,
+    tables,
+    verdict,
+)
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
@@ -80,14 +89,34 @@ def report() -> dict[str, Any]:
     return judged(sweep_report())
 
 
-def test_sections_come_in_the_order_a_reader_asks(report: dict[str, Any]) -> None:
-    text = page(report)
-    order = ["simulated", "status", "verdict", "configs", "throughput", "pareto", "acceptance",
-             "coding", "provenance"]  # fmt: skip
-    places = [text.index(f'id="{ident}"') for ident in order]
-    assert places == sorted(places)
+def full_report() -> dict[str, Any]:
+    """The sweep with everything a page can show: repetition and break-even records too."""
+    report = sweep_report()
+    for config in report["configs"]:
+        for case in config["throughput"]:
+            case["metrics"]["repetition"] = 0.1
+    verdict.annotate_speedups(report)
+    degenerate.annotate(report, 0.5)
+    report["break_even"] = break_even.records(report)
+    report["verdict"] = verdict.decide(report, {})
+    return report
+
+
+def test_sections_come_in_the_order_a_reader_asks() -> None:
+    text = page(full_report())
+    sections = re.findall(r'<section id="([^"]+)">', text)
+    # The answer first, then the figures it rests on, then the rest.
+    assert sections == ["answer", "matrix", "latency", "warnings", "repetition", "break-even",
+                        "configs", "throughput", "pareto", "acceptance", "coding", "provenance",
+                        "about"]  # fmt: skip
+    assert text.index('id="simulated"') < text.index('id="status"') < text.index('id="answer"')
     assert text.index("Simulated, not a GPU result") < text.index("<h1>")
+    answer = text.split('<section id="answer">')[1].split("</section>")[0]
+    assert 'id="verdict-table"' in answer and 'id="policy-table"' in answer
     assert "search" not in parse(text).ids, "no search ran: no search section"
+    nav = re.search(r'<nav id="contents">(.*?)</nav>', text)
+    assert nav is not None
+    assert re.findall(r'href="#([^"]+)"', nav[1]) == sections[:-1]
 
 
 def test_tables_hold_the_shared_table_builders_cells(report: dict[str, Any]) -> None:
