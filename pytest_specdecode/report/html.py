@@ -222,7 +222,7 @@ _CSS = """
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
        Roboto, sans-serif; background: #fff; }
-main { max-width: 1200px; margin: 0 auto; padding: 12px 20px 40px; }
+main { max-width: 1200px; margin: 0 auto; padding: 12px 20px 40px; overflow-wrap: break-word; }
 h1 { font-size: 24px; margin: 12px 0 2px; }
 h2 { font-size: 19px; margin: 28px 0 8px; padding-bottom: 4px;
      border-bottom: 1px solid var(--line); }

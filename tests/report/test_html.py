@@ -112,7 +112,8 @@ def test_sections_come_in_the_order_a_reader_asks() -> None:
     assert text.index('id="simulated"') < text.index('id="status"') < text.index('id="answer"')
     assert text.index("Simulated, not a GPU result") < text.index("<h1>")
     answer = text.split('<section id="answer">')[1].split("</section>")[0]
-    assert 'id="verdict-table"' in answer and 'id="policy-table"' in answer
+    assert 'id="verdict-table"' in answer
+    assert 'id="policy-table"' in answer
     assert "search" not in parse(text).ids, "no search ran: no search section"
     nav = re.search(r'<nav id="contents">(.*?)</nav>', text)
     assert nav is not None
