@@ -284,6 +284,24 @@ def _crossing(record: Mapping[str, Any], name: str, color: str | None) -> Chart 
     }  # fmt: skip
 
 
+def _curve(record: Mapping[str, Any], name: str, color: str | None) -> Chart:
+    """One config and domain's speedup against load, its 95% interval as error bars."""
+    values = [number(y) for y in record.get("speedups") or []]
+    lows, highs = list(record.get("lows") or []), list(record.get("highs") or [])
+    if not len(lows) == len(highs) == len(values):
+        lows = highs = [None] * len(values)  # bounds that do not match the loads: none
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": name,
+        "x": [number(x) for x in record.get("loads") or []],
+        "y": values,
+        "error_y": _errors(values, lows, highs),
+        "line": {"color": color, "dash": _dash(str(record.get("domain")))},
+        "hovertemplate": "load %{x}: %{y:.2f}x<extra>%{fullData.name}</extra>",
+    }
+
+
 def break_even(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
     """Speedup against load per config and domain, an X where it crosses 1.0
     (the report's ``break_even`` records, as ``break_even.png`` draws them)."""
@@ -295,27 +313,11 @@ def break_even(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | 
         loads = [number(x) for x in r.get("loads") or []] if isinstance(r, Mapping) else []
         if not loads or None in loads:
             continue
-        full, domain = str(r.get("config")), str(r.get("domain"))
         kinds.add(str(r.get("load_kind")))
         levels.update(x for x in loads if x is not None)
-        values = [number(y) for y in r.get("speedups") or []]
-        lows, highs = (
-            found if len(found := list(r.get(k) or [])) == len(values) else [None] * len(values)
-            for k in ("lows", "highs")
-        )
-        name = label(f"{short.get(full, full)} · {domain}")
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": name,
-                "x": loads,
-                "y": values,
-                "error_y": _errors(values, lows, highs),
-                "line": {"color": colors.get(full), "dash": _dash(domain)},
-                "hovertemplate": "load %{x}: %{y:.2f}x<extra>%{fullData.name}</extra>",
-            }
-        )  # fmt: skip
+        full = str(r.get("config"))
+        name = label(f"{short.get(full, full)} · {r.get('domain')}")
+        data.append(_curve(r, name, colors.get(full)))
         crossing = _crossing(r, name, colors.get(full))
         if crossing:
             data.append(crossing)

@@ -430,3 +430,39 @@ def test_the_cli_cannot_write_the_page_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith("pytest-specdecode: error: cannot write the HTML report to ")
     assert err.count("\n") == 1
+
+
+def test_the_break_even_chart_draws_the_records_and_their_crossings(
+    report: dict[str, Any],
+) -> None:
+    crossing = {
+        "config": "DFLASH budget=8 window=2048",
+        "domain": "chat",
+        "load_kind": "concurrency",
+        "loads": [1, 8, 32],
+        "speedups": [2.0, 1.2, 0.8],
+        "lows": [1.8, 1.0, 0.7],
+        "highs": [2.2, 1.3, 0.9],
+        "status": "crosses",
+        "break_even": 16.0,
+        "low": 9.0,
+        "high": 25.0,
+        "line": "crosses at c~16",
+    }
+    ragged = {**crossing, "config": "DFLASH budget=4 window=2048", "lows": [1.0],
+              "status": "above", "break_even": None, "line": "above 1.0 up to c=32"}  # fmt: skip
+    report["break_even"] = [crossing, ragged]
+    text = page(report)
+    chart = next(c for c in chart_specs(text) if c["id"] == "chart-break-even")
+    curve, mark, other = chart["data"]
+    assert (curve["x"], curve["y"]) == ([1, 8, 32], [2.0, 1.2, 0.8])
+    assert curve["error_y"]["array"] == pytest.approx([0.2, 0.1, 0.1])
+    assert curve["error_y"]["arrayminus"] == pytest.approx([0.2, 0.2, 0.1])
+    assert (mark["x"], mark["y"], mark["name"]) == ([16.0], [1.0], curve["name"])
+    assert mark["error_x"]["arrayminus"] == [7.0]
+    assert mark["error_x"]["array"] == [9.0]
+    assert other["error_y"] is None, "bounds that do not match the loads are left out"
+    assert chart["layout"]["xaxis"]["tickvals"] == [1, 8, 32]
+    section = text.split('<section id="break-even">')[1].split("</section>")[0]
+    assert 'id="chart-break-even"' in section
+    assert "<li>crosses at c~16</li><li>above 1.0 up to c=32</li>" in section
