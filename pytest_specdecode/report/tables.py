@@ -13,6 +13,7 @@ TPOT / config TPOT with its 95% interval.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_specdecode import figures
@@ -381,6 +382,29 @@ def excluded(report: Mapping[str, Any]) -> dict[str, list[str]]:
     """The configs kept out of the verdict by label, with the gates each failed."""
     found = (report.get("verdict") or {}).get("excluded") or []
     return {str(e.get("config")): [str(r) for r in e.get("reasons") or []] for e in found}
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Each config's place in the verdict, indexed once: a page of many configs looks every
+    config up here instead of scanning every group's members for each one."""
+
+    excluded: Mapping[str, list[str]]
+    """The gates each config kept out of the verdict failed, by label."""
+    members: Mapping[str, list[Mapping[str, Any]]]
+    """Each config's verdict members (one per group it was ranked in), by label."""
+
+
+def standing(report: Mapping[str, Any]) -> Standing:
+    """The verdict's exclusions and members by config label, in one pass over them."""
+    members: dict[str, list[Mapping[str, Any]]] = {}
+    for group in (report.get("verdict") or {}).get("groups") or []:
+        if not isinstance(group, Mapping):
+            continue
+        for member in group.get("members") or []:
+            if isinstance(member, Mapping) and isinstance(member.get("config"), str):
+                members.setdefault(member["config"], []).append(member)
+    return Standing(excluded(report), members)
 
 
 def excluded_lines(report: Mapping[str, Any]) -> list[str]:
