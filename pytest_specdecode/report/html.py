@@ -17,6 +17,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,26 @@ def plotly_js() -> str | None:
     return str(get_plotlyjs())
 
 
+class _Unusual(TypeError):
+    """A value plain JSON does not hold as it is (a Mapping that is no dict, a set...)."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _Unusual(type(value).__name__)
+
+
 def script_json(value: Any) -> str:
     """``value`` as JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&``
-    (so no ``</script>`` and no ``<!--``), no line separators; NaN and infinities as null."""
-    text = json.dumps(_finite(value), default=str, ensure_ascii=False, allow_nan=False)
+    (so no ``</script>`` and no ``<!--``), no line separators; NaN and infinities as null.
+
+    Written by the C encoder in one pass; only a value it refuses (a non-finite float,
+    a key or object plain JSON has no form for) is walked in Python first, so the
+    charts of a page of many configs are not copied value by value to be checked."""
+    dump = partial(json.dumps, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        text = dump(value, default=_refuse)
+    except (ValueError, TypeError):
+        text = dump(_finite(value), default=str)
     for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, code)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")

@@ -7,8 +7,11 @@ import copy
 import functools
 import json
 import re
+import sys
+from collections.abc import Iterator, Mapping
 from html.parser import HTMLParser
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -234,6 +237,62 @@ def test_script_json_cannot_close_the_script_and_reads_back() -> None:
     assert not set("<>&") & set(text)
     assert "\u2028" not in text
     assert json.loads(text) == {"a</script>": ["<!--", "&", "\u2028", None, None, 1.5]}
+
+
+class Box(Mapping[str, Any]):
+    """A Mapping that is no dict: plain JSON has no form for it until it is copied."""
+
+    def __init__(self, inner: dict[str, Any]) -> None:
+        self.inner = inner
+
+    def __getitem__(self, key: str) -> Any:
+        return self.inner[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4)
+VALUES = st.recursive(
+    LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3).map(Box)
+    ),
+    max_leaves=12,
+)
+
+
+@given(VALUES)
+def test_script_json_is_the_finite_copy_written_as_json(value: Any) -> None:
+    # The copy with NaN and infinities as null and every Mapping a dict, as the
+    # one-pass encoder writes it when it can and the walk when it cannot.
+    expected = json.dumps(html._finite(value), default=str, allow_nan=False)
+    assert json.loads(html.script_json(value)) == json.loads(expected)
+
+
+def test_the_chart_data_is_written_without_a_python_call_per_value() -> None:
+    specs = [{"id": f"chart-{i}", "data": [{"x": list(range(50)), "y": [0.5] * 50}]}
+             for i in range(200)]  # fmt: skip
+    count = 0
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        count += event in ("call", "c_call")
+
+    sys.setprofile(hook)
+    try:
+        text = html.script_json(specs)
+    finally:
+        sys.setprofile(None)
+    assert json.loads(text) == specs
+    # 20,000 values: a copy walked in Python to look for NaN makes a call for each.
+    assert count < 100, count
 
 
 def test_non_finite_figures_are_gaps_not_invalid_json(report: dict[str, Any]) -> None:
