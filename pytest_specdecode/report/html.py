@@ -17,11 +17,12 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pytest_specdecode import statefiles
-from pytest_specdecode.report import html_charts, html_sections
+from pytest_specdecode.report import html_answer, html_charts, html_sections
 from pytest_specdecode.report.html_sections import esc
 
 TITLE = "pytest-specdecode run"
@@ -40,10 +41,26 @@ def plotly_js() -> str | None:
     return str(get_plotlyjs())
 
 
+class _Unusual(TypeError):
+    """A value plain JSON does not hold as it is (a Mapping that is no dict, a set...)."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _Unusual(type(value).__name__)
+
+
 def script_json(value: Any) -> str:
     """``value`` as JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&``
-    (so no ``</script>`` and no ``<!--``), no line separators; NaN and infinities as null."""
-    text = json.dumps(_finite(value), default=str, ensure_ascii=False, allow_nan=False)
+    (so no ``</script>`` and no ``<!--``), no line separators; NaN and infinities as null.
+
+    Written by the C encoder in one pass; only a value it refuses (a non-finite float,
+    a key or object plain JSON has no form for) is walked in Python first, so the
+    charts of a page of many configs are not copied value by value to be checked."""
+    dump = partial(json.dumps, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        text = dump(value, default=_refuse)
+    except (ValueError, TypeError):
+        text = dump(_finite(value), default=str)
     for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, code)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -88,7 +105,13 @@ def render(report: Mapping[str, Any], *, js: str | None = None) -> str:
         html_sections.para(_subtitle(report), "muted"),
         "" if js else html_sections.para(NO_PLOTLY, "note bad"),
         s.status(report),
-        s.verdict(report, slot),
+        # The answer first, then what it rests on, then the rest.
+        html_answer.answer(report, slot),
+        html_answer.load_matrix(report, slot),
+        s.latency(report, slot),
+        s.warnings(report, slot),
+        s.repetition(report, slot),
+        s.break_even(report, slot),
         s.configs(report, slot),
         s.throughput(report, slot),
         s.pareto(report, slot),
@@ -145,7 +168,12 @@ def _subtitle(report: Mapping[str, Any]) -> str:
 def _contents(body: list[str]) -> str:
     present = {b.split('"', 2)[1] for b in body if b.startswith('<section id="')}
     links = [
-        ("verdict", "Verdict"),
+        ("answer", "Answer"),
+        ("matrix", "Configs x loads"),
+        ("latency", "Latency"),
+        ("warnings", "Warnings"),
+        ("repetition", "Repetition"),
+        ("break-even", "Break-even"),
         ("configs", "Configs"),
         ("throughput", "Speedup and tok/s"),
         ("pareto", "Pareto front"),
@@ -193,11 +221,15 @@ _DRAW_JS = """
 (function () {
   var specs = JSON.parse(document.getElementById("dflash-charts").textContent);
   var config = {responsive: true, displaylogo: false, scrollZoom: false};
+  var drawing = [];
   specs.forEach(function (spec) {
     var box = document.getElementById(spec.id);
-    if (box) { Plotly.newPlot(box, spec.data, spec.layout, config); }
+    if (box) { drawing.push(Plotly.newPlot(box, spec.data, spec.layout, config)); }
   });
-  document.body.setAttribute("data-charts-drawn", String(specs.length));
+  // Set once every chart is drawn (newPlot's promises): what a reader of the layout waits for.
+  Promise.all(drawing).then(function () {
+    document.body.setAttribute("data-charts-drawn", String(specs.length));
+  });
 })();
 """
 
@@ -207,7 +239,7 @@ _CSS = """
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--fg); font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
        Roboto, sans-serif; background: #fff; }
-main { max-width: 1200px; margin: 0 auto; padding: 12px 20px 40px; }
+main { max-width: 1200px; margin: 0 auto; padding: 12px 20px 40px; overflow-wrap: break-word; }
 h1 { font-size: 24px; margin: 12px 0 2px; }
 h2 { font-size: 19px; margin: 28px 0 8px; padding-bottom: 4px;
      border-bottom: 1px solid var(--line); }
@@ -220,15 +252,19 @@ h4 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); }
 .status { font-weight: 600; font-size: 15px; }
 .good { color: var(--good); } .bad { color: var(--bad); }
 nav { margin: 8px 0; font-size: 13px; } nav a { color: #0969da; text-decoration: none; }
-table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
+.scroll { overflow-x: auto; max-width: 100%; margin: 8px 0 12px; }
+table { border-collapse: collapse; font-size: 13px; }
 caption { text-align: left; font-weight: 600; color: var(--muted); padding: 2px 0; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; vertical-align: top; text-align: left; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tbody tr:nth-child(even) { background: #fbfcfd; }
-#verdict-table { font-size: 14px; } #verdict-table td:nth-child(3) { font-weight: 600; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px; }
+#verdict-table td:nth-child(3), #policy-table td:nth-child(2) { font-weight: 600; }
+#answer h3 { margin-top: 12px; } #matrix td { white-space: nowrap; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(360px, 100%), 1fr));
+         gap: 12px; }
 .config { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; overflow-x: auto; }
-dl.pairs { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; }
+dl.pairs { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 2px 12px;
+           margin: 4px 0; }
 dl.pairs dt { color: var(--muted); } dl.pairs dd { margin: 0; word-break: break-word; }
 figure.chart-box { margin: 8px 0 16px; } figcaption { color: var(--muted); font-size: 12px; }
 .chart { width: 100%; min-height: 220px; }

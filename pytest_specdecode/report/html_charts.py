@@ -53,6 +53,7 @@ def charts(report: Mapping[str, Any]) -> list[Chart]:
         readiness(report),
         tok_s(report, colors),
         speedup(report, colors),
+        break_even(report, colors),
         *pareto(report, colors),
         acceptance(report, colors),
         histogram(report, colors),
@@ -256,6 +257,83 @@ def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | Non
         "layout": {
             "barmode": "group",
             "yaxis": {"title": {"text": "speedup (x)"}, "rangemode": "tozero"},
+            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                        "line": {"dash": "dot", "color": "grey", "width": 1}}],
+        },
+    }  # fmt: skip
+
+
+def _crossing(record: Mapping[str, Any], name: str, color: str | None) -> Chart | None:
+    """The X where a break-even curve crosses 1.0, its 95% interval as a bar."""
+    at = number(record.get("break_even"))
+    if at is None:
+        return None
+    low, high = number(record.get("low")), number(record.get("high"))
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "showlegend": False,
+        "x": [at],
+        "y": [1.0],
+        "marker": {"symbol": "x", "size": 12, "color": color},
+        "error_x": {"type": "data", "symmetric": False,
+                    "array": [None if high is None else max(0.0, high - at)],
+                    "arrayminus": [None if low is None else max(0.0, at - low)]},
+        "hovertemplate": "break-even %{x:.3g}<extra>%{fullData.name}</extra>",
+    }  # fmt: skip
+
+
+def _curve(record: Mapping[str, Any], name: str, color: str | None) -> Chart:
+    """One config and domain's speedup against load, its 95% interval as error bars."""
+    values = [number(y) for y in record.get("speedups") or []]
+    lows, highs = list(record.get("lows") or []), list(record.get("highs") or [])
+    if not len(lows) == len(highs) == len(values):
+        lows = highs = [None] * len(values)  # bounds that do not match the loads: none
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": name,
+        "x": [number(x) for x in record.get("loads") or []],
+        "y": values,
+        "error_y": _errors(values, lows, highs),
+        "line": {"color": color, "dash": _dash(str(record.get("domain")))},
+        "hovertemplate": "load %{x}: %{y:.2f}x<extra>%{fullData.name}</extra>",
+    }
+
+
+def break_even(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+    """Speedup against load per config and domain, an X where it crosses 1.0
+    (the report's ``break_even`` records, as ``break_even.png`` draws them)."""
+    short = _short(report)
+    data = []
+    kinds: set[str] = set()
+    levels: set[float] = set()
+    for r in report.get("break_even") or []:
+        loads = [number(x) for x in r.get("loads") or []] if isinstance(r, Mapping) else []
+        if not loads or None in loads:
+            continue
+        kinds.add(str(r.get("load_kind")))
+        levels.update(x for x in loads if x is not None)
+        full = str(r.get("config"))
+        name = label(f"{short.get(full, full)} · {r.get('domain')}")
+        data.append(_curve(r, name, colors.get(full)))
+        crossing = _crossing(r, name, colors.get(full))
+        if crossing:
+            data.append(crossing)
+    if not data:
+        return None
+    axis = "concurrent requests" if kinds == {"concurrency"} else "load"
+    return {
+        "id": "chart-break-even",
+        "title": "Speedup against load: X where it crosses 1.0",
+        "note": "Geometric mean over contexts; error bars: 95% interval; X: the break-even "
+        "load with its interval; dotted line: no speedup; line style: domain.",
+        "data": data,
+        "layout": {
+            "xaxis": {"title": {"text": axis}, "type": "log", "tickvals": sorted(levels),
+                      "ticktext": [f"{x:g}" for x in sorted(levels)]},
+            "yaxis": {"title": {"text": "speedup (x)"}, "type": "log"},
             "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                         "line": {"dash": "dot", "color": "grey", "width": 1}}],
         },

@@ -10,13 +10,15 @@ adds the charts.
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_specdecode import figures
-from pytest_specdecode.report import tables
+from pytest_specdecode.report import summary, tables
 
 MAX_FAILURES = 500
 """Coding failures listed on the page; the JSON report keeps every one."""
@@ -42,7 +44,8 @@ def table(
     if not rows:
         return ""
     attr = f' id="{esc(ident)}"' if ident else ""
-    out = [f"<table{attr}>"]
+    # Each table scrolls in its own box: a wide one never widens the page.
+    out = [f'<div class="scroll"><table{attr}>']
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
     out.append("<thead><tr>" + "".join(f'<th scope="col">{esc(h)}</th>' for h in header))
@@ -53,7 +56,7 @@ def table(
             for c in row
         )
         out.append(f"<tr>{cells}</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -119,53 +122,62 @@ def status(report: Mapping[str, Any]) -> str:
     return f'<p class="{cls}" id="status">{esc("; ".join(parts))}</p>' + items(failed, "bad")
 
 
-def verdict(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    found = report.get("verdict") or {}
-    header, rows = tables.verdict(report)
-    missing = (report.get("speedup") or {}).get("missing")
-    if not rows:
-        measured = any(c.get("throughput") for c in configs_of(report))
-        reason = (
-            "no group to rank"
-            if found
-            else "this report has none (written by an older version)"
-            if measured
-            else "no throughput case was measured"
-        )
-        return section(
-            "verdict", "Verdict", para(f"No verdict: {reason}."), para(str(missing or ""))
-        )
-    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
-    note = (
-        f"Per load and domain, the best {by} among the configs that passed every gate "
-        "(geometric mean over contexts), with every config whose 95% interval overlaps it "
-        "in some context: 'tie within noise' names them all, 'clear' means the best's "
-        "interval lies above every other's in every context. A config that no coding or "
-        "lossless test checked is marked 'correctness not checked'; figures that contradict "
-        "each other (TPOT speedup against tok/s ratio, or a TPOT of 0) are not ranked."
-    )
-    excluded = [f"not eligible: {line}" for line in tables.excluded_lines(report)]
-    return section(
-        "verdict",
-        "Verdict",
-        para(note),
-        table(header, rows, ident="verdict-table"),
-        items(excluded, "bad"),
-        para(str(missing or ""), "note"),
-    )
-
-
 # --- configs -------------------------------------------------------------------------
 
 
-def _mentions(line: str, config_label: str) -> bool:
-    # Gate lines name a config as "<label>: ..." ("pass rate: DFLASH budget=8: 3/5 ...").
-    return bool(re.search(rf"(^|\s){re.escape(config_label)}:", line))
+def named_in(lines: Sequence[str], labels: Sequence[str]) -> dict[str, list[str]]:
+    """Per label, the lines that name it, in order: a gate line names a config as
+    ``<label>:`` at its start or after whitespace ("pass rate: DFLASH budget=8: 3/5 ...").
+
+    One pass over each line's ``<words>:`` spans (no longer than the longest label),
+    looked up in a set: a page of N configs and N gate lines does not test every
+    line against every label."""
+    known = set(labels)
+    longest = max((len(label) for label in known), default=0)
+    out: dict[str, list[str]] = {}
+    for line in lines:
+        starts = [0] + [i + 1 for i, char in enumerate(line) if char.isspace()]
+        colons = [i for i, char in enumerate(line) if char == ":"]
+        found: dict[str, None] = {}
+        for start in starts:
+            at = bisect.bisect_left(colons, start)
+            while at < len(colons) and colons[at] - start <= longest:
+                if line[start : colons[at]] in known:
+                    found[line[start : colons[at]]] = None
+                at += 1
+        for label in found:
+            out.setdefault(label, []).append(line)
+    return out
 
 
-def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list[str]]:
+@dataclass(frozen=True)
+class CardIndex:
+    """What each config card looks up, indexed once for the page (by config label)."""
+
+    standing: tables.Standing
+    summary: Mapping[str, list[str]]
+    """The gate summary lines naming each config."""
+    failed: Mapping[str, list[str]]
+    """The failed gate lines naming each config."""
+
+
+def card_index(report: Mapping[str, Any]) -> CardIndex:
+    labels = [str(c.get("label")) for c in configs_of(report)]
+    gates = report.get("gates") or {}
+    return CardIndex(
+        tables.standing(report),
+        named_in([str(line) for line in gates.get("summary") or []], labels),
+        named_in([str(line) for line in gates.get("failed") or []], labels),
+    )
+
+
+def gate_rows(
+    report: Mapping[str, Any], config: Mapping[str, Any], index: CardIndex | None = None
+) -> list[list[str]]:
     """Every gate's word on one config: readiness, verified config, lossless, the run's
-    gates that name it, and whether the verdict could choose it."""
+    gates that name it, and whether the verdict could choose it (``index``: the page's
+    :func:`card_index`, built once for every card)."""
+    index = card_index(report) if index is None else index
     label = str(config.get("label"))
     service = config.get("service") or {}
     rows: list[list[str]] = []
@@ -201,31 +213,24 @@ def gate_rows(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[list
         bad = [v for v in lossless if not v.get("passed")]
         detail = "; ".join(str(v.get("detail")) for v in lossless)
         rows.append(["lossless", "FAILED" if bad else "passed", detail])
-    gates = report.get("gates") or {}
-    for line in gates.get("summary") or []:
-        if _mentions(str(line), label):
-            word = "FAILED" if " gate FAILED" in str(line) else "passed"
-            rows.append([str(line).split(" gate ")[0], word, str(line).split(": ", 1)[-1]])
+    for line in index.summary.get(label) or []:
+        word = "FAILED" if " gate FAILED" in line else "passed"
+        rows.append([line.split(" gate ")[0], word, line.split(": ", 1)[-1]])
     details = {r[2] for r in rows}
-    for line in gates.get("failed") or []:
-        if _mentions(str(line), label) and str(line).split(": ", 1)[-1] not in details:
-            rows.append([str(line).split(":")[0], "FAILED", str(line)])
+    for line in index.failed.get(label) or []:
+        if line.split(": ", 1)[-1] not in details:
+            rows.append([line.split(":")[0], "FAILED", line])
     if report.get("verdict"):
-        rows.append(_eligible(report, label))
+        rows.append(_eligible(index.standing, label))
     return rows
 
 
-def _eligible(report: Mapping[str, Any], label: str) -> list[str]:
+def _eligible(standing: tables.Standing, label: str) -> list[str]:
     """Whether the verdict could choose a config; "yes" only when a test checked it."""
-    reasons = tables.excluded(report).get(label) or []
+    reasons = standing.excluded.get(label) or []
     if reasons:
         return ["verdict eligible", "no", ", ".join(map(str, reasons))]
-    members = [
-        m
-        for g in (report.get("verdict") or {}).get("groups") or []
-        for m in g.get("members") or []
-        if m.get("config") == label
-    ]
+    members = standing.members.get(label) or []
     if any(tables.checked(m) is False for m in members):
         named = any(m.get("best") for m in members)
         said = "fastest, correctness not checked" if named else "correctness not checked"
@@ -247,7 +252,9 @@ _FACTS = (
 )
 
 
-def config_card(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+def config_card(
+    report: Mapping[str, Any], config: Mapping[str, Any], index: CardIndex | None = None
+) -> str:
     label = str(config.get("label"))
     service = config.get("service") or {}
     values = config.get("config") or {}
@@ -278,7 +285,7 @@ def config_card(report: Mapping[str, Any], config: Mapping[str, Any]) -> str:
             f'<h3 class="config-label">{esc(label)}</h3>',
             para(shown, "muted"),
             _pairs(summary),
-            table(["gate", "outcome", "detail"], gate_rows(report, config), caption="gates"),
+            table(["gate", "outcome", "detail"], gate_rows(report, config, index), caption="gates"),
             table(["phase", "seen at (s)"], phases, caption="readiness phases"),
             _start_phases(config),
             _pairs([(k, v) for k, v in proof if v is not None], "what proves the restart"),
@@ -315,11 +322,13 @@ def configs(report: Mapping[str, Any], charts: ChartSlot) -> str:
     found = configs_of(report)
     if not found:
         return section("configs", "Configs", para("No config was measured."))
+    index = card_index(report)
+    cards = "\n".join(config_card(report, c, index) for c in found)
     return section(
         "configs",
         "Configs: readiness, verification, gates",
         charts("chart-readiness"),
-        '<div class="cards">' + "\n".join(config_card(report, c) for c in found) + "</div>",
+        f'<div class="cards">{cards}</div>',
     )
 
 
@@ -339,6 +348,61 @@ def throughput(report: Mapping[str, Any], charts: ChartSlot) -> str:
         charts("chart-tok-s"),
         table(header, rows, ident="throughput-table"),
     )
+
+
+def latency(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.latency(report)
+    if not rows:
+        return ""
+    return section(
+        "latency",
+        "Latency per case",
+        para("What a single request sees, p50 over the case's requests (TTFT also p99).", "note"),
+        table(header, rows, ident="latency-table"),
+    )
+
+
+def warnings(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    """The run's warnings about its own figures: the client, the calibration, the baseline."""
+    if not any(c.get("throughput") for c in configs_of(report)):
+        return ""
+    short = tables.short_labels(configs_of(report))
+    found = [line.removeprefix("WARNING: ") for line in summary.client_warning(report, short)]
+    calibration = report.get("calibration")
+    if isinstance(calibration, Mapping) and calibration.get("error"):
+        found.append(f"the client calibration could not run: {calibration['error']}")
+    missing = (report.get("speedup") or {}).get("missing")
+    if missing:
+        found.append(str(missing))
+    body = items(found, "bad") if found else para("No warning about the run's figures.", "muted")
+    return section("warnings", "Warnings", body)
+
+
+def repetition(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    header, rows = tables.repetition(report)
+    if not rows:
+        return ""
+    return section(
+        "repetition",
+        "Output repetition",
+        para("Per config and domain: the share of repeated word 4-grams in the replies (its "
+             "most repetitive case), the baseline's beside it.", "note"),
+        table(header, rows, ident="repetition-table"),
+    )  # fmt: skip
+
+
+def break_even(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    found = [r for r in report.get("break_even") or [] if isinstance(r, Mapping) and r.get("line")]
+    if not found:
+        return ""
+    return section(
+        "break-even",
+        "Break-even load",
+        para("Per config and domain, the load where the speedup (baseline TPOT / config TPOT, "
+             "geometric mean over contexts) crosses 1.0, interpolated on log scales.", "note"),
+        charts("chart-break-even"),
+        items([str(r["line"]) for r in found]),
+    )  # fmt: skip
 
 
 def pareto(report: Mapping[str, Any], charts: ChartSlot) -> str:

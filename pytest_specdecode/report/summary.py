@@ -8,10 +8,9 @@ print the same summary from a saved JSON report.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.report import client_limit, tables
 from pytest_specdecode.report.tables import short_labels
 
@@ -40,10 +39,9 @@ def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
         missing = (report.get("speedup") or {}).get("missing")
         if missing:
             lines.append(str(missing))
-        lines += ["", "latency per case (p50 over requests)", *_latency_table(configs, short)]
-        lines += client_limit.warning(report, short)
-        if not client_limit.ceilings(report.get("calibration")):
-            lines += client_limited(configs, short)
+        lines += ["", "latency per case (p50 over requests)"]
+        lines += _table(*tables.latency(report, short))
+        lines += client_warning(report, short)
         header, rows = tables.acceptance(report)
         if rows:
             lines += ["", "acceptance per config and domain: rate at draft position i = verify "
@@ -246,42 +244,6 @@ def _coding_times(configs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _latency_table(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
-    # TPOT and tok/s are the throughput table's: here what a single request sees.
-    header = [
-        "case",
-        "config",
-        "req tok/s p50",
-        "TTFT p50/p99 ms",
-        "ITL p50 ms",
-        "tok/chunk",
-        "errors",
-    ]
-    body: list[list[str]] = []
-    for c in configs:
-        for t in c.get("throughput", []):
-            m = t["metrics"]
-            body.append(
-                [
-                    t["case"],
-                    short.get(c["label"], c["label"]),
-                    figures.rate(m.get("req_tok_s_p50")),
-                    f"{_num(m.get('ttft_ms_p50'), 1)}/{_num(m.get('ttft_ms_p99'), 1)}",
-                    _num(m.get("itl_ms_p50"), 2),
-                    _num(m.get("tokens_per_chunk_mean"), 2),
-                    str(m.get("errors", 0)),
-                ]
-            )
-    # Case by case, as the throughput table: the configs of one case side by side.
-    first = {row[0]: i for i, row in reversed(list(enumerate(body)))}
-    body.sort(key=lambda row: first[row[0]])
-    return _table(header, body)
-
-
-def _num(value: Any, digits: int) -> str:
-    return figures.number(value, digits)
-
-
 def _table(header: list[str], body: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
@@ -297,6 +259,16 @@ CLIENT_SHARE = client_limit.OVERHEAD_SHARE
 
 SHOWN_CASES = 4
 """The client-limited warning names this many cases (the worst first), then a count."""
+
+
+def client_warning(report: Mapping[str, Any], short: Mapping[str, str]) -> list[str]:
+    """The run's one line about its client: the cases marked client-limited (by the
+    calibration, or by the client's own CPU time), and without a calibration also the cases
+    whose client overhead alone may limit them."""
+    lines = client_limit.warning(report, short)
+    if not client_limit.ceilings(report.get("calibration")):
+        lines += client_limited(list(report.get("configs") or []), dict(short))
+    return lines
 
 
 def client_limited(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:

@@ -13,6 +13,7 @@ TPOT / config TPOT with its 95% interval.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_specdecode import figures
@@ -81,8 +82,11 @@ def ratio_cell(found: Mapping[str, Any] | None, *, interval: bool = True) -> str
     return text
 
 
-def _cases(report: Mapping[str, Any]) -> list[tuple[tuple[Any, ...], int, Mapping[str, Any], Any]]:
-    """(case order, config position, config, case) for every throughput case."""
+def ordered_cases(
+    report: Mapping[str, Any],
+) -> list[tuple[tuple[Any, ...], int, Mapping[str, Any], Any]]:
+    """(case order, config position, config, case) for every throughput case, in table
+    order: context, load, domain, then the configs as they ran."""
     out = []
     for position, config in enumerate(report.get("configs") or []):
         for case in config.get("throughput") or []:
@@ -112,7 +116,7 @@ def throughput(report: Mapping[str, Any], short: Mapping[str, str] | None = None
     header = ["case", "config", "tok/s", "TPOT ms", "accept", "speedup", "tok/s ratio"]
     header += ["goodput req/s", "SLO met"] if slo else []
     rows = []
-    for _, _, config, case in _cases(report):
+    for _, _, config, case in ordered_cases(report):
         metrics = case.get("metrics") or {}
         baseline = (config.get("config") or {}).get("algorithm") == "NONE"
         speedup = case.get("speedup") or {}
@@ -134,6 +138,30 @@ def throughput(report: Mapping[str, Any], short: Mapping[str, str] | None = None
         if metrics.get("errors"):
             row[2] += f" ({metrics['errors']} errors)"
         rows.append(row)
+    return header, rows
+
+
+def latency(report: Mapping[str, Any], short: Mapping[str, str] | None = None) -> Table:
+    """One row per case and config: what a single request sees (TPOT and tok/s are the
+    throughput table's), case by case as the throughput table is."""
+    short = short_labels(list(report.get("configs") or [])) if short is None else short
+    header = ["case", "config", "req tok/s p50", "TTFT p50/p99 ms", "ITL p50 ms", "tok/chunk",
+              "errors"]  # fmt: skip
+    rows = []
+    for _, _, config, case in ordered_cases(report):
+        m = case.get("metrics") or {}
+        label = str(config.get("label"))
+        rows.append(
+            [
+                str(case.get("case")),
+                short.get(label, label),
+                figures.rate(m.get("req_tok_s_p50")),
+                "/".join(figures.number(m.get(f"ttft_ms_{p}"), 1) for p in ("p50", "p99")),
+                figures.number(m.get("itl_ms_p50"), 2),
+                figures.number(m.get("tokens_per_chunk_mean"), 2),
+                str(m.get("errors", 0)),
+            ]
+        )
     return header, rows
 
 
@@ -354,6 +382,29 @@ def excluded(report: Mapping[str, Any]) -> dict[str, list[str]]:
     """The configs kept out of the verdict by label, with the gates each failed."""
     found = (report.get("verdict") or {}).get("excluded") or []
     return {str(e.get("config")): [str(r) for r in e.get("reasons") or []] for e in found}
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Each config's place in the verdict, indexed once: a page of many configs looks every
+    config up here instead of scanning every group's members for each one."""
+
+    excluded: Mapping[str, list[str]]
+    """The gates each config kept out of the verdict failed, by label."""
+    members: Mapping[str, list[Mapping[str, Any]]]
+    """Each config's verdict members (one per group it was ranked in), by label."""
+
+
+def standing(report: Mapping[str, Any]) -> Standing:
+    """The verdict's exclusions and members by config label, in one pass over them."""
+    members: dict[str, list[Mapping[str, Any]]] = {}
+    for group in (report.get("verdict") or {}).get("groups") or []:
+        if not isinstance(group, Mapping):
+            continue
+        for member in group.get("members") or []:
+            if isinstance(member, Mapping) and isinstance(member.get("config"), str):
+                members.setdefault(member["config"], []).append(member)
+    return Standing(excluded(report), members)
 
 
 def excluded_lines(report: Mapping[str, Any]) -> list[str]:

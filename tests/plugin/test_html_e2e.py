@@ -11,7 +11,7 @@ import pytest
 
 from pytest_specdecode.report import cli
 
-from ..report.chromium import errors_box, loaded_sources, parse, render
+from ..report.chromium import errors_box, layout, loaded_sources, parse, render
 from ..report.test_html import old_report
 
 WRONG_GCD = [
@@ -84,6 +84,15 @@ def test_a_run_writes_a_page_that_renders_offline(
     assert "verdict-table" in found.ids
     assert "failures-table" in found.ids
     assert "gcd" in found.text
+
+    # At 800 px: the answer first, nothing wider than the window.
+    narrow = tmp_path / "narrow"
+    narrow.mkdir()
+    shown = layout(page, narrow, width=800)
+    assert shown.rendered.console == [], shown.rendered.console
+    assert shown.first_section == "answer"
+    assert shown.overflowing == [], shown.overflowing
+    assert shown.viewport == 800 >= shown.page
 
     # The command line makes the same page from the saved report.
     again = pytester.path / "again.html"

@@ -9,6 +9,8 @@ One launch dumps the DOM once the page's scripts are done
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -16,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,8 +35,9 @@ FLAGS = (
     "--enable-logging=stderr",
     "--v=0",
     "--virtual-time-budget=10000",
-    "--window-size=1280,2000",
 )
+WIDTH = 1280
+HEIGHT = 2000
 # A console line of Chromium's log: [pid:tid:date:INFO:CONSOLE:line] "text", source: URL (line)
 _CONSOLE = re.compile(r':CONSOLE(?::\d+)?\] "(?P<text>.*)", source: (?P<source>\S*)')
 
@@ -60,8 +64,9 @@ class Rendered:
     screenshot: Path
 
 
-def render(page: Path, tmp: Path) -> Rendered:
-    """``page`` rendered offline: the DOM after its scripts, its console, a screenshot."""
+def render(page: Path, tmp: Path, *, width: int = WIDTH, height: int = HEIGHT) -> Rendered:
+    """``page`` rendered offline in a window ``width`` px wide: the DOM after its scripts,
+    its console, a screenshot."""
     require_offline_chromium()
     shot = tmp / "screenshot.png"
     argv = [
@@ -69,6 +74,7 @@ def render(page: Path, tmp: Path) -> Rendered:
         "-n",
         str(_chromium()),
         *FLAGS,
+        f"--window-size={width},{height}",
         f"--user-data-dir={tmp / 'chromium-profile'}",
         f"--screenshot={shot}",
         "--dump-dom",
@@ -86,6 +92,86 @@ def render(page: Path, tmp: Path) -> Rendered:
     ]
     console += [line for line in stderr.splitlines() if "Uncaught" in line]
     return Rendered(done.stdout.decode(errors="replace"), console, shot)
+
+
+# Measures the laid-out page once its charts are drawn (the page sets data-charts-drawn;
+# a page without charts at load) and writes the figures into <pre id="layout-probe">.
+_PROBE = """<script>
+(function () {
+  function measure() {
+    var root = document.documentElement, wide = [], boxes = [];
+    // Inside a box that scrolls or clips (a .scroll, a chart's <svg>) nothing widens the page.
+    function clipped(e) {
+      for (var up = e.parentElement; up && up !== document.body; up = up.parentElement) {
+        if (getComputedStyle(up).overflowX !== "visible" || up.tagName === "svg") { return true; }
+      }
+      return false;
+    }
+    document.querySelectorAll("body *").forEach(function (e) {
+      if (clipped(e)) { return; }
+      var box = e.getBoundingClientRect(), right = box.right;
+      if (getComputedStyle(e).overflowX === "visible") {
+        right = Math.max(right, box.left + e.scrollWidth);  // its text may run past its box
+      }
+      if (right > root.clientWidth + 0.5) {
+        wide.push(e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + " to " + right);
+      }
+    });
+    document.querySelectorAll(".scroll").forEach(function (e) {
+      var inner = e.firstElementChild;
+      boxes.push({id: inner ? inner.id : "", width: e.scrollWidth, shown: e.clientWidth});
+    });
+    var first = document.querySelector("main section");
+    var out = document.createElement("pre");
+    out.id = "layout-probe";
+    out.textContent = JSON.stringify({
+      viewport: root.clientWidth, page: root.scrollWidth, body: document.body.scrollWidth,
+      overflowing: wide.slice(0, 20), scrolls: boxes, first_section: first ? first.id : null
+    });
+    document.body.appendChild(out);
+  }
+  function ready() {
+    var charts = document.getElementById("dflash-charts");
+    return !charts || document.body.hasAttribute("data-charts-drawn");
+  }
+  window.addEventListener("load", function () {
+    if (ready()) { measure(); return; }
+    new MutationObserver(function (changes, seen) {
+      if (ready()) { seen.disconnect(); measure(); }
+    }).observe(document.body, {attributes: true});
+  });
+})();
+</script>"""
+
+
+@dataclass
+class Layout:
+    viewport: int  # the window's inner width, as the page sees it
+    page: int  # the document's scroll width: above the viewport, the page scrolls sideways
+    overflowing: list[str]  # elements (outside a .scroll box) whose right edge passes the viewport
+    scrolls: list[dict[str, Any]]  # each .scroll box: its table's id, content and shown widths
+    first_section: str | None
+    rendered: Rendered
+
+
+def layout(page: Path, tmp: Path, *, width: int) -> Layout:
+    """``page`` laid out in a window ``width`` px wide, measured after its charts are drawn."""
+    probed = tmp / f"{page.stem}-probed.html"
+    text = page.read_text()
+    at = text.rindex("</body>")
+    probed.write_text(text[:at] + _PROBE + text[at:])
+    shown = render(probed, tmp, width=width)
+    match = re.search(r'<pre id="layout-probe">(.*?)</pre>', shown.dom, re.DOTALL)
+    assert match is not None, "the layout probe did not run: " + "; ".join(shown.console)
+    found = json.loads(html.unescape(match[1]))
+    return Layout(
+        found["viewport"],
+        max(found["page"], found["body"]),
+        found["overflowing"],
+        found["scrolls"],
+        found["first_section"],
+        shown,
+    )
 
 
 class Elements(HTMLParser):

@@ -7,8 +7,11 @@ import copy
 import functools
 import json
 import re
+import sys
+from collections.abc import Iterator, Mapping
 from html.parser import HTMLParser
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -16,7 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report import cli, html, html_charts, html_sections, tables
+from pytest_specdecode.report import (
+    break_even,
+    cli,
+    degenerate,
+    html,
+    html_charts,
+    html_sections,
+    tables,
+    verdict,
+)
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
@@ -80,14 +92,35 @@ def report() -> dict[str, Any]:
     return judged(sweep_report())
 
 
-def test_sections_come_in_the_order_a_reader_asks(report: dict[str, Any]) -> None:
-    text = page(report)
-    order = ["simulated", "status", "verdict", "configs", "throughput", "pareto", "acceptance",
-             "coding", "provenance"]  # fmt: skip
-    places = [text.index(f'id="{ident}"') for ident in order]
-    assert places == sorted(places)
+def full_report() -> dict[str, Any]:
+    """The sweep with everything a page can show: repetition and break-even records too."""
+    report = sweep_report()
+    for config in report["configs"]:
+        for case in config["throughput"]:
+            case["metrics"]["repetition"] = 0.1
+    verdict.annotate_speedups(report)
+    degenerate.annotate(report, 0.5)
+    report["break_even"] = break_even.records(report)
+    report["verdict"] = verdict.decide(report, {})
+    return report
+
+
+def test_sections_come_in_the_order_a_reader_asks() -> None:
+    text = page(full_report())
+    sections = re.findall(r'<section id="([^"]+)">', text)
+    # The answer first, then the figures it rests on, then the rest.
+    assert sections == ["answer", "matrix", "latency", "warnings", "repetition", "break-even",
+                        "configs", "throughput", "pareto", "acceptance", "coding", "provenance",
+                        "about"]  # fmt: skip
+    assert text.index('id="simulated"') < text.index('id="status"') < text.index('id="answer"')
     assert text.index("Simulated, not a GPU result") < text.index("<h1>")
+    answer = text.split('<section id="answer">')[1].split("</section>")[0]
+    assert 'id="verdict-table"' in answer
+    assert 'id="policy-table"' in answer
     assert "search" not in parse(text).ids, "no search ran: no search section"
+    nav = re.search(r'<nav id="contents">(.*?)</nav>', text)
+    assert nav is not None
+    assert re.findall(r'href="#([^"]+)"', nav[1]) == sections[:-1]
 
 
 def test_tables_hold_the_shared_table_builders_cells(report: dict[str, Any]) -> None:
@@ -205,6 +238,62 @@ def test_script_json_cannot_close_the_script_and_reads_back() -> None:
     assert not set("<>&") & set(text)
     assert "\u2028" not in text
     assert json.loads(text) == {"a</script>": ["<!--", "&", "\u2028", None, None, 1.5]}
+
+
+class Box(Mapping[str, Any]):
+    """A Mapping that is no dict: plain JSON has no form for it until it is copied."""
+
+    def __init__(self, inner: dict[str, Any]) -> None:
+        self.inner = inner
+
+    def __getitem__(self, key: str) -> Any:
+        return self.inner[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4)
+VALUES = st.recursive(
+    LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3).map(Box)
+    ),
+    max_leaves=12,
+)
+
+
+@given(VALUES)
+def test_script_json_is_the_finite_copy_written_as_json(value: Any) -> None:
+    # The copy with NaN and infinities as null and every Mapping a dict, as the
+    # one-pass encoder writes it when it can and the walk when it cannot.
+    expected = json.dumps(html._finite(value), default=str, allow_nan=False)
+    assert json.loads(html.script_json(value)) == json.loads(expected)
+
+
+def test_the_chart_data_is_written_without_a_python_call_per_value() -> None:
+    specs = [{"id": f"chart-{i}", "data": [{"x": list(range(50)), "y": [0.5] * 50}]}
+             for i in range(200)]  # fmt: skip
+    count = 0
+
+    def hook(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        count += event in ("call", "c_call")
+
+    sys.setprofile(hook)
+    try:
+        text = html.script_json(specs)
+    finally:
+        sys.setprofile(None)
+    assert json.loads(text) == specs
+    # 20,000 values: a copy walked in Python to look for NaN makes a call for each.
+    assert count < 100, count
 
 
 def test_non_finite_figures_are_gaps_not_invalid_json(report: dict[str, Any]) -> None:
@@ -401,3 +490,39 @@ def test_the_cli_cannot_write_the_page_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith("pytest-specdecode: error: cannot write the HTML report to ")
     assert err.count("\n") == 1
+
+
+def test_the_break_even_chart_draws_the_records_and_their_crossings(
+    report: dict[str, Any],
+) -> None:
+    crossing = {
+        "config": "DFLASH budget=8 window=2048",
+        "domain": "chat",
+        "load_kind": "concurrency",
+        "loads": [1, 8, 32],
+        "speedups": [2.0, 1.2, 0.8],
+        "lows": [1.8, 1.0, 0.7],
+        "highs": [2.2, 1.3, 0.9],
+        "status": "crosses",
+        "break_even": 16.0,
+        "low": 9.0,
+        "high": 25.0,
+        "line": "crosses at c~16",
+    }
+    ragged = {**crossing, "config": "DFLASH budget=4 window=2048", "lows": [1.0],
+              "status": "above", "break_even": None, "line": "above 1.0 up to c=32"}  # fmt: skip
+    report["break_even"] = [crossing, ragged]
+    text = page(report)
+    chart = next(c for c in chart_specs(text) if c["id"] == "chart-break-even")
+    curve, mark, other = chart["data"]
+    assert (curve["x"], curve["y"]) == ([1, 8, 32], [2.0, 1.2, 0.8])
+    assert curve["error_y"]["array"] == pytest.approx([0.2, 0.1, 0.1])
+    assert curve["error_y"]["arrayminus"] == pytest.approx([0.2, 0.2, 0.1])
+    assert (mark["x"], mark["y"], mark["name"]) == ([16.0], [1.0], curve["name"])
+    assert mark["error_x"]["arrayminus"] == [7.0]
+    assert mark["error_x"]["array"] == [9.0]
+    assert other["error_y"] is None, "bounds that do not match the loads are left out"
+    assert chart["layout"]["xaxis"]["tickvals"] == [1, 8, 32]
+    section = text.split('<section id="break-even">')[1].split("</section>")[0]
+    assert 'id="chart-break-even"' in section
+    assert "<li>crosses at c~16</li><li>above 1.0 up to c=32</li>" in section

@@ -11,6 +11,7 @@ The wall-clock requirement (3,000 configs in under 10 s) is
 
 from __future__ import annotations
 
+import re
 import sys
 from types import FrameType
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.report import break_even, degenerate, html, verdict
+from pytest_specdecode.report import break_even, degenerate, html, html_sections, verdict
 
 from .conftest import config_dict, config_entry, make_report
 
@@ -34,7 +35,13 @@ def sweep(configs: int) -> dict[str, Any]:
         )
         for i in range(configs - 1)
     ]
-    return make_report(entries)
+    # One gate line per config, as a run's pass-rate gate writes them: each card finds its own.
+    labels = [str(e["label"]) for e in entries]
+    gates = {
+        "summary": [f"pass rate gate passed: {label}: 1/2 >= 0.5" for label in labels],
+        "failed": [f"accept length: {label}: 1.0 < 1.5" for label in labels[::7]],
+    }
+    return make_report(entries, gates=gates)
 
 
 def judge_and_render(report: dict[str, Any]) -> str:
@@ -68,7 +75,44 @@ def test_the_work_grows_linearly_with_the_configs() -> None:
     judge_and_render(sweep(3))  # imports and caches outside the count
     small, middle, large = calls(50), calls(100), calls(200)
     # Linear: 2.0. Before, a per-trace recount of the short labels and an all-pairs
-    # Pareto front made it 2.7 at these sizes (and more as they grow).
+    # Pareto front made it 2.7 at these sizes (and more as they grow), and matching
+    # every gate line against every config's label in each card more still.
+    assert (large - middle) / (middle - small) < 2.2, (small, middle, large)
+
+
+class CountedMember(dict[str, Any]):
+    """A verdict member that counts how often the page reads it."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        CountedMember.reads += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        CountedMember.reads += 1
+        return super().__getitem__(key)
+
+
+def member_reads(configs: int) -> int:
+    """How often rendering the page of a judged sweep reads a verdict member."""
+    report = sweep(configs)
+    verdict.annotate_speedups(report)
+    degenerate.annotate(report, 0.5)
+    report["break_even"] = break_even.records(report)
+    report["verdict"] = verdict.decide(report, {})
+    for group in report["verdict"]["groups"]:
+        group["members"] = [CountedMember(m) for m in group["members"]]
+    CountedMember.reads = 0
+    html.render(report, js=FAKE_JS)
+    return CountedMember.reads
+
+
+def test_the_page_reads_each_verdict_member_a_bounded_number_of_times() -> None:
+    # Every config is a member of every group here (3 per config): a card that scans all
+    # members for its own reads 3n per card, 3n^2 in all (the increase ratio 4, not 2).
+    small, middle, large = member_reads(50), member_reads(100), member_reads(200)
+    assert small > 0
     assert (large - middle) / (middle - small) < 2.2, (small, middle, large)
 
 
@@ -100,3 +144,23 @@ def test_the_front_by_a_sort_is_the_front_by_definition(points: list[dict[str, A
     expected = _front_by_all_pairs(points)
     verdict.mark_front(points)
     assert [p["front"] for p in points] == expected
+
+
+# Labels and lines over a small alphabet with spaces, other whitespace and colons, so
+# labels inside labels, labels ending in a colon and repeated names are common.
+TEXT = st.text(alphabet="ab :\t\u00a0=", max_size=12)
+
+
+@given(st.lists(TEXT, max_size=6), st.lists(TEXT, max_size=6))
+def test_the_gate_lines_by_index_are_the_lines_naming_each_label(
+    lines: list[str], labels: list[str]
+) -> None:
+    def names(line: str, label: str) -> bool:
+        return bool(re.search(rf"(^|\s){re.escape(label)}:", line))
+
+    expected = {
+        label: [line for line in lines if names(line, label)]
+        for label in labels
+        if any(names(line, label) for line in lines)
+    }
+    assert html_sections.named_in(lines, labels) == expected
