@@ -396,8 +396,9 @@ OPTIONS: tuple[Option, ...] = (
            help="Write PNG plots here (needs the 'plot' extra)."),
     Option("html", "--dflash-html", "gates", parse=parsers.html_path, default=".dflash/report.html",
            metavar="PATH",
-           help="Write the run's self-contained HTML report here at the end of the run (verdict, "
-                "configs, charts; opens offline); 'none' writes none."),
+           help="Write the run's self-contained HTML report here at the end of the run (the "
+                "answer first: verdict and policy, then the config x load matrix, latency, "
+                "warnings, charts; opens offline); 'none' writes none."),
     # -- The bundled simulator: its own --sim-* flags on its launch line.
     Option("sim_time_scale", "--dflash-sim-time-scale", "simulator", parse=_non_negative,
            shown=f"{simulator.SIMULATOR_TIME_SCALE:g} (unless --dflash-launch or "
