@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode import statefiles
+from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.report import html_answer, html_charts, html_sections
 from pytest_specdecode.report.html_sections import esc
 
@@ -41,7 +42,7 @@ def plotly_js() -> str | None:
     return str(get_plotlyjs())
 
 
-class _Unusual(TypeError):
+class _Unusual(SpecDecodeError, TypeError):
     """A value plain JSON does not hold as it is (a Mapping that is no dict, a set...)."""
 
 

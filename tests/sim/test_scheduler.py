@@ -200,17 +200,18 @@ def test_a_step_wakes_its_streams_a_turn_at_a_time() -> None:
     assert all(s.queue.qsize() == 1 for s in seqs)  # every stream woken once by the step
 
 
-def finish_time(reqs: list[GenRequest], stalls: list[float]) -> float:
-    """When the last of ``reqs`` ends at time scale 1, each sleep of the engine taking
-    ``stalls[i]`` longer than asked (the machine ran something else), the rest none."""
+def engine_times(reqs: list[GenRequest], stalls: list[float]) -> list[float]:
+    """The engine's clock after each of its sleeps while it serves ``reqs`` at time scale 1,
+    each sleep taking ``stalls[i]`` longer than asked (the machine ran something else)."""
 
-    async def go() -> float:
+    async def go() -> list[float]:
         clock = [0.0]
-        calls = [0]
+        times: list[float] = []
 
         async def stalling(s: float) -> None:
-            clock[0] += s + (stalls[calls[0]] if calls[0] < len(stalls) else 0.0)
-            calls[0] += 1
+            n = len(times)
+            clock[0] += s + (stalls[n] if n < len(stalls) else 0.0)
+            times.append(clock[0])
             await asyncio.sleep(0)
 
         engine = Engine(SpecModel(DFLASH8), 1.0, clock=lambda: clock[0], sleep=stalling)
@@ -224,7 +225,7 @@ def finish_time(reqs: list[GenRequest], stalls: list[float]) -> float:
                 await drain(s)
         finally:
             task.cancel()
-        return clock[0]
+        return times
 
     return asyncio.run(go())
 
@@ -236,9 +237,16 @@ def finish_time(reqs: list[GenRequest], stalls: list[float]) -> float:
 @settings(max_examples=40, deadline=None)
 def test_a_stalled_engine_catches_up_its_modelled_timeline(stalls: list[float], n: int) -> None:
     # The acceptance draws are the seed's, so the steps and their modelled times are the
-    # same with or without stalls: only the machine's delays differ. A delay is made up by
-    # the steps after it; only the last one can still show at the end.
+    # same with or without stalls: only the machine's delays differ. Step k ends at its
+    # modelled time T[k] or, behind it, as soon as the engine gets to run: c[k] =
+    # max(c[k-1], T[k]) + stall[k]. A delay is then made up by the steps after it. Had a
+    # late step restarted the timeline, every stall would add to the end.
     reqs = [request(f"story {i}", 96, ignore_eos=True) for i in range(n)]
-    modelled = finish_time(reqs, [])
-    stalled = finish_time(reqs, stalls)
-    assert modelled - 1e-9 <= stalled <= modelled + max(stalls) + 1e-9
+    modelled = engine_times(reqs, [])
+    stalled = engine_times(reqs, stalls)
+    assert len(stalled) == len(modelled)
+    expected = 0.0
+    for k, at in enumerate(modelled):
+        expected = max(expected, at) + (stalls[k] if k < len(stalls) else 0.0)
+    assert stalled[-1] == pytest.approx(expected, abs=1e-9)
+    assert modelled[-1] - 1e-9 <= stalled[-1] <= modelled[-1] + sum(stalls) + 1e-9
