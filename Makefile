@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit fast docs-check real-parser extras-check real-server bench clean
+.PHONY: demo test lint typecheck unit slow docs-check real-parser extras-check real-server bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,12 +28,14 @@ typecheck: $(STAMP)
 
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: every worker, nested
 # pytest run and simulator imports the package again, compiled once instead of each time.
+# `make test` is the suite without its slowest end-to-end runs (marker `slow`); `make slow`
+# runs those, and `.ci/run` runs both.
 unit: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3
-
-## The fast loop while developing: the suite without its ~40 slowest tests (marker `slow`).
-fast: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -m "not slow"
+
+## The slowest end-to-end runs (marker `slow`: tens of seconds each under load).
+slow: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -m slow
 
 ## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
 docs-check: $(STAMP)

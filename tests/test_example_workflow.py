@@ -166,6 +166,7 @@ def test_the_workflow_reads_its_inputs_only_from_its_env() -> None:
     assert [s.name for s in steps if "${{" in s.run] == []
 
 
+@pytest.mark.slow
 def test_the_example_workflow_runs_as_written_and_its_gate_catches_a_regression(
     runner: Runner,
 ) -> None:
