@@ -6,13 +6,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pytest_specdecode import redact
 from pytest_specdecode.config.dialects import get_dialect
+from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.progress import Progress
+from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.local import group_running
 
 from ..conftest import SIM, SSHD, dflash_flags, free_port, sim_timing
 
-__all__ = ["SSHD", "dialect_verify", "free_port", "pid_gone", "sim_argv"]
+__all__ = ["SSHD", "dialect_verify", "free_port", "pid_gone", "server_checks", "sim_argv"]
 
 
 def sim_argv(port: int, *extra: str, budget: int = 8, window: int = 2048) -> tuple[str, ...]:
@@ -23,6 +27,17 @@ def sim_argv(port: int, *extra: str, budget: int = 8, window: int = 2048) -> tup
         *dflash_flags(budget, window),
         *sim_timing(load=0.5, warmup=0.5),
         *extra,
+    )
+
+
+def server_checks(settings: Settings, url: str) -> ServerChecks:
+    """The plugin's checks of the server at ``url`` (sglang dialect), as the session builds them."""
+    return ServerChecks(
+        settings,
+        get_dialect("sglang"),
+        url,
+        progress=Progress(None, isatty=False),
+        redactor=redact.for_settings(settings),
     )
 
 

@@ -9,22 +9,34 @@ identity; once seen, a change is final.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
-from pytest_specdecode import redact
-from pytest_specdecode.config import dialects
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.progress import Progress
-from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.handle import ServiceHandle
 from pytest_specdecode.service.identity import HttpIdentity
 
 from ..throughput.conftest import Script, serve
+from .conftest import server_checks
 
 B8 = SpecConfig(budget=8)
 INFO = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}
+
+
+@contextmanager
+def watching(script: Script) -> Iterator[ServiceHandle]:
+    """A handle on the server ``script`` plays, as external mode makes it, after the first
+    test noted its identity."""
+    settings = Settings(ready_timeout=10.0, restart="never")
+    with serve(script) as (url, _):
+        handle = server_checks(settings, url).external(B8)
+        handle.note_identity()  # the first test starts
+        try:
+            yield handle
+        finally:
+            handle.client.close()
 
 
 @pytest.fixture
@@ -34,19 +46,8 @@ def external() -> Iterator[tuple[ServiceHandle, Script]]:
         info={**INFO, "launch_command": "sglang a"},
         swapped_info={**INFO, "launch_command": "sglang b"},
     )
-    settings = Settings(ready_timeout=10.0, restart="never")
-    with serve(script) as (url, _):
-        checks = ServerChecks(
-            settings,
-            dialects.get_dialect("sglang"),
-            url,
-            progress=Progress(None, isatty=False),
-            redactor=redact.for_settings(settings),
-        )
-        handle = checks.external(B8)
-        handle.note_identity()  # the first test starts
+    with watching(script) as handle:
         yield handle, script
-        handle.client.close()
 
 
 def test_the_same_server_passes_and_its_counters_may_grow(
@@ -88,20 +89,9 @@ def test_gzipped_counters_still_show_a_restart() -> None:
     # the counters were none from the gate on and a restart with the same command line
     # went unseen.
     script = Script(info={**INFO, "launch_command": "a"}, metrics_coding="gzip")
-    settings = Settings(ready_timeout=10.0, restart="never")
-    with serve(script) as (url, _):
-        checks = ServerChecks(
-            settings,
-            dialects.get_dialect("sglang"),
-            url,
-            progress=Progress(None, isatty=False),
-            redactor=redact.for_settings(settings),
-        )
-        handle = checks.external(B8)
-        handle.note_identity()
+    with watching(script) as handle:
         script.generation_tokens = 1.0
         line = handle.changed()
-        handle.client.close()
     assert line is not None
     assert "sglang:generation_tokens_total went back from 42 to 1" in line
 
@@ -122,13 +112,7 @@ def test_a_swap_between_the_gate_and_the_first_test_is_seen() -> None:
     )
     settings = Settings(ready_timeout=10.0, restart="never")
     with serve(script) as (url, _):
-        checks = ServerChecks(
-            settings,
-            dialects.get_dialect("sglang"),
-            url,
-            progress=Progress(None, isatty=False),
-            redactor=redact.for_settings(settings),
-        )
+        checks = server_checks(settings, url)
         handle = checks.external(B8)
         script.swap_after = 0
         handle.note_identity()

@@ -13,17 +13,14 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import redact
 from pytest_specdecode.client import LimitError, SGLangClient
-from pytest_specdecode.config import dialects
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.limits import Limits
-from pytest_specdecode.progress import Progress
-from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
 
 from ..throughput.conftest import Script, serve
+from .conftest import server_checks
 from .trickle import trickling
 
 # Far below what the server would make anyone wait (30 s health, a 100 kB body at 20 ms a
@@ -60,13 +57,7 @@ def test_a_server_info_sent_one_byte_at_a_time_ends_the_wait_at_the_timeout() ->
 def test_the_live_probe_of_auto_mode_waits_no_longer_than_the_ready_timeout() -> None:
     settings = Settings(ready_timeout=0.5)
     with serve(Script(health_delay=30.0)) as (url, _):
-        checks = ServerChecks(
-            settings,
-            dialects.get_dialect("sglang"),
-            url,
-            progress=Progress(None, isatty=False),
-            redactor=redact.for_settings(settings),
-        )
+        checks = server_checks(settings, url)
         start = time.monotonic()
         look = checks.look(SpecConfig(budget=8))
         took = time.monotonic() - start
@@ -131,13 +122,7 @@ def test_a_trickled_header_cut_by_the_deadline_is_no_health_answer() -> None:
 def test_the_live_probe_and_external_mode_end_a_trickle_at_the_ready_timeout() -> None:
     settings = Settings(ready_timeout=0.5, restart="never", control="external")
     with trickling(GAP) as (port, _):
-        checks = ServerChecks(
-            settings,
-            dialects.get_dialect("sglang"),
-            f"http://127.0.0.1:{port}",
-            progress=Progress(None, isatty=False),
-            redactor=redact.for_settings(settings),
-        )
+        checks = server_checks(settings, f"http://127.0.0.1:{port}")
         start = time.monotonic()
         look = checks.look(SpecConfig(budget=8))
         assert look is not None
