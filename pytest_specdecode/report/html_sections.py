@@ -350,15 +350,20 @@ def throughput(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )
 
 
-def latency(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    header, rows = tables.latency(report)
+def _table_section(name: str, title: str, note: str, found: tables.Table) -> str:
+    """A section that is one table under a note; none when the table has no rows."""
+    header, rows = found
     if not rows:
         return ""
-    return section(
+    return section(name, title, para(note, "note"), table(header, rows, ident=f"{name}-table"))
+
+
+def latency(report: Mapping[str, Any], charts: ChartSlot) -> str:
+    return _table_section(
         "latency",
         "Latency per case",
-        para("What a single request sees, p50 over the case's requests (TTFT also p99).", "note"),
-        table(header, rows, ident="latency-table"),
+        "What a single request sees, p50 over the case's requests (TTFT also p99).",
+        tables.latency(report),
     )
 
 
@@ -379,16 +384,13 @@ def warnings(report: Mapping[str, Any], charts: ChartSlot) -> str:
 
 
 def repetition(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    header, rows = tables.repetition(report)
-    if not rows:
-        return ""
-    return section(
+    return _table_section(
         "repetition",
         "Output repetition",
-        para("Per config and domain: the share of repeated word 4-grams in the replies (its "
-             "most repetitive case), the baseline's beside it.", "note"),
-        table(header, rows, ident="repetition-table"),
-    )  # fmt: skip
+        "Per config and domain: the share of repeated word 4-grams in the replies (its most "
+        "repetitive case), the baseline's beside it.",
+        tables.repetition(report),
+    )
 
 
 def break_even(report: Mapping[str, Any], charts: ChartSlot) -> str:
