@@ -127,12 +127,20 @@ def render_dropin(
         f"# Written by pytest-specdecode{shown}; removed by --dflash-restore.",
         "[Service]",
         "ExecStart=",
-        "ExecStart=" + render.systemd_command(words),
+        *_exec_lines(words, env, environment_file),
     ]
+    return "\n".join(lines) + "\n"
+
+
+def _exec_lines(
+    words: list[render.Word], env: Mapping[str, str], environment_file: str | None
+) -> list[str]:
+    """``[Service]``'s command and environment lines, as a drop-in and a unit write them."""
+    lines = ["ExecStart=" + render.systemd_command(words)]
     lines.extend(render.systemd_environment(k, v) for k, v in sorted(env.items()))
     if environment_file is not None:
         lines.append("EnvironmentFile=" + render.systemd_path(environment_file))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def render_unit(
@@ -161,11 +169,8 @@ def render_unit(
         f"Description=pytest-specdecode {shown}",
         "[Service]",
         "Type=simple",
-        "ExecStart=" + render.systemd_command(words),
+        *_exec_lines(words, env, environment_file),
     ]
-    lines.extend(render.systemd_environment(k, v) for k, v in sorted(env.items()))
-    if environment_file is not None:
-        lines.append("EnvironmentFile=" + render.systemd_path(environment_file))
     if runtime_directory is not None:
         lines.append(f"RuntimeDirectory={runtime_directory}")
     return "\n".join(lines) + "\n"
