@@ -76,6 +76,25 @@ def test_restart_never_waits_for_a_server_still_loading(server: RealServer, tmp_
     assert run.ret == pytest.ExitCode.TESTS_FAILED, last_lines(run.output)
 
 
+def test_restart_never_with_another_config_live_fails_in_one_line(
+    ready: RealServer, tmp_path: Path
+) -> None:
+    # Bug 4's other half: the live server runs NONE; a run asking for DFLASH must not
+    # skip every test and exit 0, but fail with the line naming what differs.
+    run = run_plugin(
+        project(tmp_path),
+        *("--pyargs", "pytest_specdecode.suite", "-k", "gcd", "-m", "coding"),
+        *("--dflash-restart=never", f"--dflash-port={ready.port}"),
+        "--dflash-config=algorithm=DFLASH,budget=8,window=2048,draft_model=d",
+        "--dflash-max-tokens=16",
+    )
+    assert run.outcomes == {"test_coding[gcd]": "skipped"}, last_lines(run.output)
+    assert run.ret == pytest.ExitCode.TESTS_FAILED, last_lines(run.output)
+    gate = [ln for ln in run.output.splitlines() if "coding gate CANNOT JUDGE" in ln]
+    assert len(gate) == 1, last_lines(run.output)
+    assert "runs NONE, not DFLASH budget=8" in gate[0], gate[0]
+
+
 # -- the built-in suite against the live server: coding and throughput ------------------
 
 
