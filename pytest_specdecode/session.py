@@ -6,6 +6,7 @@ pytest-xdist's ``DSession``: hook methods stay short and call plain code.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -330,7 +331,17 @@ class SpecDecodeSession:
         concurrencies = calibration.case_concurrencies(cases)
         if not concurrencies:
             return
-        found = calibration.calibrate(concurrencies, max(c.max_tokens for c in cases))
+        # Imported here: aiohttp is a fifth of a run's start-up (a run with throughput
+        # cases imports it anyway).
+        from pytest_specdecode.throughput.aioload import Target
+
+        polls = Target(self.services.base_url, wait=self.settings.client_wait).polls
+        wait = "poll" if polls else "sleep"
+        found = calibration.calibrate(
+            concurrencies,
+            max(c.max_tokens for c in cases),
+            one_round=functools.partial(calibration.measure_round, wait=wait),
+        )
         self.outputs.calibration = found.to_json()
         self.calibration = found
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -38,6 +38,7 @@ DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 SANDBOX_MODES = ("auto", "require", "fallback")
 LOAD_MODES = ("rounds", "continuous")
 CALIBRATION_MODES = ("on", "off")
+CLIENT_WAITS = ("auto", "poll", "sleep")
 SEARCH_METRICS = ("speedup", "tok_s")
 SGLANG_VERSIONS = facts.VERSIONS
 # --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
@@ -341,6 +342,12 @@ OPTIONS: tuple[Option, ...] = (
            metavar="METRIC:TIME,...",
            help="Service-level objectives per request, e.g. 'ttft:500ms,tpot:30ms,e2e:2s': adds "
                 "goodput (requests/s meeting all) and attainment per case."),
+    Option("client_wait", "--dflash-client-wait", "throughput", choices=CLIENT_WAITS,
+           default="auto",
+           help="How the load client's loop waits for the server's bytes in a round: 'poll' never "
+                "sleeps (no 0.2-2 ms wake-up in any TTFT/ITL, but it takes a core), 'sleep' waits "
+                "in the kernel, 'auto' polls for a server on another machine and sleeps for one "
+                "on a loopback address (which needs this machine's cores)."),
     Option("client_calibration", "--dflash-client-calibration", "throughput",
            choices=CALIBRATION_MODES, default="on",
            help="Before the first throughput case, measure the load client's own ceiling against "

@@ -123,6 +123,7 @@ class Settings:
     rate_requests: int = DEFAULTS["rate_requests"]
     load_mode: str = DEFAULTS["load_mode"]
     client_calibration: str = DEFAULTS["client_calibration"]
+    client_wait: str = DEFAULTS["client_wait"]
     continuous_requests: int | None = DEFAULTS["continuous_requests"]  # None: 4 x concurrency
     slo: Slo = DEFAULTS["slo"]
     baseline: str | None = DEFAULTS["baseline"]

@@ -61,6 +61,13 @@ class Target:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     limits: Limits = DEFAULT_LIMITS
     max_line: int = MAX_SSE_LINE
+    wait: str = "auto"
+    """``--dflash-client-wait``: ``poll``, ``sleep`` or ``auto`` (by the address)."""
+
+    @property
+    def polls(self) -> bool:
+        """Whether the loop polls through a round instead of sleeping between reads."""
+        return self.wait == "poll" or (self.wait == "auto" and not self.on_this_machine)
 
     @property
     def on_this_machine(self) -> bool:
@@ -470,8 +477,9 @@ async def _send_all(
         # A loop kept polling saves the 0.2-2 ms of a wake-up per read but takes a
         # whole core: a server on this machine (SGLang on CPU, the simulator) then
         # serves several times slower. So the loop sleeps in the kernel until a
-        # socket is readable, and polls only for a server on another machine.
-        polled = not target.on_this_machine
+        # socket is readable, and polls only for a server on another machine (unless
+        # --dflash-client-wait says otherwise).
+        polled = target.polls
         if polled:
             stack.enter_context(never_sleeping())
         # The CPU time of the round's span alone (the same span as its wall time), not

@@ -165,14 +165,18 @@ def _null_server(deadline: float) -> Any:
             proc.wait(timeout=10)
 
 
-def measure_round(url: str, concurrency: int, max_tokens: int) -> tuple[float, list[float]]:
-    """One round of ``concurrency`` requests: its output tok/s and per-request overheads."""
+def measure_round(
+    url: str, concurrency: int, max_tokens: int, wait: str = "sleep"
+) -> tuple[float, list[float]]:
+    """One round of ``concurrency`` requests: its output tok/s and per-request overheads.
+    ``wait`` is how the run's own rounds wait (``poll`` or ``sleep``): the null server is
+    on 127.0.0.1, where ``auto`` would always sleep."""
     from pytest_specdecode.throughput.load import raise_for_errors, run_round
 
     client = SGLangClient(url, timeout=10.0)
     try:
         prompts = [f"calibration request {i}" for i in range(concurrency)]
-        result = run_round(client, prompts, max_tokens)
+        result = run_round(client, prompts, max_tokens, wait=wait)
     finally:
         client.close()
     raise_for_errors(result, f"the calibration round at c{concurrency}")

@@ -124,6 +124,7 @@ def run_round(
     max_concurrency: int = 0,
     sleep: Sleep = asyncio.sleep,
     limits: Limits = DEFAULT_LIMITS,
+    wait: str = "auto",
 ) -> RoundResult:
     """Send every prompt as a streaming request and wait for all of them.
 
@@ -134,7 +135,8 @@ def run_round(
     waits while that many are in flight. Requests go out on one event loop
     (:mod:`~pytest_specdecode.throughput.aioload`), one connection per request
     in flight, to ``client``'s server with its API key. Failed requests are
-    recorded, not raised: see :func:`raise_for_errors`.
+    recorded, not raised: see :func:`raise_for_errors`. ``wait`` is how the loop waits
+    for bytes (``--dflash-client-wait``, :attr:`~.aioload.Target.polls`).
     """
     if arrivals is not None and len(arrivals) != len(prompts):
         raise ValueError(f"{len(arrivals)} arrival times for {len(prompts)} prompts")
@@ -152,7 +154,7 @@ def run_round(
     from pytest_specdecode.throughput.aioload import Request, Target, body_bytes, drive, run_sync
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    target = Target(base_url, headers, limits)
+    target = Target(base_url, headers, limits, wait=wait)
     requests = [
         Request(
             i,
@@ -230,6 +232,7 @@ def run_case(
     bounds: replies.DraftBounds = replies.UNKNOWN,
     window: int | None = None,
     disturbed: Callable[[RoundResult], bool] | None = None,
+    wait: str = "auto",
 ) -> CaseMetrics:
     """Run one throughput case and return its metrics.
 
@@ -294,6 +297,7 @@ def run_case(
             max_concurrency=in_flight,
             sleep=sleep,
             limits=limits,
+            wait=wait,
         )
         raise_for_errors(result, f"{case.id} ({label})")
         return result

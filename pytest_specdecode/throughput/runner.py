@@ -138,6 +138,7 @@ class ThroughputRunner:
                 bounds=draft_bounds(self.service),
                 window=context_window(self.service.server_info),
                 disturbed=self._disturbed(case),
+                wait=self.settings.client_wait,
             )
         except (ThroughputError, SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)
@@ -395,6 +396,7 @@ class LosslessChecker:
                     slo=self.settings.slo,
                     continuous=continuous_requests(self.settings, case),
                     bounds=draft_bounds(self.service),
+                    wait=self.settings.client_wait,
                 )
             except (ThroughputError, SGLangError, ImplausibleReply) as exc:
                 missed.append(f"speedup baseline {case.id} not measured: {exc}")

@@ -364,6 +364,7 @@ SAMPLES: dict[str, tuple[list[str], str, list[str]]] = {
     "--dflash-lossless-margin": (["--dflash-lossless-margin", "0.2"], "0.2", []),
     "--dflash-policy": (["--dflash-policy", "p.json"], "p.json", []),
     "--dflash-client-calibration": (["--dflash-client-calibration", "off"], "off", []),
+    "--dflash-client-wait": (["--dflash-client-wait", "poll"], "poll", []),
     "--dflash-max-accept-drop": (["--dflash-max-accept-drop", "25%"], "0.25", []),
     "--dflash-report": (["--dflash-report", "out/r.json"], "out/r.json", []),
     "--dflash-plot": (["--dflash-plot", "plots"], "plots", []),

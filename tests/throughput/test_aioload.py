@@ -382,3 +382,16 @@ def test_the_loop_polls_only_for_a_server_on_another_machine(url: str, here: boo
     # Nothing is connected: the address alone decides whether a polling loop would
     # take a core from the server.
     assert Target(url).on_this_machine is here
+
+
+@pytest.mark.parametrize(
+    ("url", "wait", "polls"),
+    [
+        ("http://127.0.0.1:30000", "auto", False),
+        ("http://10.1.2.200:30000", "auto", True),
+        ("http://127.0.0.1:30000", "poll", True),
+        ("http://10.1.2.200:30000", "sleep", False),
+    ],
+)
+def test_dflash_client_wait_overrides_the_address(url: str, wait: str, polls: bool) -> None:
+    assert Target(url, wait=wait).polls is polls

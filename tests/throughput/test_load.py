@@ -86,6 +86,20 @@ def test_the_client_blocks_on_its_sockets_while_a_slow_server_thinks(
     assert 0 <= result.cpu_s <= cpu
 
 
+def test_dflash_client_wait_poll_polls_even_for_a_server_on_this_machine(
+    fake_server: tuple[str, Script],
+) -> None:
+    # 'poll' is the loop a server on another machine gets, here on a loopback address:
+    # a polled round records no CPU share (its CPU time is its waiting, not its work).
+    url, script = fake_server
+    script.chunk_tokens = [1] * 4
+    result = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40] * 2, 4, wait="poll")
+    assert result.errors == []
+    assert result.cpu_s is None
+    slept = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40] * 2, 4, wait="auto")
+    assert slept.cpu_s is not None
+
+
 def test_run_case_through_pedantic(fake_server: tuple[str, Script]) -> None:
     url, script = fake_server
     bench = FakeBenchmark()
