@@ -30,7 +30,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.report.verdict import SPEEDUP_TPOT, case_shape
 
 METHOD = (
     "speedup = baseline TPOT / config TPOT, geometric mean over contexts (interval: geometric "
@@ -181,7 +181,7 @@ def _series(config: Mapping[str, Any]) -> dict[tuple[str, str], dict[float, Spee
     """A config's TPOT speedups per (load kind, domain), by load."""
     series: dict[tuple[str, str], dict[float, Speedups]] = {}
     for case in config.get("throughput") or []:
-        found = (case.get("speedup") or {}).get("tpot") or {}
+        found = (case.get("speedup") or {}).get(SPEEDUP_TPOT) or {}
         value = found.get("value")
         _, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
         parsed = parse_load(load)

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specdecode.report.verdict import SPEEDUP_TOK_S
+
 FLOOR = 0.95
 """A band never runs a config whose tok/s ratio over NONE may be below this (its 95% low)."""
 
@@ -53,7 +55,7 @@ def _finite(value: object) -> float | None:
 
 
 def _ratio(case: Mapping[str, Any]) -> tuple[float, float | None] | None:
-    found = (case.get("speedup") or {}).get("tok_s") or {}
+    found = (case.get("speedup") or {}).get(SPEEDUP_TOK_S) or {}
     value = _finite(found.get("value"))
     return None if value is None else (value, _finite(found.get("low")))
 

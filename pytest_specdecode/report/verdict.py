@@ -33,6 +33,7 @@ from typing import Any
 from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.throughput import stats
 from pytest_specdecode.throughput.comparison import CaseRow
+from pytest_specdecode.throughput.metrics import REQ_TOK_S, TOK_S, TPOT_MS, single_key
 from pytest_specdecode.throughput.workload import parse_case_id
 
 NO_BASELINE = (
@@ -40,6 +41,8 @@ NO_BASELINE = (
     "(e.g. --dflash-sweep 'algorithm=NONE,DFLASH;budget=4,8') or pass --dflash-baseline "
     "with a saved run of --dflash-config algorithm=NONE"
 )
+SPEEDUP_TPOT, SPEEDUP_TOK_S = "tpot", "tok_s"
+"""The keys of a case's ``speedup``: the TPOT speedup and the output tok/s ratio."""
 
 
 def samples(metrics: Mapping[str, Any], name: str) -> list[float]:
@@ -52,8 +55,7 @@ def samples(metrics: Mapping[str, Any], name: str) -> list[float]:
     values = stats.clean(found.get("values") or []) if isinstance(found, Mapping) else []
     if values:
         return values
-    fallback = {"tpot_ms": "tpot_ms_p50", "req_tok_s": "req_tok_s_p50"}.get(name, name)
-    return stats.clean([metrics.get(fallback)])
+    return stats.clean([metrics.get(single_key(name))])
 
 
 def mean(metrics: Mapping[str, Any], name: str) -> float | None:
@@ -86,11 +88,11 @@ def _interval_json(found: stats.Interval | None) -> dict[str, Any] | None:
 
 def _speedup(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        "tpot": _interval_json(
-            stats.paired_ratio_interval(samples(base, "tpot_ms"), samples(now, "tpot_ms"))
+        SPEEDUP_TPOT: _interval_json(
+            stats.paired_ratio_interval(samples(base, TPOT_MS), samples(now, TPOT_MS))
         ),
-        "tok_s": _interval_json(
-            stats.paired_ratio_interval(samples(now, "tok_s"), samples(base, "tok_s"))
+        SPEEDUP_TOK_S: _interval_json(
+            stats.paired_ratio_interval(samples(now, TOK_S), samples(base, TOK_S))
         ),
     }
 
@@ -183,13 +185,13 @@ def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool)
         return None  # its figures are the client's (report/client_limit.py): not ranked
     if not by_speedup:
         intervals = metrics.get("intervals")  # a saved run's extra_info: anything
-        found = intervals.get("tok_s") if isinstance(intervals, Mapping) else None
+        found = intervals.get(TOK_S) if isinstance(intervals, Mapping) else None
         found = found if isinstance(found, Mapping) else {}
-        value = mean(metrics, "tok_s")
+        value = mean(metrics, TOK_S)
         return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
     if (config.get("config") or {}).get("algorithm") == "NONE":
         return (1.0, 1.0, 1.0)
-    found = (case.get("speedup") or {}).get("tpot") or {}
+    found = (case.get("speedup") or {}).get(SPEEDUP_TPOT) or {}
     value = _bound(found, "value")
     return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
 
@@ -213,13 +215,13 @@ def inconsistent(case: Mapping[str, Any], config: Mapping[str, Any]) -> str | No
     """Why a case's figures cannot rank its config by speedup (None when they can): its
     TPOT is 0 or missing, or the TPOT speedup and the tok/s ratio point opposite ways
     beyond their intervals (a loaded client, a broken clock: not a speedup to act on)."""
-    tpot = mean(case.get("metrics") or {}, "tpot_ms")
+    tpot = mean(case.get("metrics") or {}, TPOT_MS)
     if tpot is None or tpot <= 0:
         return f"{case.get('case')}: TPOT {'missing' if tpot is None else 'is 0'}"
     if (config.get("config") or {}).get("algorithm") == "NONE":
         return None
     speedup = case.get("speedup") or {}
-    ratio, tok = speedup.get("tpot") or {}, speedup.get("tok_s") or {}
+    ratio, tok = speedup.get(SPEEDUP_TPOT) or {}, speedup.get(SPEEDUP_TOK_S) or {}
     value = _bound(ratio, "value")
     if value is None or value <= 0:
         return f"{case.get('case')}: no TPOT speedup"
@@ -497,7 +499,7 @@ def pareto(
         for case in config.get("throughput") or []:
             metrics = case.get("metrics") or {}
             context, load, domain = case_shape(str(case.get("case")), metrics)
-            x, y = mean(metrics, "req_tok_s"), mean(metrics, "tok_s")
+            x, y = mean(metrics, REQ_TOK_S), mean(metrics, TOK_S)
             if context is None or x is None or y is None:
                 continue
             groups.setdefault((context, domain), []).append(

@@ -13,11 +13,12 @@ request errors: whatever its speed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_specdecode.report import verdict
 from pytest_specdecode.search.optimizer import Measured
+from pytest_specdecode.throughput.metrics import TOK_S
 
 
 def measure(
@@ -83,18 +84,33 @@ def cases_of(report: Mapping[str, Any], key: str) -> int:
     return len((config or {}).get("throughput") or [])
 
 
+Reading = tuple[Any, Any]
+"""What a case gives for a metric: its value and its interval (both as the report has them)."""
+
+
+def _speedup(case: Mapping[str, Any]) -> Reading:
+    found = (case.get("speedup") or {}).get(verdict.SPEEDUP_TPOT)
+    return (found or {}).get("value"), found
+
+
+def _tok_s(case: Mapping[str, Any]) -> Reading:
+    metrics = case.get("metrics") or {}
+    return verdict.mean(metrics, TOK_S), (metrics.get("intervals") or {}).get(TOK_S)
+
+
+READERS: dict[str, Callable[[Mapping[str, Any]], Reading]] = {"speedup": _speedup, TOK_S: _tok_s}
+"""What each ``--dflash-search-metric`` reads of a throughput case."""
+
+
 def _figure(
     case: Mapping[str, Any], metric: str
 ) -> tuple[float, float | None, float | None] | None:
-    metrics = case.get("metrics") or {}
-    if metric == "tok_s":
-        value = verdict.mean(metrics, "tok_s")
-        found = (metrics.get("intervals") or {}).get("tok_s") or {}
-    else:
-        found = (case.get("speedup") or {}).get("tpot") or {}
-        value = found.get("value")
+    if metric not in READERS:  # not the user's doing: the option's choices are these
+        raise ValueError(f"no search metric {metric!r}: one of {', '.join(READERS)}")
+    value, found = READERS[metric](case)
     if not isinstance(value, (int, float)) or not value > 0:
         return None
+    found = found if isinstance(found, Mapping) else {}
     return float(value), _number(found.get("low")), _number(found.get("high"))
 
 
