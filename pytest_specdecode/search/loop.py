@@ -36,7 +36,6 @@ from pytest_specdecode.search.objective import cases_of, measure, seconds_of
 from pytest_specdecode.search.optimizer import GridSearch, Measured, default_restarts
 from pytest_specdecode.search.space import ConfigOf, Space, build_space, metric_of
 from pytest_specdecode.service.shared_files import LEASE_DIR
-from pytest_specdecode.throughput.metrics import TOK_S
 
 
 class SearchLoop:
@@ -51,7 +50,7 @@ class SearchLoop:
         self.config_of = config_of
         self.search: GridSearch | None = None
         self.space: Space | None = None
-        self.metric = TOK_S
+        self.metric = "tok_s"
         self.workers_asked = 0  # -n N given: the search runs serially here instead
         # Under xdist over several hosts: the xdist scheduler's chooser (controller), or
         # the worker's side (space file, skips); None: this loop runs the search.

@@ -25,6 +25,8 @@ def measure(
     report: Mapping[str, Any], key: str, metric: str, excluded: Mapping[str, Sequence[str]]
 ) -> Measured:
     """The objective of the config with canonical ``key`` in ``report``."""
+    if metric not in READERS:  # not the user's doing: the option's choices are these
+        raise ValueError(f"no search metric {metric!r}: one of {', '.join(READERS)}")
     config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
     if config is None:
         return Measured(None, feasible=False, reasons=("no results",))
@@ -46,7 +48,7 @@ def measure(
         if metrics.get("errors"):
             reasons.append(f"request errors in {case.get('case')}")
             continue
-        found = _figure(case, metric)
+        found = _figure(*READERS[metric](case))
         if found is None:
             continue
         values.append(found[0])
@@ -98,16 +100,12 @@ def _tok_s(case: Mapping[str, Any]) -> Reading:
     return verdict.mean(metrics, TOK_S), (metrics.get("intervals") or {}).get(TOK_S)
 
 
-READERS: dict[str, Callable[[Mapping[str, Any]], Reading]] = {"speedup": _speedup, TOK_S: _tok_s}
-"""What each ``--dflash-search-metric`` reads of a throughput case."""
+READERS: dict[str, Callable[[Mapping[str, Any]], Reading]] = {"speedup": _speedup, "tok_s": _tok_s}
+"""What each ``--dflash-search-metric`` (the option's names, not the figures') reads of a
+throughput case."""
 
 
-def _figure(
-    case: Mapping[str, Any], metric: str
-) -> tuple[float, float | None, float | None] | None:
-    if metric not in READERS:  # not the user's doing: the option's choices are these
-        raise ValueError(f"no search metric {metric!r}: one of {', '.join(READERS)}")
-    value, found = READERS[metric](case)
+def _figure(value: Any, found: Any) -> tuple[float, float | None, float | None] | None:
     if not isinstance(value, (int, float)) or not value > 0:
         return None
     found = found if isinstance(found, Mapping) else {}

@@ -12,7 +12,6 @@ import pytest
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig, config_to_dict
 from pytest_specdecode.report.results import RunResults
-from pytest_specdecode.throughput.metrics import TOK_S
 
 ConfigOf = Callable[[pytest.Item], SpecConfig | None]
 
@@ -97,7 +96,7 @@ def metric_of(settings: Settings, space: Space) -> str:
     """speedup when the run has a non-speculative baseline (or a saved one), else tok/s."""
     if settings.search_metric:
         return settings.search_metric
-    return "speedup" if settings.baseline or space.baseline else TOK_S
+    return "speedup" if settings.baseline or space.baseline else "tok_s"
 
 
 def _hashable(value: Any) -> Hashable:

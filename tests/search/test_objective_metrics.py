@@ -89,7 +89,7 @@ def test_every_search_metric_reads_a_value_from_a_measured_case(
 def test_the_objective_reads_each_search_metric_and_nothing_else() -> None:
     assert set(READERS) == set(SEARCH_METRICS)
     with pytest.raises(ValueError, match="no search metric 'tpot'"):
-        measure({"configs": [{"key": "k", "throughput": [{"case": "c"}]}]}, "k", "tpot", {})
+        measure({"configs": []}, "k", "tpot", {})
 
 
 def test_every_per_round_figure_is_a_field_and_a_flat_value_of_a_measured_case() -> None:
