@@ -30,7 +30,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.report.verdict import SPEEDUP_TPOT, case_shape
 
 METHOD = (
     "speedup = baseline TPOT / config TPOT, geometric mean over contexts (interval: geometric "
@@ -121,14 +121,7 @@ def record(label: str, domain: str, kind: str, points: Sequence[Point]) -> dict[
             status, text = "below", f"below 1.0 from {_shown(kind, xs[0])}"
         return {**base, "status": status, "line": f"{head} speedup {text}"}
     at, direction = chosen
-    # The speedup's low end crosses first when it falls, its high end first when it rises.
-    early, late = (lows, highs) if direction == "down" else (highs, lows)
-    low = _bound(xs, early, direction, None, at)
-    high = _bound(xs, late, direction, at, None)
-    where = (
-        f"{_shown(kind, low) if low is not None else 'below ' + _shown(kind, xs[0])} to "
-        f"{_shown(kind, high) if high is not None else 'above ' + _shown(kind, xs[-1])}"
-    )
+    low, high, where = _interval(kind, xs, lows, highs, chosen)
     verb = "falls below" if direction == "down" else "rises above"
     text = f"speedup {verb} 1.0 at {_shown(kind, at)} (95% interval {where})"
     if len(found) > 1:
@@ -145,6 +138,24 @@ def record(label: str, domain: str, kind: str, points: Sequence[Point]) -> dict[
     }
 
 
+def _interval(
+    kind: str,
+    xs: Sequence[float],
+    lows: Sequence[float | None],
+    highs: Sequence[float | None],
+    chosen: tuple[float, str],
+) -> tuple[float | None, float | None, str]:
+    """Where the interval's ends cross around the crossing ``chosen``, and its text."""
+    at, direction = chosen
+    # The speedup's low end crosses first when it falls, its high end first when it rises.
+    early, late = (lows, highs) if direction == "down" else (highs, lows)
+    low = _bound(xs, early, direction, None, at)
+    high = _bound(xs, late, direction, at, None)
+    start = _shown(kind, low) if low is not None else "below " + _shown(kind, xs[0])
+    end = _shown(kind, high) if high is not None else "above " + _shown(kind, xs[-1])
+    return low, high, f"{start} to {end}"
+
+
 def _geo(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -155,33 +166,41 @@ def records(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     for config in report.get("configs") or []:
         if (config.get("config") or {}).get("algorithm") == "NONE":
             continue
-        series: dict[tuple[str, str], dict[float, list[tuple[float, Any, Any]]]] = {}
-        for case in config.get("throughput") or []:
-            found = (case.get("speedup") or {}).get("tpot") or {}
-            value = found.get("value")
-            _, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
-            parsed = parse_load(load)
-            if parsed is None or not isinstance(value, (int, float)) or value <= 0:
-                continue
-            kind, at = parsed
-            series.setdefault((kind, domain), {}).setdefault(at, []).append(
-                (float(value), found.get("low"), found.get("high"))
-            )
-        for (kind, domain), by_load in series.items():
-            if len(by_load) < 2:
-                continue
-            points: list[Point] = []
-            for at in sorted(by_load):
-                got = by_load[at]
-                lows = [float(g[1]) for g in got if isinstance(g[1], (int, float)) and g[1] > 0]
-                highs = [float(g[2]) for g in got if isinstance(g[2], (int, float)) and g[2] > 0]
-                points.append(
-                    (
-                        at,
-                        _geo([g[0] for g in got]),
-                        _geo(lows) if len(lows) == len(got) else None,
-                        _geo(highs) if len(highs) == len(got) else None,
-                    )
-                )
-            out.append(record(str(config.get("label")), domain, kind, points))
+        for (kind, domain), by_load in _series(config).items():
+            if len(by_load) >= 2:
+                points = [_point(at, by_load[at]) for at in sorted(by_load)]
+                out.append(record(str(config.get("label")), domain, kind, points))
     return out
+
+
+Speedups = list[tuple[float, Any, Any]]
+"""The TPOT speedups (value, low, high) of one config's cases at one load."""
+
+
+def _series(config: Mapping[str, Any]) -> dict[tuple[str, str], dict[float, Speedups]]:
+    """A config's TPOT speedups per (load kind, domain), by load."""
+    series: dict[tuple[str, str], dict[float, Speedups]] = {}
+    for case in config.get("throughput") or []:
+        found = (case.get("speedup") or {}).get(SPEEDUP_TPOT) or {}
+        value = found.get("value")
+        _, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
+        parsed = parse_load(load)
+        if parsed is None or not isinstance(value, (int, float)) or value <= 0:
+            continue
+        kind, at = parsed
+        series.setdefault((kind, domain), {}).setdefault(at, []).append(
+            (float(value), found.get("low"), found.get("high"))
+        )
+    return series
+
+
+def _point(at: float, got: Speedups) -> Point:
+    """The geometric mean over a load's contexts; a bound only when every context has one."""
+    lows = [float(g[1]) for g in got if isinstance(g[1], (int, float)) and g[1] > 0]
+    highs = [float(g[2]) for g in got if isinstance(g[2], (int, float)) and g[2] > 0]
+    return (
+        at,
+        _geo([g[0] for g in got]),
+        _geo(lows) if len(lows) == len(got) else None,
+        _geo(highs) if len(highs) == len(got) else None,
+    )

@@ -35,6 +35,7 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.throughput.calibration import loaded
+from pytest_specdecode.throughput.metrics import TOK_S
 
 CEILING_SHARE = 0.5
 """A case above this share of the client's null-server tok/s is client-limited."""
@@ -79,7 +80,7 @@ def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> li
         )
     if ceiling is None:
         return found
-    tok_s, top = _number(metrics.get("tok_s")), _number(ceiling.get("tok_s"))
+    tok_s, top = _number(metrics.get(TOK_S)), _number(ceiling.get("tok_s"))
     if tok_s is not None and top and tok_s > CEILING_SHARE * top:
         found.append(
             f"{figures.tok_s(tok_s)} is {tok_s / top:.0%} of the client's ceiling "

@@ -15,17 +15,18 @@ from typing import Any
 
 from pytest_specdecode import figures
 from pytest_specdecode.report import tables
-from pytest_specdecode.report.verdict import case_shape, mean
+from pytest_specdecode.report.verdict import SPEEDUP_TPOT, case_shape, mean
+from pytest_specdecode.throughput.metrics import TOK_S
 
 Load = tuple[int | None, str]
 """(context, load point) of a column."""
 
 
 def _tok_s(metrics: Mapping[str, Any]) -> str:
-    found = (metrics.get("intervals") or {}).get("tok_s")
+    found = (metrics.get("intervals") or {}).get(TOK_S)
     value = found.get("mean") if isinstance(found, Mapping) else None
     if not isinstance(value, (int, float)):
-        value = mean(metrics, "tok_s") if isinstance(found, Mapping) else metrics.get("tok_s")
+        value = mean(metrics, TOK_S) if isinstance(found, Mapping) else metrics.get(TOK_S)
     return figures.tok_s(value)
 
 
@@ -34,7 +35,7 @@ def speed_cell(config: Mapping[str, Any], case: Mapping[str, Any]) -> str:
     metrics = case.get("metrics") or {}
     baseline = (config.get("config") or {}).get("algorithm") == "NONE"
     # The interval is the throughput table's: here the figures side by side.
-    speedup = (case.get("speedup") or {}).get("tpot")
+    speedup = (case.get("speedup") or {}).get(SPEEDUP_TPOT)
     ratio = "1.00x" if baseline else tables.ratio_cell(speedup, interval=False)
     cell = f"{ratio} · {_tok_s(metrics)}"
     if metrics.get("errors"):

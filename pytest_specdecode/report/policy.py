@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specdecode.report.verdict import SPEEDUP_TOK_S
+
 FLOOR = 0.95
 """A band never runs a config whose tok/s ratio over NONE may be below this (its 95% low)."""
 
@@ -53,7 +55,7 @@ def _finite(value: object) -> float | None:
 
 
 def _ratio(case: Mapping[str, Any]) -> tuple[float, float | None] | None:
-    found = (case.get("speedup") or {}).get("tok_s") or {}
+    found = (case.get("speedup") or {}).get(SPEEDUP_TOK_S) or {}
     value = _finite(found.get("value"))
     return None if value is None else (value, _finite(found.get("low")))
 
@@ -66,24 +68,31 @@ def load_points(
     configs: dict[str, dict[str, Any]] = {}
     for config in report.get("configs") or []:
         label = str(config.get("label"))
-        spec = dict(config.get("config") or {})
-        none = spec.get("algorithm") == "NONE"
-        configs[label] = spec
+        spec = configs[label] = dict(config.get("config") or {})
         for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            load = re.fullmatch(r"c(\d+)", str(metrics.get("load") or ""))
-            if load is None or int(load[1]) < 1:
-                continue  # a request-rate case: no concurrency band
-            point = points.setdefault(int(load[1]), LoadPoint(int(load[1])))
-            shape = f"ctx{metrics.get('context')}-{metrics.get('domain')}"
-            point.shapes.add(shape)
-            usable = not (label in excluded or case.get("client_limited") or metrics.get("errors"))
-            if none and case.get("client_limited"):
-                point.unsure.add(shape)
-            ratio = (1.0, 1.0) if none else _ratio(case)
-            if usable and ratio is not None:
-                point.ratios.setdefault(label, {})[shape] = ratio
+            concurrency = _concurrency(case.get("metrics") or {})
+            if concurrency is not None:  # else a request-rate case: no concurrency band
+                point = points.setdefault(concurrency, LoadPoint(concurrency))
+                _add(point, label, spec.get("algorithm") == "NONE", case, label in excluded)
     return [points[c] for c in sorted(points)], configs
+
+
+def _concurrency(metrics: Mapping[str, Any]) -> int | None:
+    load = re.fullmatch(r"c(\d+)", str(metrics.get("load") or ""))
+    return int(load[1]) if load is not None and int(load[1]) >= 1 else None
+
+
+def _add(point: LoadPoint, label: str, none: bool, case: Mapping[str, Any], excluded: bool) -> None:
+    """File one case of a config at its load point."""
+    metrics = case.get("metrics") or {}
+    shape = f"ctx{metrics.get('context')}-{metrics.get('domain')}"
+    point.shapes.add(shape)
+    if none and case.get("client_limited"):
+        point.unsure.add(shape)
+    ratio = (1.0, 1.0) if none else _ratio(case)
+    usable = not (excluded or case.get("client_limited") or metrics.get("errors"))
+    if usable and ratio is not None:
+        point.ratios.setdefault(label, {})[shape] = ratio
 
 
 def choose(point: LoadPoint) -> tuple[str | None, float]:

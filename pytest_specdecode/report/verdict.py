@@ -33,6 +33,7 @@ from typing import Any
 from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.throughput import stats
 from pytest_specdecode.throughput.comparison import CaseRow
+from pytest_specdecode.throughput.metrics import REQ_TOK_S, TOK_S, TPOT_MS, single_key
 from pytest_specdecode.throughput.workload import parse_case_id
 
 NO_BASELINE = (
@@ -40,6 +41,8 @@ NO_BASELINE = (
     "(e.g. --dflash-sweep 'algorithm=NONE,DFLASH;budget=4,8') or pass --dflash-baseline "
     "with a saved run of --dflash-config algorithm=NONE"
 )
+SPEEDUP_TPOT, SPEEDUP_TOK_S = "tpot", "tok_s"
+"""The keys of a case's ``speedup``: the TPOT speedup and the output tok/s ratio."""
 
 
 def samples(metrics: Mapping[str, Any], name: str) -> list[float]:
@@ -52,8 +55,7 @@ def samples(metrics: Mapping[str, Any], name: str) -> list[float]:
     values = stats.clean(found.get("values") or []) if isinstance(found, Mapping) else []
     if values:
         return values
-    fallback = {"tpot_ms": "tpot_ms_p50", "req_tok_s": "req_tok_s_p50"}.get(name, name)
-    return stats.clean([metrics.get(fallback)])
+    return stats.clean([metrics.get(single_key(name))])
 
 
 def mean(metrics: Mapping[str, Any], name: str) -> float | None:
@@ -86,11 +88,11 @@ def _interval_json(found: stats.Interval | None) -> dict[str, Any] | None:
 
 def _speedup(base: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        "tpot": _interval_json(
-            stats.paired_ratio_interval(samples(base, "tpot_ms"), samples(now, "tpot_ms"))
+        SPEEDUP_TPOT: _interval_json(
+            stats.paired_ratio_interval(samples(base, TPOT_MS), samples(now, TPOT_MS))
         ),
-        "tok_s": _interval_json(
-            stats.paired_ratio_interval(samples(now, "tok_s"), samples(base, "tok_s"))
+        SPEEDUP_TOK_S: _interval_json(
+            stats.paired_ratio_interval(samples(now, TOK_S), samples(base, TOK_S))
         ),
     }
 
@@ -113,31 +115,41 @@ def annotate_speedups(
     baselines = _session_baselines(configs)
     saved_none = {row.case: row for row in saved if row.algorithm == "NONE"}
     sources: set[str] = set()
-    measured = False
-    for config in configs:
-        for case in config.get("throughput") or []:
-            measured = True
-            case.pop("speedup", None)
-            if (config.get("config") or {}).get("algorithm") == "NONE":
-                continue
-            found = _baseline_case(case["case"], _pick(baselines, config.get("config") or {}))
-            if found is not None:
-                label, metrics = found
-                source = f"{label} (this run)"
-            elif case["case"] in saved_none:
-                row = saved_none[case["case"]]
-                metrics, source = dict(row.extra_info), f"NONE (saved run {saved_label})"
-            else:
-                continue
+    cases = [(config, case) for config in configs for case in config.get("throughput") or []]
+    for config, case in cases:
+        case.pop("speedup", None)
+        found = _baseline_of(case["case"], config, baselines, saved_none, saved_label)
+        if found is not None:
+            metrics, source = found
             case["speedup"] = {**_speedup(metrics, case.get("metrics") or {}), "baseline": source}
             sources.add(source)
     report["speedup"] = {
         "baseline": sorted(sources),
-        "missing": NO_BASELINE if measured and not sources and not baselines else None,
+        "missing": NO_BASELINE if cases and not sources and not baselines else None,
         "method": "baseline TPOT / config TPOT, and config tok/s / baseline tok/s, with a 95% "
         "interval: geometric mean of the per-round ratios (round i has the same prompts under "
         "every config), t interval on their logs; unpaired: ratio of means, delta method",
     }
+
+
+def _baseline_of(
+    case: str,
+    config: Mapping[str, Any],
+    baselines: list[dict[str, Any]],
+    saved_none: Mapping[str, CaseRow],
+    saved_label: str | None,
+) -> tuple[dict[str, Any], str] | None:
+    """A case's baseline metrics and where they came from: this run's NONE case, else the
+    saved run's (None for a NONE config, or with neither)."""
+    spec = config.get("config") or {}
+    if spec.get("algorithm") == "NONE":
+        return None
+    found = _baseline_case(case, _pick(baselines, spec))
+    if found is not None:
+        return found[1], f"{found[0]} (this run)"
+    if case in saved_none:
+        return dict(saved_none[case].extra_info), f"NONE (saved run {saved_label})"
+    return None
 
 
 def _baseline_case(case: str, baselines: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
@@ -173,13 +185,13 @@ def _score(case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool)
         return None  # its figures are the client's (report/client_limit.py): not ranked
     if not by_speedup:
         intervals = metrics.get("intervals")  # a saved run's extra_info: anything
-        found = intervals.get("tok_s") if isinstance(intervals, Mapping) else None
+        found = intervals.get(TOK_S) if isinstance(intervals, Mapping) else None
         found = found if isinstance(found, Mapping) else {}
-        value = mean(metrics, "tok_s")
+        value = mean(metrics, TOK_S)
         return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
     if (config.get("config") or {}).get("algorithm") == "NONE":
         return (1.0, 1.0, 1.0)
-    found = (case.get("speedup") or {}).get("tpot") or {}
+    found = (case.get("speedup") or {}).get(SPEEDUP_TPOT) or {}
     value = _bound(found, "value")
     return None if value is None else (value, _bound(found, "low"), _bound(found, "high"))
 
@@ -203,13 +215,13 @@ def inconsistent(case: Mapping[str, Any], config: Mapping[str, Any]) -> str | No
     """Why a case's figures cannot rank its config by speedup (None when they can): its
     TPOT is 0 or missing, or the TPOT speedup and the tok/s ratio point opposite ways
     beyond their intervals (a loaded client, a broken clock: not a speedup to act on)."""
-    tpot = mean(case.get("metrics") or {}, "tpot_ms")
+    tpot = mean(case.get("metrics") or {}, TPOT_MS)
     if tpot is None or tpot <= 0:
         return f"{case.get('case')}: TPOT {'missing' if tpot is None else 'is 0'}"
     if (config.get("config") or {}).get("algorithm") == "NONE":
         return None
     speedup = case.get("speedup") or {}
-    ratio, tok = speedup.get("tpot") or {}, speedup.get("tok_s") or {}
+    ratio, tok = speedup.get(SPEEDUP_TPOT) or {}, speedup.get(SPEEDUP_TOK_S) or {}
     value = _bound(ratio, "value")
     if value is None or value <= 0:
         return f"{case.get('case')}: no TPOT speedup"
@@ -226,26 +238,31 @@ def coverage(config: Mapping[str, Any], min_accept_length: Any) -> dict[str, Any
     the accept floor; ``checked`` is False when neither coding nor lossless ran for it."""
     rate = config.get("pass_rate") if isinstance(config.get("pass_rate"), Mapping) else None
     coding = bool(config.get("coding")) or bool(rate and rate.get("total"))
-    lossless = [v for v in config.get("lossless") or [] if isinstance(v, Mapping)]
-    accept = config.get("accept_length")
-    floor = "not checked"
-    if (config.get("config") or {}).get("algorithm") == "NONE":
-        floor = "no drafter"
-    elif isinstance(min_accept_length, (int, float)) and isinstance(accept, (int, float)):
-        floor = "held" if accept >= min_accept_length else "FAILED"
+    counted: Mapping[str, Any] = rate if rate and coding else {}
+    lossless = _lossless(config)
     return {
-        "checked": coding or bool(lossless),
-        "passed": rate.get("passed") if rate and coding else None,
-        "total": rate.get("total") if rate and coding else None,
-        "lossless": (
-            "not checked"
-            if not lossless
-            else "fail"
-            if any(not v.get("passed") for v in lossless)
-            else "pass"
-        ),
-        "accept_floor": floor,
+        "checked": coding or lossless != "not checked",
+        "passed": counted.get("passed"),
+        "total": counted.get("total"),
+        "lossless": lossless,
+        "accept_floor": _accept_floor(config, min_accept_length),
     }
+
+
+def _lossless(config: Mapping[str, Any]) -> str:
+    checks = [v for v in config.get("lossless") or [] if isinstance(v, Mapping)]
+    if not checks:
+        return "not checked"
+    return "fail" if any(not v.get("passed") for v in checks) else "pass"
+
+
+def _accept_floor(config: Mapping[str, Any], min_accept_length: Any) -> str:
+    accept = config.get("accept_length")
+    if (config.get("config") or {}).get("algorithm") == "NONE":
+        return "no drafter"
+    if isinstance(min_accept_length, (int, float)) and isinstance(accept, (int, float)):
+        return "held" if accept >= min_accept_length else "FAILED"
+    return "not checked"
 
 
 def saved_configs(
@@ -280,6 +297,9 @@ def saved_configs(
 
 
 Member = list[tuple[int | None, Score | None, str | None]]
+"""A config's cases in one group: (context, score, why it cannot be ranked)."""
+Ranked = tuple[float, str, dict[int | None, Score]]
+"""A ranked config of a group: (its score, its label, its score per context)."""
 
 
 def decide(
@@ -299,27 +319,13 @@ def decide(
     )
     floor = (report.get("gates") or {}).get("min_accept_length")
     covered = {str(c.get("label")): coverage(c, floor) for c in configs}
-    groups: dict[tuple[str, str], dict[str, Member]] = {}
-    order: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for config in configs:
-        label = str(config.get("label"))
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            context, load, domain = case_shape(str(case.get("case")), metrics)
-            key = (load, domain)
-            rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
-            order.setdefault(key, (_load_order(load), rank, domain))
-            errors = metrics.get("errors")
-            odd = inconsistent(case, config) if by_speedup and not errors else None
-            score = None if errors or odd else _score(case, config, by_speedup)
-            entry = (context, score, "errored case" if errors else odd)
-            groups.setdefault(key, {}).setdefault(label, []).append(entry)
-    lines = []
-    for key in sorted(groups, key=lambda k: order[k]):
-        lines.append(_group(key, groups[key], excluded, by_speedup, covered, saved))
+    saved_of = {str(c.get("label")): c.get("saved") for c in saved}
     return {
         "ranked_by": "speedup" if by_speedup else "tok_s",
-        "groups": lines,
+        "groups": [
+            _group(key, members, excluded, by_speedup, covered, saved_of)
+            for key, members in _members(configs, by_speedup).items()
+        ],
         "excluded": [
             {"config": label, "reasons": list(reasons)}
             for label, reasons in excluded.items()
@@ -327,6 +333,35 @@ def decide(
         ],
         "pareto": pareto(report, excluded),
     }
+
+
+def _members(
+    configs: Sequence[Mapping[str, Any]], by_speedup: bool
+) -> dict[tuple[str, str], dict[str, Member]]:
+    """Each config's cases per (load, domain), the groups in load then domain order."""
+    groups: dict[tuple[str, str], dict[str, Member]] = {}
+    for config in configs:
+        label = str(config.get("label"))
+        for case in config.get("throughput") or []:
+            context, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
+            entry = (context, *_judge(case, config, by_speedup))
+            groups.setdefault((load, domain), {}).setdefault(label, []).append(entry)
+    return dict(sorted(groups.items(), key=lambda item: _group_order(*item[0])))
+
+
+def _judge(
+    case: Mapping[str, Any], config: Mapping[str, Any], by_speedup: bool
+) -> tuple[Score | None, str | None]:
+    """A case's score, else why it cannot be ranked (errors, inconsistent figures)."""
+    if (case.get("metrics") or {}).get("errors"):
+        return None, "errored case"
+    odd = inconsistent(case, config) if by_speedup else None
+    return (None, odd) if odd else (_score(case, config, by_speedup), None)
+
+
+def _group_order(load: str, domain: str) -> tuple[Any, ...]:
+    rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+    return (_load_order(load), rank, domain)
 
 
 def _margin(best: dict[int | None, Score], runner: dict[int | None, Score]) -> str:
@@ -345,62 +380,17 @@ def _group(
     excluded: Mapping[str, Sequence[str]],
     by_speedup: bool,
     covered: Mapping[str, Mapping[str, Any]],
-    saved: Sequence[Mapping[str, Any]],
+    saved_of: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The group's answer is a set: the top config and every config whose interval
     overlaps the top's in some context (not clearly below it). Ordered by score, then
     label, never by the order configs ran in, so identical runs give identical sets."""
     load, domain = key
     contexts = sorted({c for values in members.values() for c, _, _ in values if c is not None})
-    saved_of = {str(c.get("label")): c.get("saved") for c in saved}
-    scored: list[tuple[float, str, dict[int | None, Score]]] = []
-    unranked: list[dict[str, Any]] = []
-    for label, values in sorted(members.items()):
-        if excluded.get(label):
-            continue
-        odd = [why for _, _, why in values if why]
-        if odd:
-            reason = "inconsistent figures" if odd[0] != "errored case" else "errored case"
-            unranked.append({"config": label, "reason": reason, "detail": "; ".join(odd)})
-            continue
-        per_context = {c: s for c, s, _ in values if s is not None}
-        if len(per_context) < len(values) or len(per_context) < len(contexts):
-            unranked.append({"config": label, "reason": "missing case", "detail": ""})
-            continue  # not comparable over the group
-        score = _geo_mean([s[0] for s in per_context.values()])
-        if score is not None:
-            scored.append((score, label, per_context))
-    scored.sort(key=lambda entry: (-entry[0], entry[1]))
+    scored, unranked = _rank(members, excluded, contexts)
+    chosen, runner, margin = _choose(scored)
     top = scored[0] if scored else None
-    margins = {label: _margin(top[2], ctx) for _, label, ctx in scored[1:]} if top else {}
-    chosen = [e for e in scored if e is top or margins.get(e[1]) != "clear"]
-    rest = [e for e in scored if e not in chosen]
-    runner = rest[0] if rest else (chosen[1] if len(chosen) > 1 else None)
-    if top is None or len(scored) == 1:
-        margin = None
-    elif len(chosen) == 1:
-        margin = "clear"
-    elif any(margins.get(e[1]) == "no interval" for e in chosen):
-        margin = "no interval"
-    else:
-        margin = "tie within noise"
     figures = [s[0] for s in top[2].values()] if top else []
-
-    def member(entry: tuple[float, str, dict[int | None, Score]]) -> dict[str, Any]:
-        score, label, per_context = entry
-        lows = [s[1] for s in per_context.values()]
-        highs = [s[2] for s in per_context.values()]
-        known = all(v is not None for v in lows + highs)
-        return {
-            "config": label,
-            "saved": saved_of.get(label),
-            "score": score,
-            "low": _geo_mean([v for v in lows if v is not None]) if known else None,
-            "high": _geo_mean([v for v in highs if v is not None]) if known else None,
-            "best": entry in chosen,
-            "coverage": dict(covered.get(label) or coverage({}, None)),
-        }
-
     return {
         "load": load,
         "domain": domain,
@@ -414,8 +404,77 @@ def _group(
         "margin": margin,
         "candidates": len(scored),
         "ranked_by": "speedup" if by_speedup else "tok_s",
-        "members": [member(e) for e in scored],
+        "members": [_member(e, e in chosen, saved_of.get(e[1]), covered.get(e[1])) for e in scored],
         "unranked": unranked,
+    }
+
+
+def _rank(
+    members: Mapping[str, Member], excluded: Mapping[str, Sequence[str]], contexts: list[int]
+) -> tuple[list[Ranked], list[dict[str, Any]]]:
+    """The group's configs by score then label, and those it cannot rank, with why."""
+    scored: list[Ranked] = []
+    unranked: list[dict[str, Any]] = []
+    for label, values in sorted(members.items()):
+        if excluded.get(label):
+            continue
+        per_context = {c: s for c, s, _ in values if s is not None}
+        why = _unranked(values, per_context, contexts)
+        if why is not None:
+            unranked.append({"config": label, **why})
+            continue
+        score = _geo_mean([s[0] for s in per_context.values()])
+        if score is not None:
+            scored.append((score, label, per_context))
+    scored.sort(key=lambda entry: (-entry[0], entry[1]))
+    return scored, unranked
+
+
+def _unranked(
+    values: Member, per_context: Mapping[int | None, Score], contexts: list[int]
+) -> dict[str, str] | None:
+    odd = [why for _, _, why in values if why]
+    if odd:
+        reason = "inconsistent figures" if odd[0] != "errored case" else "errored case"
+        return {"reason": reason, "detail": "; ".join(odd)}
+    if len(per_context) < len(values) or len(per_context) < len(contexts):
+        return {"reason": "missing case", "detail": ""}  # not comparable over the group
+    return None
+
+
+def _choose(scored: list[Ranked]) -> tuple[list[Ranked], Ranked | None, str | None]:
+    """The best set (the top and every config not clearly below it), the runner-up and
+    the margin: None with one candidate, ``clear`` when the set is the top alone."""
+    if not scored:
+        return [], None, None
+    top = scored[0]
+    margins = {label: _margin(top[2], ctx) for _, label, ctx in scored[1:]}
+    chosen = [e for e in scored if e is top or margins.get(e[1]) != "clear"]
+    rest = [e for e in scored if e not in chosen]
+    runner = rest[0] if rest else (chosen[1] if len(chosen) > 1 else None)
+    if len(scored) == 1:
+        return chosen, runner, None
+    if len(chosen) == 1:
+        return chosen, runner, "clear"
+    noisy = any(margins.get(e[1]) == "no interval" for e in chosen)
+    return chosen, runner, "no interval" if noisy else "tie within noise"
+
+
+def _member(
+    entry: Ranked, best: bool, saved: Any, covered: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    score, label, per_context = entry
+    lows = [s[1] for s in per_context.values()]
+    highs = [s[2] for s in per_context.values()]
+    known = all(v is not None for v in lows + highs)
+    return {
+        "config": label,
+        "saved": saved,
+        "score": score,
+        "low": _geo_mean([v for v in lows if v is not None]) if known else None,
+        "high": _geo_mean([v for v in highs if v is not None]) if known else None,
+        "best": best,
+        "coverage": dict(covered or coverage({}, None)),
     }
 
 
@@ -440,7 +499,7 @@ def pareto(
         for case in config.get("throughput") or []:
             metrics = case.get("metrics") or {}
             context, load, domain = case_shape(str(case.get("case")), metrics)
-            x, y = mean(metrics, "req_tok_s"), mean(metrics, "tok_s")
+            x, y = mean(metrics, REQ_TOK_S), mean(metrics, TOK_S)
             if context is None or x is None or y is None:
                 continue
             groups.setdefault((context, domain), []).append(

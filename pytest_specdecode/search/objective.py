@@ -13,17 +13,20 @@ request errors: whatever its speed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_specdecode.report import verdict
 from pytest_specdecode.search.optimizer import Measured
+from pytest_specdecode.throughput.metrics import TOK_S
 
 
 def measure(
     report: Mapping[str, Any], key: str, metric: str, excluded: Mapping[str, Sequence[str]]
 ) -> Measured:
     """The objective of the config with canonical ``key`` in ``report``."""
+    if metric not in READERS:  # not the user's doing: the option's choices are these
+        raise ValueError(f"no search metric {metric!r}: one of {', '.join(READERS)}")
     config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
     if config is None:
         return Measured(None, feasible=False, reasons=("no results",))
@@ -45,7 +48,7 @@ def measure(
         if metrics.get("errors"):
             reasons.append(f"request errors in {case.get('case')}")
             continue
-        found = _figure(case, metric)
+        found = _figure(*READERS[metric](case))
         if found is None:
             continue
         values.append(found[0])
@@ -83,18 +86,29 @@ def cases_of(report: Mapping[str, Any], key: str) -> int:
     return len((config or {}).get("throughput") or [])
 
 
-def _figure(
-    case: Mapping[str, Any], metric: str
-) -> tuple[float, float | None, float | None] | None:
+Reading = tuple[Any, Any]
+"""What a case gives for a metric: its value and its interval (both as the report has them)."""
+
+
+def _speedup(case: Mapping[str, Any]) -> Reading:
+    found = (case.get("speedup") or {}).get(verdict.SPEEDUP_TPOT)
+    return (found or {}).get("value"), found
+
+
+def _tok_s(case: Mapping[str, Any]) -> Reading:
     metrics = case.get("metrics") or {}
-    if metric == "tok_s":
-        value = verdict.mean(metrics, "tok_s")
-        found = (metrics.get("intervals") or {}).get("tok_s") or {}
-    else:
-        found = (case.get("speedup") or {}).get("tpot") or {}
-        value = found.get("value")
+    return verdict.mean(metrics, TOK_S), (metrics.get("intervals") or {}).get(TOK_S)
+
+
+READERS: dict[str, Callable[[Mapping[str, Any]], Reading]] = {"speedup": _speedup, "tok_s": _tok_s}
+"""What each ``--dflash-search-metric`` (the option's names, not the figures') reads of a
+throughput case."""
+
+
+def _figure(value: Any, found: Any) -> tuple[float, float | None, float | None] | None:
     if not isinstance(value, (int, float)) or not value > 0:
         return None
+    found = found if isinstance(found, Mapping) else {}
     return float(value), _number(found.get("low")), _number(found.get("high"))
 
 

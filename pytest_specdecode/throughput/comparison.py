@@ -39,8 +39,9 @@ from typing import Any
 from pytest_specdecode import figures, statefiles
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.throughput import fingerprint, stats
+from pytest_specdecode.throughput.metrics import ACCEPT_LENGTH, TOK_S
 
-METRICS = ("tok_s", "accept_length")
+METRICS = (TOK_S, ACCEPT_LENGTH)
 """Metrics a fail spec may name; higher is better for both."""
 
 
@@ -224,8 +225,8 @@ def row_from_benchmark(bench: Mapping[str, Any]) -> CaseRow:
         fullname=fullname,
         case=str(info.get("case") or bench.get("param") or bench.get("name") or fullname),
         config=str(info.get("config") or ""),
-        tok_s=_number(info.get("tok_s")),
-        accept_length=_number(info.get("accept_length")),
+        tok_s=_number(info.get(TOK_S)),
+        accept_length=_number(info.get(ACCEPT_LENGTH)),
         extra_info=dict(info),
         refused=refusal(info),
     )

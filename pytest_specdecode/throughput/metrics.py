@@ -73,8 +73,28 @@ def request_itls(result: GenerateResult) -> list[float]:
     return [b - a for a, b in itertools.pairwise(t)]
 
 
+# The names under which a case's figures are written (CaseMetrics' fields, and the keys of
+# its ``intervals``), for every reader to take from here: a reader spelling one itself reads
+# nothing once it is renamed, and the search calls every config infeasible.
+TOK_S = "tok_s"
+"""Output tokens per second of the case (all requests), per round and overall."""
+TPOT_MS = "tpot_ms"
+"""Time per output token after the first, in milliseconds (per round: the requests' mean)."""
+ACCEPT_LENGTH = "accept_length"
+"""Tokens per verify step."""
+REQ_TOK_S = "req_tok_s"
+"""One request's output tokens per second of its own latency (per round: the mean)."""
+ROUND_FIGURES = (TOK_S, TPOT_MS, ACCEPT_LENGTH, REQ_TOK_S)
+"""The figures with one value per round: ``intervals`` holds their values and 95% interval."""
+
 # Quantities reported as percentiles; latencies are stored in milliseconds.
-_PERCENTILE_FIELDS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "req_tok_s", "tokens_per_chunk")
+_PERCENTILE_FIELDS = ("ttft_ms", TPOT_MS, "itl_ms", "e2e_ms", REQ_TOK_S, "tokens_per_chunk")
+
+
+def single_key(name: str) -> str:
+    """The flat key holding a figure's one value in :meth:`CaseMetrics.to_extra_info`: the
+    median for a quantity given as percentiles (``tpot_ms_p50``), else its own name."""
+    return f"{name}_p50" if name in _PERCENTILE_FIELDS else name
 
 
 @dataclass(frozen=True)
@@ -227,17 +247,17 @@ def _round_values(rnd: RoundResult) -> dict[str, float | None]:
     tpots = [t * 1000 for r in results if (t := request_tpot(r)) is not None]
     rates = [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
     return {
-        "tok_s": tokens / rnd.wall_time if rnd.wall_time > 0 else None,
-        "tpot_ms": _mean(tpots),
-        "accept_length": tokens / steps if results and steps and None not in verify else None,
-        "req_tok_s": _mean(rates),
+        TOK_S: tokens / rnd.wall_time if rnd.wall_time > 0 else None,
+        TPOT_MS: _mean(tpots),
+        ACCEPT_LENGTH: tokens / steps if results and steps and None not in verify else None,
+        REQ_TOK_S: _mean(rates),
     }
 
 
 def _intervals(rounds: list[RoundResult]) -> dict[str, Any]:
     per_round = [_round_values(rnd) for rnd in rounds]
     out: dict[str, Any] = {}
-    for name in ("tok_s", "tpot_ms", "accept_length", "req_tok_s"):
+    for name in ROUND_FIGURES:
         values = [v for r in per_round if (v := r[name]) is not None]
         out[name] = stats.summary(values)
     return out
