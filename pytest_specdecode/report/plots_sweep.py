@@ -83,26 +83,8 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
         points = group["points"]
         for label in colors:
             mine = [p for p in points if p["config"] == label]
-            if not mine:
-                continue
-            marker = "o" if all(p.get("eligible", True) for p in mine) else "x"
-            handle = ax.scatter(
-                [p["req_tok_s"] for p in mine],
-                [p["tok_s"] for p in mine],
-                color=colors[label],
-                marker=marker,
-                label=label,
-                zorder=3,
-            )
-            handles.setdefault(label, handle)
-            for p in mine:
-                ax.annotate(
-                    str(p["load"]),
-                    (p["req_tok_s"], p["tok_s"]),
-                    textcoords="offset points",
-                    xytext=(4, 4),
-                    fontsize=7,
-                )
+            if mine:
+                handles.setdefault(label, _config_points(ax, mine, colors[label]))
         front = sorted((p for p in points if p.get("front")), key=lambda p: p["req_tok_s"])
         if front:
             (line,) = ax.plot(
@@ -128,6 +110,29 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
         simulated,
     )
     return figure
+
+
+def _config_points(ax: Axes, mine: list[dict[str, Any]], color: str) -> Any:
+    """One config's (load) points of a Pareto panel, each labelled with its load;
+    crosses when one of them failed a gate."""
+    marker = "o" if all(p.get("eligible", True) for p in mine) else "x"
+    handle = ax.scatter(
+        [p["req_tok_s"] for p in mine],
+        [p["tok_s"] for p in mine],
+        color=color,
+        marker=marker,
+        label=mine[0]["config"],
+        zorder=3,
+    )
+    for p in mine:
+        ax.annotate(
+            str(p["load"]),
+            (p["req_tok_s"], p["tok_s"]),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=7,
+        )
+    return handle
 
 
 # --- acceptance histogram ---------------------------------------------------------
