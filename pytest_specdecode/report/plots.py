@@ -328,16 +328,12 @@ def _level_line(ax: Axes, mine: Sequence[Level], color: str) -> Any:
     """One config's line through its levels, the 95% interval over rounds as a band."""
     xs = [p.concurrency for p in mine]
     (line,) = ax.plot(xs, [p.value for p in mine], marker="o", color=color, label=mine[0].config)
-    banded = [p for p in mine if p.low is not None and p.high is not None]
-    if banded:
-        ax.fill_between(
-            [p.concurrency for p in banded],
-            [p.low for p in banded],
-            [p.high for p in banded],
-            color=color,
-            alpha=0.18,
-            linewidth=0,
-        )
+    bands = [
+        (p.concurrency, p.low, p.high) for p in mine if p.low is not None and p.high is not None
+    ]
+    if bands:
+        band_xs, lows, highs = zip(*bands, strict=True)
+        ax.fill_between(band_xs, lows, highs, color=color, alpha=0.18, linewidth=0)
     return line
 
 
