@@ -184,14 +184,8 @@ def _phase_spans(service: Mapping[str, Any]) -> list[tuple[str, float]] | None:
     ]
 
 
-def _case_bars(
-    config: Mapping[str, Any],
-    cases: Sequence[str],
-    found: Mapping[str, Any],
-    name: str,
-    colors: Mapping[str, str],
-    hover: str,
-) -> dict[str, Any]:
+def _case_bars(config: Mapping[str, Any], cases: Sequence[str], found: Mapping[str, Any],
+               name: str, colors: Mapping[str, str], hover: str) -> dict[str, Any]:  # fmt: skip
     """One config's bar per case: ``found`` holds each case's ``value``, ``low`` and ``high``."""
     values = [number((found.get(c) or {}).get("value")) for c in cases]
     return {

@@ -286,16 +286,9 @@ class Level:
     high: float | None
 
 
-def concurrency_figure(
-    levels: Sequence[Level],
-    keys: Sequence[tuple[int, str]],
-    colors: dict[str, str],
-    ylabel: str,
-    title: str,
-    simulated: bool,
-    *,
-    unity: bool = False,
-) -> Figure:
+def concurrency_figure(levels: Sequence[Level], keys: Sequence[tuple[int, str]],
+                       colors: dict[str, str], ylabel: str, title: str, simulated: bool, *,
+                       unity: bool = False) -> Figure:  # fmt: skip
     """A panel per key, a line per config against concurrency with its interval as a
     band (``unity``: and a dotted line at 1.0)."""
     figure = _new_figure(max(5.5, 4.6 * len(keys)), 4.8)
