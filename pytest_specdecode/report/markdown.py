@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.report import tables
 
 TITLE = "pytest-specdecode run"
@@ -234,8 +233,3 @@ def _row(cells: Sequence[str]) -> str:
 def _esc(text: str) -> str:
     """Text safe inside a table cell or list item: no markup, no pipes, one line."""
     return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
-
-
-def _num(value: Any, digits: int, unit: str = "") -> str:
-    shown = figures.number(value, digits)
-    return shown if shown == figures.MISSING else f"{shown}{unit}"
