@@ -131,27 +131,15 @@ def _errors(values: Sequence[float | None], lows: Sequence[Any], highs: Sequence
 def readiness(report: Mapping[str, Any]) -> Chart | None:
     """Seconds in each readiness phase per config (stacked), from the gate's phase log."""
     phases: dict[str, dict[str, float]] = {}
-    names: list[str] = []
     order: list[str] = []
     for config in report.get("configs") or []:
-        service = config.get("service") or {}
-        seen = [
-            (str(p[0]), number(p[1]))
-            for p in service.get("phases") or []
-            if isinstance(p, Sequence) and len(p) == 2
-        ]
-        ready = number(service.get("ready_seconds"))
-        if not seen or ready is None:
+        spans = _phase_spans(config.get("service") or {})
+        if spans is None:
             continue
         name = label(config.get("label"))
         order.append(name)
-        for (phase, start), following in zip(seen, [*seen[1:], ("", ready)], strict=True):
-            end = following[1]
-            if start is None or end is None:
-                continue
-            if phase not in names:
-                names.append(phase)
-            phases.setdefault(phase, {})[name] = max(0.0, end - start)
+        for phase, seconds in spans:
+            phases.setdefault(phase, {})[name] = seconds
     if not order:
         return None
     data = [
@@ -163,7 +151,7 @@ def readiness(report: Mapping[str, Any]) -> Chart | None:
             "x": [phases[phase].get(name) for name in order],
             "hovertemplate": "%{y}: " + label(phase) + " %{x:.2f} s<extra></extra>",
         }
-        for phase in names
+        for phase in phases
     ]
     return {
         "id": "chart-readiness",
@@ -178,6 +166,40 @@ def readiness(report: Mapping[str, Any]) -> Chart | None:
     }  # fmt: skip
 
 
+def _phase_spans(service: Mapping[str, Any]) -> list[tuple[str, float]] | None:
+    """Seconds from each phase's start to the next one's (the last: to ready); None
+    when the service logged no phase or no ready time."""
+    seen = [
+        (str(p[0]), number(p[1]))
+        for p in service.get("phases") or []
+        if isinstance(p, Sequence) and len(p) == 2
+    ]
+    ready = number(service.get("ready_seconds"))
+    if not seen or ready is None:
+        return None
+    return [
+        (phase, max(0.0, end - start))
+        for (phase, start), (_, end) in zip(seen, [*seen[1:], ("", ready)], strict=True)
+        if start is not None and end is not None
+    ]
+
+
+def _case_bars(config: Mapping[str, Any], cases: Sequence[str], found: Mapping[str, Any],
+               name: str, colors: Mapping[str, str], hover: str) -> dict[str, Any]:  # fmt: skip
+    """One config's bar per case: ``found`` holds each case's ``value``, ``low`` and ``high``."""
+    values = [number((found.get(c) or {}).get("value")) for c in cases]
+    return {
+        "type": "bar",
+        "name": name,
+        "x": [label(c) for c in cases],
+        "y": values,
+        "error_y": _errors(values, [(found.get(c) or {}).get("low") for c in cases],
+                           [(found.get(c) or {}).get("high") for c in cases]),
+        "marker": {"color": colors.get(str(config.get("label")))},
+        "hovertemplate": hover,
+    }  # fmt: skip
+
+
 def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
     """Output tok/s per case and config, with the 95% interval over rounds as error bars."""
     short = _short(report)
@@ -189,24 +211,9 @@ def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
         }
         if not by_case:
             continue
-        values, lows, highs = [], [], []
-        for case in cases:
-            metrics = by_case.get(case) or {}
-            found = (metrics.get("intervals") or {}).get("tok_s") or {}
-            values.append(number(found.get("mean")) or number(mean(metrics, "tok_s")))
-            lows.append(found.get("low"))
-            highs.append(found.get("high"))
-        data.append(
-            {
-                "type": "bar",
-                "name": _name(short, config),
-                "x": [label(c) for c in cases],
-                "y": values,
-                "error_y": _errors(values, lows, highs),
-                "marker": {"color": colors.get(str(config.get("label")))},
-                "hovertemplate": "%{x}<br>%{y:,.0f} tok/s<extra>%{fullData.name}</extra>",
-            }
-        )
+        found = {case: _tok_s(by_case.get(case) or {}) for case in cases}
+        hover = "%{x}<br>%{y:,.0f} tok/s<extra>%{fullData.name}</extra>"
+        data.append(_case_bars(config, cases, found, _name(short, config), colors, hover))
     if not data:
         return None
     return {
@@ -216,6 +223,13 @@ def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
         "data": data,
         "layout": {"barmode": "group", "yaxis": {"title": {"text": "output tok/s"}}},
     }
+
+
+def _tok_s(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A case's tok/s as ``value``, ``low``, ``high``: the mean over rounds, its interval."""
+    found = (metrics.get("intervals") or {}).get("tok_s") or {}
+    value = number(found.get("mean")) or number(mean(metrics, "tok_s"))
+    return {"value": value, "low": found.get("low"), "high": found.get("high")}
 
 
 def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
@@ -230,22 +244,8 @@ def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | Non
         }
         if not any(number(f.get("value")) is not None for f in by_case.values()):
             continue
-        values = [number((by_case.get(c) or {}).get("value")) for c in cases]
-        data.append(
-            {
-                "type": "bar",
-                "name": _name(short, config),
-                "x": [label(c) for c in cases],
-                "y": values,
-                "error_y": _errors(
-                    values,
-                    [(by_case.get(c) or {}).get("low") for c in cases],
-                    [(by_case.get(c) or {}).get("high") for c in cases],
-                ),
-                "marker": {"color": colors.get(str(config.get("label")))},
-                "hovertemplate": "%{x}<br>%{y:.2f}x<extra>%{fullData.name}</extra>",
-            }
-        )
+        hover = "%{x}<br>%{y:.2f}x<extra>%{fullData.name}</extra>"
+        data.append(_case_bars(config, cases, by_case, _name(short, config), colors, hover))
     if not data:
         return None
     return {
@@ -343,65 +343,69 @@ def break_even(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | 
 def pareto(report: Mapping[str, Any], colors: Mapping[str, str]) -> list[Chart]:
     """Per context and domain: per-request against aggregate tok/s, the front drawn as a line."""
     short = _short(report)
-    out = []
     groups = (report.get("verdict") or {}).get("pareto") or []
-    for index, group in enumerate(groups[:MAX_PARETO_PANELS]):
-        points = [p for p in group.get("points") or [] if isinstance(p, Mapping)]
-        data: list[dict[str, Any]] = []
-        # One pass groups the points by config (in first-seen order), not a scan per config.
-        by_config: dict[str, list[Mapping[str, Any]]] = {}
-        for p in points:
-            by_config.setdefault(str(p.get("config")), []).append(p)
-        for full, mine in by_config.items():
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers+text",
-                    "name": label(short.get(full, full)),
-                    "x": [number(p.get("req_tok_s")) for p in mine],
-                    "y": [number(p.get("tok_s")) for p in mine],
-                    "text": [label(p.get("load")) for p in mine],
-                    "textposition": "top center",
-                    "marker": {
-                        "size": 10,
-                        "color": colors.get(full),
-                        "symbol": ["circle" if p.get("front") else "circle-open" for p in mine],
-                    },
-                    "hovertemplate": "%{text}: %{x:,.0f} per-request, %{y:,.0f} aggregate "
-                    "tok/s<extra>%{fullData.name}</extra>",
-                }
-            )
-        front = sorted(
-            (p for p in points if p.get("front")), key=lambda p: number(p.get("req_tok_s")) or 0.0
-        )
-        if front:
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": "Pareto front",
-                    "x": [number(p.get("req_tok_s")) for p in front],
-                    "y": [number(p.get("tok_s")) for p in front],
-                    "line": {"color": "black", "dash": "dash", "width": 1},
-                    "hoverinfo": "skip",
-                }
-            )
-        if not data:
-            continue
-        out.append(
+    found = [_pareto_panel(i, g, short, colors) for i, g in enumerate(groups[:MAX_PARETO_PANELS])]
+    return [chart for chart in found if chart is not None]
+
+
+def _pareto_panel(
+    index: int, group: Mapping[str, Any], short: Mapping[str, str], colors: Mapping[str, str]
+) -> Chart | None:
+    points = [p for p in group.get("points") or [] if isinstance(p, Mapping)]
+    # One pass groups the points by config (in first-seen order), not a scan per config.
+    by_config: dict[str, list[Mapping[str, Any]]] = {}
+    for p in points:
+        by_config.setdefault(str(p.get("config")), []).append(p)
+    data = [_pareto_points(short.get(full, full), mine, colors.get(full))
+            for full, mine in by_config.items()]  # fmt: skip
+    front = sorted(
+        (p for p in points if p.get("front")), key=lambda p: number(p.get("req_tok_s")) or 0.0
+    )
+    if front:
+        data.append(
             {
-                "id": f"chart-pareto-{index}",
-                "title": f"Pareto front: context {group.get('context')}, {group.get('domain')}",
-                "note": "Filled: on the front (no other point beats it on both axes); "
-                "open: dominated or not eligible. Text: the load.",
-                "data": data,
-                "layout": {
-                    "xaxis": {"title": {"text": "per-request tok/s"}},
-                    "yaxis": {"title": {"text": "aggregate tok/s"}},
-                },
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Pareto front",
+                "x": [number(p.get("req_tok_s")) for p in front],
+                "y": [number(p.get("tok_s")) for p in front],
+                "line": {"color": "black", "dash": "dash", "width": 1},
+                "hoverinfo": "skip",
             }
         )
-    return out
+    if not data:
+        return None
+    return {
+        "id": f"chart-pareto-{index}",
+        "title": f"Pareto front: context {group.get('context')}, {group.get('domain')}",
+        "note": "Filled: on the front (no other point beats it on both axes); "
+        "open: dominated or not eligible. Text: the load.",
+        "data": data,
+        "layout": {
+            "xaxis": {"title": {"text": "per-request tok/s"}},
+            "yaxis": {"title": {"text": "aggregate tok/s"}},
+        },
+    }
+
+
+def _pareto_points(name: str, mine: Sequence[Mapping[str, Any]], color: str | None) -> Chart:
+    """One config's points of a Pareto panel, filled where on the front."""
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": label(name),
+        "x": [number(p.get("req_tok_s")) for p in mine],
+        "y": [number(p.get("tok_s")) for p in mine],
+        "text": [label(p.get("load")) for p in mine],
+        "textposition": "top center",
+        "marker": {
+            "size": 10,
+            "color": color,
+            "symbol": ["circle" if p.get("front") else "circle-open" for p in mine],
+        },
+        "hovertemplate": "%{text}: %{x:,.0f} per-request, %{y:,.0f} aggregate "
+        "tok/s<extra>%{fullData.name}</extra>",
+    }
 
 
 def _histograms(report: Mapping[str, Any]) -> dict[tuple[str, str], list[int]]:

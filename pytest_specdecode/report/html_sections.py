@@ -88,7 +88,7 @@ def items(lines: Sequence[str], cls: str = "") -> str:
 def simulated(report: Mapping[str, Any]) -> bool:
     """Whether any figure of the report came from the simulator."""
     return bool(report.get("simulated")) or any(
-        (c.get("service") or {}).get("simulated") for c in report.get("configs") or []
+        _service(c).get("simulated") for c in report.get("configs") or []
     )
 
 
@@ -179,50 +179,63 @@ def gate_rows(
     :func:`card_index`, built once for every card)."""
     index = card_index(report) if index is None else index
     label = str(config.get("label"))
-    service = config.get("service") or {}
-    rows: list[list[str]] = []
-    if config.get("errors"):
-        rows.append(["readiness", "FAILED", f"{len(config['errors'])} test(s) errored at setup"])
-    elif service:
-        phases = [str(p[0]) for p in service.get("phases") or [] if isinstance(p, Sequence) and p]
-        restarted = "restarted" if service.get("restarted") else "live server, no restart"
-        shown = " -> ".join(phases) or restarted
-        rows.append(["readiness", "passed", f"{shown}; {_secs(service.get('ready_seconds'))}"])
-    unverified = [str(u) for u in service.get("unverified") or []]
-    checked = service.get("speculative_algorithm") is not None or "verified" in str(
-        service.get("phases")
-    )
-    if service:
-        rows.append(
-            [
-                "config verified",
-                "partly" if unverified else "passed" if checked else "unknown",
-                f"not verifiable: {', '.join(unverified)}"
-                if unverified
-                else "every requested value seen in /server_info"
-                if checked
-                else "the report does not say (written by an older version)",
-            ]
-        )
-    died = config.get("server_died")
-    if isinstance(died, Mapping):
-        rows.append(["server alive", "FAILED", f"died after {died.get('after_tests')} tests: "
-                     f"{died.get('reason')}"])  # fmt: skip
-    lossless = config.get("lossless") or []
-    if lossless:
-        bad = [v for v in lossless if not v.get("passed")]
-        detail = "; ".join(str(v.get("detail")) for v in lossless)
-        rows.append(["lossless", "FAILED" if bad else "passed", detail])
+    rows = [*_readiness(config), *_verified(_service(config)), *_died(config), *_lossless(config)]
     for line in index.summary.get(label) or []:
         word = "FAILED" if " gate FAILED" in line else "passed"
         rows.append([line.split(" gate ")[0], word, line.split(": ", 1)[-1]])
     details = {r[2] for r in rows}
-    for line in index.failed.get(label) or []:
-        if line.split(": ", 1)[-1] not in details:
-            rows.append([line.split(":")[0], "FAILED", line])
+    rows += [
+        [line.split(":")[0], "FAILED", line]
+        for line in index.failed.get(label) or []
+        if line.split(": ", 1)[-1] not in details
+    ]
     if report.get("verdict"):
         rows.append(_eligible(index.standing, label))
     return rows
+
+
+def _service(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    return config.get("service") or {}
+
+
+def _readiness(config: Mapping[str, Any]) -> list[list[str]]:
+    service = _service(config)
+    if config.get("errors"):
+        return [["readiness", "FAILED", f"{len(config['errors'])} test(s) errored at setup"]]
+    if not service:
+        return []
+    phases = [str(p[0]) for p in service.get("phases") or [] if isinstance(p, Sequence) and p]
+    restarted = "restarted" if service.get("restarted") else "live server, no restart"
+    shown = " -> ".join(phases) or restarted
+    return [["readiness", "passed", f"{shown}; {_secs(service.get('ready_seconds'))}"]]
+
+
+def _verified(service: Mapping[str, Any]) -> list[list[str]]:
+    if not service:
+        return []
+    unverified = [str(u) for u in service.get("unverified") or []]
+    if unverified:
+        return [["config verified", "partly", f"not verifiable: {', '.join(unverified)}"]]
+    if service.get("speculative_algorithm") is not None or "verified" in str(service.get("phases")):
+        return [["config verified", "passed", "every requested value seen in /server_info"]]
+    return [["config verified", "unknown", "the report does not say (written by an older version)"]]
+
+
+def _died(config: Mapping[str, Any]) -> list[list[str]]:
+    died = config.get("server_died")
+    if not isinstance(died, Mapping):
+        return []
+    return [["server alive", "FAILED",
+             f"died after {died.get('after_tests')} tests: {died.get('reason')}"]]  # fmt: skip
+
+
+def _lossless(config: Mapping[str, Any]) -> list[list[str]]:
+    lossless = config.get("lossless") or []
+    if not lossless:
+        return []
+    bad = [v for v in lossless if not v.get("passed")]
+    detail = "; ".join(str(v.get("detail")) for v in lossless)
+    return [["lossless", "FAILED" if bad else "passed", detail]]
 
 
 def _eligible(standing: tables.Standing, label: str) -> list[str]:
@@ -256,7 +269,7 @@ def config_card(
     report: Mapping[str, Any], config: Mapping[str, Any], index: CardIndex | None = None
 ) -> str:
     label = str(config.get("label"))
-    service = config.get("service") or {}
+    service = _service(config)
     values = config.get("config") or {}
     shown = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], {}))
     phases = [
@@ -442,23 +455,8 @@ def coding(report: Mapping[str, Any], charts: ChartSlot) -> str:
     if not rated:
         return ""
     header = ["config", "pass rate", "pass@k", "failed"]
-    rows = [
-        [
-            str(c.get("label")),
-            _rate(c.get("pass_rate")),
-            ", ".join(f"pass@{p.get('k')} {figures.number(p.get('value'), 2)}"
-                      for p in c.get("pass_at_k") or []) or "-",
-            str(sum(1 for r in c.get("coding") or [] if not r.get("passed"))),
-        ]
-        for c in rated
-    ]  # fmt: skip
-    failures = [
-        [str(c.get("label")), str(r.get("problem")), str(r.get("status")),
-         _one_line(r.get("reason"))]
-        for c in rated
-        for r in c.get("coding") or []
-        if isinstance(r, Mapping) and not r.get("passed")
-    ]  # fmt: skip
+    rows = [_pass_rate_row(c) for c in rated]
+    failures = [row for c in rated for row in _failed_problems(c)]
     more = len(failures) - MAX_FAILURES
     return section(
         "coding",
@@ -470,6 +468,25 @@ def coding(report: Mapping[str, Any], charts: ChartSlot) -> str:
         if failures else para("Every problem passed under every config."),
         para(f"... and {more} more failures (see the JSON report)." if more > 0 else ""),
     )  # fmt: skip
+
+
+def _pass_rate_row(config: Mapping[str, Any]) -> list[str]:
+    return [
+        str(config.get("label")),
+        _rate(config.get("pass_rate")),
+        ", ".join(f"pass@{p.get('k')} {figures.number(p.get('value'), 2)}"
+                  for p in config.get("pass_at_k") or []) or "-",
+        str(sum(1 for r in config.get("coding") or [] if not r.get("passed"))),
+    ]  # fmt: skip
+
+
+def _failed_problems(config: Mapping[str, Any]) -> list[list[str]]:
+    return [
+        [str(config.get("label")), str(r.get("problem")), str(r.get("status")),
+         _one_line(r.get("reason"))]
+        for r in config.get("coding") or []
+        if isinstance(r, Mapping) and not r.get("passed")
+    ]  # fmt: skip
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -530,22 +547,32 @@ def search(report: Mapping[str, Any]) -> str:
 
 def _generic(value: Any, depth: int) -> str:
     if isinstance(value, Mapping):
-        if depth > 3:
-            return f"<code>{esc(value)}</code>"
-        scalars = [(str(k), v) for k, v in value.items() if not isinstance(v, (Mapping, list))]
-        nested = [(str(k), v) for k, v in value.items() if isinstance(v, (Mapping, list))]
-        out = _pairs([(k, _scalar(v)) for k, v in scalars])
-        for key, inner in nested:
-            out += f"<h4>{esc(key)}</h4>{_generic(inner, depth + 1)}"
-        return out
+        return _generic_mapping(value, depth)
     if isinstance(value, list):
-        if value and all(isinstance(v, Mapping) for v in value):
-            keys = list(dict.fromkeys(str(k) for v in value for k in v))
-            rows = [[_scalar(v.get(k)) for k in keys] for v in value[:MAX_SEARCH_ROWS]]
-            more = len(value) - MAX_SEARCH_ROWS
-            return table(keys, rows) + para(f"... and {more} more" if more > 0 else "")
-        return items([_scalar(v) for v in value[:MAX_SEARCH_ROWS]])
+        return _generic_list(value)
     return para(_scalar(value))
+
+
+def _generic_mapping(value: Mapping[Any, Any], depth: int) -> str:
+    """Its scalar values as pairs, then each nested value under its key (to depth 3)."""
+    if depth > 3:
+        return f"<code>{esc(value)}</code>"
+    scalars = [(str(k), v) for k, v in value.items() if not isinstance(v, (Mapping, list))]
+    nested = [(str(k), v) for k, v in value.items() if isinstance(v, (Mapping, list))]
+    out = _pairs([(k, _scalar(v)) for k, v in scalars])
+    for key, inner in nested:
+        out += f"<h4>{esc(key)}</h4>{_generic(inner, depth + 1)}"
+    return out
+
+
+def _generic_list(value: list[Any]) -> str:
+    """A list of mappings as a table (a column per key), any other list as items."""
+    if value and all(isinstance(v, Mapping) for v in value):
+        keys = list(dict.fromkeys(str(k) for v in value for k in v))
+        rows = [[_scalar(v.get(k)) for k in keys] for v in value[:MAX_SEARCH_ROWS]]
+        more = len(value) - MAX_SEARCH_ROWS
+        return table(keys, rows) + para(f"... and {more} more" if more > 0 else "")
+    return items([_scalar(v) for v in value[:MAX_SEARCH_ROWS]])
 
 
 def _scalar(value: Any) -> str:
@@ -561,35 +588,18 @@ def _scalar(value: Any) -> str:
 
 
 def provenance(report: Mapping[str, Any]) -> str:
-    settings = report.get("settings") or {}
+    run = _run_facts(report)
     found = configs_of(report)
-    versions = sorted({str(v) for c in found if (v := (c.get("service") or {}).get("version"))})
-    run = [
-        ("simulated", "yes" if simulated(report) else "no"),
-        ("pytest-specdecode", report.get("plugin")),
-        ("SGLang (server version)", ", ".join(versions) or None),
-        ("SGLang dialect / version asked", f"{report.get('dialect')} / "
-         f"{settings.get('sglang_version') or 'auto'}"),
-        ("pytest / Python", f"{report.get('pytest')} / {report.get('python')}"),
-        ("git commit", report.get("git_commit") or "not a git checkout"),
-        ("hosts", ", ".join(str(h) for h in report.get("hosts") or []) or None),
-        ("control", report.get("control")),
-        ("started", report.get("started")),
-        ("finished", report.get("finished")),
-        ("simulator defaults", "; ".join(map(str, report.get("simulator_defaults") or [])) or None),
-        ("intervals", report.get("intervals")),
-        ("speedup method", (report.get("speedup") or {}).get("method")),
-    ]  # fmt: skip
     launch = [
         [
             str(c.get("label")),
-            str((c.get("service") or {}).get("host") or "-"),
-            str((c.get("service") or {}).get("launch_command") or report.get("launch") or "-"),
+            str(_service(c).get("host") or "-"),
+            str(_service(c).get("launch_command") or report.get("launch") or "-"),
         ]
         for c in found
     ]
     facts = [
-        [str(c.get("label")), *(_scalar((c.get("service") or {}).get(k)) for k in _FACTS)]
+        [str(c.get("label")), *(_scalar(_service(c).get(k)) for k in _FACTS)]
         for c in found
         if c.get("service")
     ]
@@ -602,3 +612,30 @@ def provenance(report: Mapping[str, Any]) -> str:
               "report its own)"),
         table(["config", *_FACTS], facts, caption="server facts the gate checked"),
     )  # fmt: skip
+
+
+def _run_facts(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """What the whole run ran on and when (a missing fact is None)."""
+    settings = report.get("settings") or {}
+    versions = {str(v) for c in configs_of(report) if (v := _service(c).get("version"))}
+    return [
+        ("simulated", "yes" if simulated(report) else "no"),
+        ("pytest-specdecode", report.get("plugin")),
+        ("SGLang (server version)", _joined(", ", sorted(versions))),
+        ("SGLang dialect / version asked", f"{report.get('dialect')} / "
+         f"{settings.get('sglang_version') or 'auto'}"),
+        ("pytest / Python", f"{report.get('pytest')} / {report.get('python')}"),
+        ("git commit", report.get("git_commit") or "not a git checkout"),
+        ("hosts", _joined(", ", report.get("hosts"))),
+        ("control", report.get("control")),
+        ("started", report.get("started")),
+        ("finished", report.get("finished")),
+        ("simulator defaults", _joined("; ", report.get("simulator_defaults"))),
+        ("intervals", report.get("intervals")),
+        ("speedup method", (report.get("speedup") or {}).get("method")),
+    ]  # fmt: skip
+
+
+def _joined(sep: str, values: Any) -> str | None:
+    """The values as text joined by ``sep``; None when there are none."""
+    return sep.join(map(str, values or [])) or None

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.report import tables
 
 TITLE = "pytest-specdecode run"
@@ -34,23 +33,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         out += [f"> {SIM_NOTE}", ""]
     out += _gates(report)
     out += _sweep(report)
-    if configs:
-        out += ["### Configs", "", *_config_table(configs), ""]
-        phases = tables.start_phases(configs)
-        if phases[1]:
-            out += ["#### Start phases", "", *_cells(phases), ""]
-    else:
-        out += ["No config was measured.", ""]
+    out += _configs(configs)
     simulated = " (simulated)" if _simulated(report, configs) else ""
     if any(c.get("throughput") for c in configs):
         out += _throughput(report, simulated)
     out += _coding_failures(configs)
-    compare = report.get("compare")
-    if compare:
-        out += [f"### Compared with {_esc(str(compare.get('baseline')))}", ""]
-        out += [*_text_table(str(compare.get("table", ""))), ""]
-        notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
-        out += [*(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
+    out += _compare(report.get("compare"))
     if tables.ranks_several(report):
         out += _verdict(report, simulated)
     from pytest_specdecode.report.search_summary import markdown_lines
@@ -108,6 +96,26 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
         for row in cells:
             row[-1] = re.sub(r"^FAILED\b", "**FAILED**", row[-1])
     return _table([_esc(h) for h in header], cells, right)
+
+
+def _configs(configs: list[dict[str, Any]]) -> list[str]:
+    if not configs:
+        return ["No config was measured.", ""]
+    out = ["### Configs", "", *_config_table(configs), ""]
+    phases = tables.start_phases(configs)
+    if phases[1]:
+        out += ["#### Start phases", "", *_cells(phases), ""]
+    return out
+
+
+def _compare(compare: Any) -> list[str]:
+    """The comparison with a saved run: its table, then the inconclusive findings."""
+    if not compare:
+        return []
+    out = [f"### Compared with {_esc(str(compare.get('baseline')))}", ""]
+    out += [*_text_table(str(compare.get("table", ""))), ""]
+    notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
+    return [*out, *(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
 
 
 def _cells(table: tables.Table) -> list[str]:
@@ -225,8 +233,3 @@ def _row(cells: Sequence[str]) -> str:
 def _esc(text: str) -> str:
     """Text safe inside a table cell or list item: no markup, no pipes, one line."""
     return _SPECIAL.sub(r"\\\1", " ".join(text.split()))
-
-
-def _num(value: Any, digits: int, unit: str = "") -> str:
-    shown = figures.number(value, digits)
-    return shown if shown == figures.MISSING else f"{shown}{unit}"

@@ -257,57 +257,77 @@ def panel_title(panel: tuple[int, str], panels: Sequence[tuple[int, str]]) -> st
 
 def panels_of(points: Sequence[Point]) -> list[tuple[int, str]]:
     """The (context, domain) panels of the points, by context then domain order."""
-    found = {p.panel for p in points}
-    return sorted(found, key=lambda k: (k[0], DOMAINS.index(k[1]) if k[1] in DOMAINS else 9, k[1]))
+    return sorted({p.panel for p in points}, key=_panel_order)
+
+
+def _panel_order(panel: tuple[int, str]) -> tuple[int, int, str]:
+    context, domain = panel
+    return (context, DOMAINS.index(domain) if domain in DOMAINS else 9, domain)
 
 
 def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: bool) -> Figure:
-    points = [p for p in points if p.closed_loop]
-    keys = panels_of([p for p in points if p.tok_s is not None])
+    shown = [p for p in points if p.closed_loop and p.tok_s is not None]
+    levels = [Level(p.config, p.panel, p.concurrency, p.tok_s or 0.0, p.low, p.high) for p in shown]
+    title = "Output throughput vs concurrency (higher is better)\nband: 95% interval over rounds"
+    return concurrency_figure(
+        levels, panels_of(shown), colors, "output tok/s (aggregate)", title, simulated
+    )
+
+
+@dataclass(frozen=True)
+class Level:
+    """One config's figure at one concurrency of a panel, with its 95% interval."""
+
+    config: str
+    panel: tuple[int, str]
+    concurrency: int
+    value: float
+    low: float | None
+    high: float | None
+
+
+def concurrency_figure(levels: Sequence[Level], keys: Sequence[tuple[int, str]],
+                       colors: dict[str, str], ylabel: str, title: str, simulated: bool, *,
+                       unity: bool = False) -> Figure:  # fmt: skip
+    """A panel per key, a line per config against concurrency with its interval as a
+    band (``unity``: and a dotted line at 1.0)."""
     figure = _new_figure(max(5.5, 4.6 * len(keys)), 4.8)
     axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
     handles: dict[str, Any] = {}
     for ax, key in zip(axes, keys, strict=True):
-        here = [p for p in points if p.panel == key and p.tok_s is not None]
-        levels = sorted({p.concurrency for p in here})
+        here = [p for p in levels if p.panel == key]
         for label in colors:
             mine = sorted((p for p in here if p.config == label), key=lambda p: p.concurrency)
-            if not mine:
-                continue
-            (line,) = ax.plot(
-                [p.concurrency for p in mine],
-                [p.tok_s or 0.0 for p in mine],
-                marker="o",
-                color=colors[label],
-                label=label,
-            )
-            banded = [p for p in mine if p.low is not None and p.high is not None]
-            if banded:  # the 95% interval over rounds, as a band (error bars)
-                ax.fill_between(
-                    [p.concurrency for p in banded],
-                    [p.low or 0.0 for p in banded],
-                    [p.high or 0.0 for p in banded],
-                    color=colors[label],
-                    alpha=0.18,
-                    linewidth=0,
-                )
-            handles.setdefault(label, line)
-        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
+            if mine:
+                handles.setdefault(label, _level_line(ax, mine, colors[label]))
+        if unity:
+            ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+        steps = sorted({p.concurrency for p in here})
+        if len(steps) > 1 and steps[-1] / steps[0] >= 4:
             ax.set_xscale("log", base=2)
-        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.set_xticks(steps, [str(c) for c in steps])
         ax.minorticks_off()
         ax.set_ylim(bottom=0)
         ax.set_title(panel_title(key, keys))
         ax.set_xlabel("concurrent requests")
-        ax.set_ylabel("output tok/s (aggregate)")
+        ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
     handles_legend(figure, handles, "config")
-    _title(
-        figure,
-        "Output throughput vs concurrency (higher is better)\nband: 95% interval over rounds",
-        simulated,
-    )
+    _title(figure, title, simulated)
     return figure
+
+
+def _level_line(ax: Axes, mine: Sequence[Level], color: str) -> Any:
+    """One config's line through its levels, the 95% interval over rounds as a band."""
+    xs = [p.concurrency for p in mine]
+    (line,) = ax.plot(xs, [p.value for p in mine], marker="o", color=color, label=mine[0].config)
+    bands = [
+        (p.concurrency, p.low, p.high) for p in mine if p.low is not None and p.high is not None
+    ]
+    if bands:
+        band_xs, lows, highs = zip(*bands, strict=True)
+        ax.fill_between(band_xs, lows, highs, color=color, alpha=0.18, linewidth=0)
+    return line
 
 
 def _accept_by_context(points: list[Point]) -> dict[str, dict[tuple[int, str], float]]:
@@ -335,10 +355,7 @@ def _accept_figure(
     accept: dict[str, dict[tuple[int, str], float]], colors: dict[str, str], simulated: bool
 ) -> Figure:
     labels = [label for label in colors if label in accept]
-    contexts = sorted(
-        {c for values in accept.values() for c in values},
-        key=lambda k: (k[0], DOMAINS.index(k[1]) if k[1] in DOMAINS else 9, k[1]),
-    )
+    contexts = sorted({c for values in accept.values() for c in values}, key=_panel_order)
     several = len({d for _, d in contexts}) > 1
     figure = _new_figure(min(16.0, max(7.0, 0.5 * len(contexts) * len(labels) + 2)), 5.4)
     ax: Axes = figure.add_subplot()
@@ -403,26 +420,9 @@ def _heatmap_figure(sweep: Sweep, points: list[Point], simulated: bool) -> Figur
     for ax, key in zip(axes, contexts, strict=True):
         here = [p for p in mine if p.panel == key]
         top = max(p.concurrency for p in here)
-        grid = [[math.nan] * len(cols) for _ in rows]
-        for p in here:
-            if p.concurrency == top and p.tok_s is not None:
-                r, c = sweep.cells[p.config]
-                grid[rows.index(r)][cols.index(c)] = p.tok_s
+        grid = _heatmap_grid(sweep, [p for p in here if p.concurrency == top], rows, cols)
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
-        finite = [v for line in grid for v in line if not math.isnan(v)]
-        low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
-        for i, line in enumerate(grid):
-            for j, value in enumerate(line):
-                dark = not math.isnan(value) and (value - low) < 0.5 * (high - low or 1)
-                ax.text(
-                    j,
-                    i,
-                    _fmt(value, 0),
-                    ha="center",
-                    va="center",
-                    color="white" if dark else "black",
-                    fontsize=9,
-                )
+        _cell_texts(ax, grid)
         ax.set_xticks(range(len(cols)), [_value_text(c) for c in cols])
         ax.set_yticks(range(len(rows)), [_value_text(r) for r in rows])
         ax.set_xlabel(sweep.col_key)
@@ -436,6 +436,29 @@ def _heatmap_figure(sweep: Sweep, points: list[Point], simulated: bool) -> Figur
         simulated,
     )
     return figure
+
+
+def _heatmap_grid(
+    sweep: Sweep, points: Sequence[Point], rows: list[Any], cols: list[Any]
+) -> list[list[float]]:
+    """tok/s by (row value, column value) of the sweep; NaN where not measured."""
+    grid = [[math.nan] * len(cols) for _ in rows]
+    for p in points:
+        if p.tok_s is not None:
+            r, c = sweep.cells[p.config]
+            grid[rows.index(r)][cols.index(c)] = p.tok_s
+    return grid
+
+
+def _cell_texts(ax: Axes, grid: list[list[float]]) -> None:
+    """Each heatmap cell's value written on it, white on the darker half of the scale."""
+    finite = [v for line in grid for v in line if not math.isnan(v)]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    for i, line in enumerate(grid):
+        for j, value in enumerate(line):
+            dark = not math.isnan(value) and (value - low) < 0.5 * (high - low or 1)
+            color = "white" if dark else "black"
+            ax.text(j, i, _fmt(value, 0), ha="center", va="center", color=color, fontsize=9)
 
 
 # --- helpers ---------------------------------------------------------------

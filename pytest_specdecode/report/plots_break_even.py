@@ -45,38 +45,17 @@ def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulate
     for ax, (domain, kind) in zip(axes, keys, strict=True):
         loads: set[float] = set()
         for r in found:
-            if (str(r.get("domain")), str(r.get("load_kind"))) != (domain, kind):
-                continue
-            label = str(r.get("config"))
-            color = colors.get(label, "C0")
-            xs = [float(x) for x in r["loads"]]
-            loads.update(xs)
-            (line,) = ax.plot(xs, r["speedups"], marker="o", color=color, label=label)
-            handles.setdefault(label, line)
-            lows, highs = r.get("lows") or [], r.get("highs") or []
-            if len(lows) == len(xs) == len(highs) and None not in (*lows, *highs):
-                ax.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
-            at = r.get("break_even")
-            if isinstance(at, (int, float)):
-                low, high = r.get("low"), r.get("high")
-                left = at - (low if isinstance(low, (int, float)) else min(xs))
-                right = (high if isinstance(high, (int, float)) else max(xs)) - at
-                ax.errorbar(
-                    [at], [1.0], xerr=[[left], [right]], fmt="X", color=color, markersize=11,
-                    capsize=4, zorder=5,
-                )  # fmt: skip
-                ax.annotate(
-                    f"{at:.3g}", (at, 1.0), textcoords="offset points", xytext=(4, 8),
-                    color=color, fontsize=8,
-                )  # fmt: skip
+            if (str(r.get("domain")), str(r.get("load_kind"))) == (domain, kind):
+                label = str(r.get("config"))
+                line, xs = _curve(ax, r, colors.get(label, "C0"))
+                loads.update(xs)
+                handles.setdefault(label, line)
         ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
         levels = sorted(loads)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(levels, [f"{x:g}" for x in levels])
-        ys = [float(y) for r in found for y in (*r["speedups"], *(r.get("lows") or []),
-              *(r.get("highs") or [])) if isinstance(y, (int, float)) and y > 0]  # fmt: skip
-        ticks = [t for t in YTICKS if min(ys, default=1.0) / 1.2 <= t <= max(ys, default=1.0) * 1.2]
+        ticks = _yticks(found)
         ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
         ax.minorticks_off()
         ax.set_title(f"{domain}" if len(keys) > 1 else f"{domain} ({kind})")
@@ -91,3 +70,33 @@ def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulate
         simulated,
     )
     return figure
+
+
+def _curve(ax: Axes, r: Mapping[str, Any], color: str) -> tuple[Any, list[float]]:
+    """One record's speedups against load, its band, its crossing; the line and loads."""
+    xs = [float(x) for x in r["loads"]]
+    (line,) = ax.plot(xs, r["speedups"], marker="o", color=color, label=str(r.get("config")))
+    lows, highs = r.get("lows") or [], r.get("highs") or []
+    if len(lows) == len(xs) == len(highs) and None not in (*lows, *highs):
+        ax.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
+    at = r.get("break_even")
+    if isinstance(at, (int, float)):
+        low, high = r.get("low"), r.get("high")
+        left = at - (low if isinstance(low, (int, float)) else min(xs))
+        right = (high if isinstance(high, (int, float)) else max(xs)) - at
+        ax.errorbar(
+            [at], [1.0], xerr=[[left], [right]], fmt="X", color=color, markersize=11,
+            capsize=4, zorder=5,
+        )  # fmt: skip
+        ax.annotate(
+            f"{at:.3g}", (at, 1.0), textcoords="offset points", xytext=(4, 8),
+            color=color, fontsize=8,
+        )  # fmt: skip
+    return line, xs
+
+
+def _yticks(found: Sequence[Mapping[str, Any]]) -> list[float]:
+    """The ticks of :data:`YTICKS` that every record's speedups and bounds span."""
+    ys = [float(y) for r in found for y in (*r["speedups"], *(r.get("lows") or []),
+          *(r.get("highs") or [])) if isinstance(y, (int, float)) and y > 0]  # fmt: skip
+    return [t for t in YTICKS if min(ys, default=1.0) / 1.2 <= t <= max(ys, default=1.0) * 1.2]

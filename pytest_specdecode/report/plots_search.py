@@ -34,18 +34,9 @@ def _figure(visits: list[Mapping[str, Any]], metric: str, simulated: bool) -> Fi
     ax = figure.subplots()
     xs, best_line, best = [], [], None
     for n, visit in enumerate(visits, 1):
-        value = visit.get("objective")
-        interval = visit.get("interval") or {}
-        if isinstance(value, (int, float)):
-            low, high = interval.get("low"), interval.get("high")
-            feasible = bool(visit.get("feasible"))
-            if feasible and isinstance(low, (int, float)) and isinstance(high, (int, float)):
-                ax.errorbar([n], [value], yerr=[[value - low], [high - value]], fmt="o",
-                            color="C0", capsize=3)  # fmt: skip
-            else:
-                ax.plot([n], [value], "o" if feasible else "x", color="C0" if feasible else "C3")
-            if feasible and (best is None or value > best):
-                best = value
+        value = _visit(ax, n, visit)
+        if value is not None and (best is None or value > best):
+            best = value
         xs.append(n)
         best_line.append(best)
     shown = [(x, b) for x, b in zip(xs, best_line, strict=True) if b is not None]
@@ -60,6 +51,23 @@ def _figure(visits: list[Mapping[str, Any]], metric: str, simulated: bool) -> Fi
     ax.grid(True, alpha=0.3)
     plots._title(figure, "Search: objective by restart (x: infeasible)", simulated)
     return figure
+
+
+def _visit(ax: Any, n: int, visit: Mapping[str, Any]) -> Any:
+    """One visit's objective as a point (a cross when infeasible), its interval as an
+    error bar; the objective when it is feasible, else None."""
+    value = visit.get("objective")
+    interval = visit.get("interval") or {}
+    if not isinstance(value, (int, float)):
+        return None
+    low, high = interval.get("low"), interval.get("high")
+    feasible = bool(visit.get("feasible"))
+    if feasible and isinstance(low, (int, float)) and isinstance(high, (int, float)):
+        ax.errorbar([n], [value], yerr=[[value - low], [high - value]], fmt="o",
+                    color="C0", capsize=3)  # fmt: skip
+    else:
+        ax.plot([n], [value], "o" if feasible else "x", color="C0" if feasible else "C3")
+    return value if feasible else None
 
 
 def _short(label: Any) -> str:

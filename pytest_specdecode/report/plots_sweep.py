@@ -43,7 +43,7 @@ def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) ->
 # --- speedup --------------------------------------------------------------------
 
 
-def _speedup_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _speedup_points(report: Mapping[str, Any]) -> list[plots.Level]:
     points = []
     for config in report.get("configs") or []:
         for case in config.get("throughput") or []:
@@ -53,65 +53,22 @@ def _speedup_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             value = found.get("value")
             if not isinstance(value, (int, float)) or context is None or load.startswith("r"):
                 continue
+            concurrency = int(load.split("-")[0][1:])
             points.append(
-                {
-                    "config": str(config.get("label")),
-                    "panel": (context, domain),
-                    "concurrency": int(load.split("-")[0][1:]),
-                    "value": float(value),
-                    "low": found.get("low"),
-                    "high": found.get("high"),
-                }
-            )
+                plots.Level(str(config.get("label")), (context, domain), concurrency,
+                            float(value), found.get("low"), found.get("high"))
+            )  # fmt: skip
     return points
 
 
-def _speedup_figure(
-    points: list[dict[str, Any]], colors: dict[str, str], simulated: bool
-) -> Figure:
-    keys = sorted({p["panel"] for p in points}, key=lambda k: (k[0], tables.domain_rank(k[1])))
-    figure = plots._new_figure(max(5.5, 4.6 * len(keys)), 4.8)
-    axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
-    handles: dict[str, Any] = {}
-    for ax, key in zip(axes, keys, strict=True):
-        here = [p for p in points if p["panel"] == key]
-        levels = sorted({p["concurrency"] for p in here})
-        for label in colors:
-            mine = sorted((p for p in here if p["config"] == label), key=lambda p: p["concurrency"])
-            if not mine:
-                continue
-            xs = [p["concurrency"] for p in mine]
-            (line,) = ax.plot(xs, [p["value"] for p in mine], marker="o", color=colors[label])
-            line.set_label(label)
-            banded = [p for p in mine if p["low"] is not None and p["high"] is not None]
-            if banded:
-                ax.fill_between(
-                    [p["concurrency"] for p in banded],
-                    [p["low"] for p in banded],
-                    [p["high"] for p in banded],
-                    color=colors[label],
-                    alpha=0.18,
-                    linewidth=0,
-                )
-            handles.setdefault(label, line)
-        ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(levels, [str(c) for c in levels])
-        ax.minorticks_off()
-        ax.set_ylim(bottom=0)
-        ax.set_title(plots.panel_title(key, keys))
-        ax.set_xlabel("concurrent requests")
-        ax.set_ylabel("speedup (baseline TPOT / config TPOT)")
-        ax.grid(True, alpha=0.3)
-    plots.handles_legend(figure, handles, "config")
-    plots._title(
-        figure,
+def _speedup_figure(points: list[plots.Level], colors: dict[str, str], simulated: bool) -> Figure:
+    keys = sorted({p.panel for p in points}, key=lambda k: (k[0], tables.domain_rank(k[1])))
+    title = (
         "Speedup over the non-speculative baseline (higher is better)\n"
-        "band: 95% interval over rounds; dotted: no speedup",
-        simulated,
+        "band: 95% interval over rounds; dotted: no speedup"
     )
-    return figure
+    ylabel = "speedup (baseline TPOT / config TPOT)"
+    return plots.concurrency_figure(points, keys, colors, ylabel, title, simulated, unity=True)
 
 
 # --- Pareto front -------------------------------------------------------------------
@@ -126,26 +83,8 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
         points = group["points"]
         for label in colors:
             mine = [p for p in points if p["config"] == label]
-            if not mine:
-                continue
-            marker = "o" if all(p.get("eligible", True) for p in mine) else "x"
-            handle = ax.scatter(
-                [p["req_tok_s"] for p in mine],
-                [p["tok_s"] for p in mine],
-                color=colors[label],
-                marker=marker,
-                label=label,
-                zorder=3,
-            )
-            handles.setdefault(label, handle)
-            for p in mine:
-                ax.annotate(
-                    str(p["load"]),
-                    (p["req_tok_s"], p["tok_s"]),
-                    textcoords="offset points",
-                    xytext=(4, 4),
-                    fontsize=7,
-                )
+            if mine:
+                handles.setdefault(label, _config_points(ax, mine, colors[label]))
         front = sorted((p for p in points if p.get("front")), key=lambda p: p["req_tok_s"])
         if front:
             (line,) = ax.plot(
@@ -171,6 +110,29 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
         simulated,
     )
     return figure
+
+
+def _config_points(ax: Axes, mine: list[dict[str, Any]], color: str) -> Any:
+    """One config's (load) points of a Pareto panel, each labelled with its load;
+    crosses when one of them failed a gate."""
+    marker = "o" if all(p.get("eligible", True) for p in mine) else "x"
+    handle = ax.scatter(
+        [p["req_tok_s"] for p in mine],
+        [p["tok_s"] for p in mine],
+        color=color,
+        marker=marker,
+        label=mine[0]["config"],
+        zorder=3,
+    )
+    for p in mine:
+        ax.annotate(
+            str(p["load"]),
+            (p["req_tok_s"], p["tok_s"]),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=7,
+        )
+    return handle
 
 
 # --- acceptance histogram ---------------------------------------------------------
