@@ -39,9 +39,9 @@ LAYERS: dict[str, float] = {
     "coding": 4,
     "throughput": 4,
     "report": 5,
-    "hookspecs": 6,
+    # the registered session, built from parts; its hookspecs and what keeps the plugin
+    # inert until a run uses it
     "session": 6,
-    "inert": 6,  # the plugin stays inert until a run uses it (starts the session then)
     "search": 6,  # --dflash-search: the run order of a search (registered by the plugin)
     "plugin": 7,
     "suite": 6,

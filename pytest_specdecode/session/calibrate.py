@@ -1,0 +1,35 @@
+"""The load client's null-server figures, calibrated once before the first throughput
+case: a round run on a loaded machine is measured again against them."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report.outputs import RunOutputs
+from pytest_specdecode.session.items import case_of, item_kind, runs_tests, terminal
+from pytest_specdecode.throughput import calibration
+
+
+class Calibrating:
+    def __init__(self, config: pytest.Config, settings: Settings, outputs: RunOutputs) -> None:
+        self.config = config
+        self.settings = settings
+        self.outputs = outputs
+        self.found: calibration.Calibration | None = None
+
+    def before_run(self, items: list[pytest.Item]) -> None:
+        """The load client's ceiling, only in a run that has a throughput case (under
+        xdist the controller collects nothing, so no)."""
+        if self.settings.client_calibration == "off" or not runs_tests(self.config):
+            return
+        cases = [case_of(i) for i in items if item_kind(i) == "throughput"]
+        concurrencies = calibration.case_concurrencies(cases)
+        if not concurrencies:
+            return
+        found = calibration.calibrate(concurrencies, max(c.max_tokens for c in cases))
+        self.outputs.calibration = found.to_json()
+        self.found = found
+        reporter = terminal(self.config)
+        if reporter is not None:
+            reporter.write_line(calibration.summary_line(found))
