@@ -6,8 +6,8 @@ pytest-xdist's ``DSession``: hook methods stay short and call the parts, each
 with one job: the target and its header (:mod:`.target`), the collection
 (:mod:`.collect`), the resume (:mod:`.resume_state`), each test's guard
 (:mod:`.running`), the sweep's progress (:mod:`.sweep`), the calibration
-(:mod:`.calibrate`), the warnings (:mod:`.notices`), the dry run's plan
-(:mod:`.plan`) and the end of the run (:mod:`.finish`).
+(:mod:`.calibrate`), the warnings (:mod:`.notices`), what the collection
+tells the terminal (:mod:`.collected`) and the end of the run (:mod:`.finish`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from pytest_specdecode.report import gates, results
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.signals import TermAsInterrupt
-from pytest_specdecode.session import finish
+from pytest_specdecode.session import collected, finish
 from pytest_specdecode.session.calibrate import Calibrating
 from pytest_specdecode.session.collect import Collection
-from pytest_specdecode.session.items import item_kind, skip_reason, terminal
+from pytest_specdecode.session.items import skip_reason, terminal
 from pytest_specdecode.session.notices import Notices
-from pytest_specdecode.session.plan import dry_run_lines
 from pytest_specdecode.session.resume_state import ResumeState
 from pytest_specdecode.session.running import Running
 from pytest_specdecode.session.sweep import Sweep
@@ -66,23 +65,13 @@ class SpecDecodeSession:
         self.notices = Notices(config, settings)
         self.target = Target(config, settings)
         self.dry_workers = self.target.dry_workers
-        self.resume = (
-            ResumeState.load(
-                config, settings, shared_dir(config), self.collection.problem_set, self.results
-            )
-            if settings.resume
-            else None
+        self.resume = ResumeState.for_run(
+            config, settings, self.collection.problem_set, self.results
         )
         # -qq: no progress lines at all (errors still say what happened).
         shown = self.controller and config.get_verbosity() > -2
         self.progress = Progress.for_stderr(enabled=shown, redact=self.redactor)
-        self.sweep = Sweep(
-            config,
-            self.results,
-            self.progress,
-            parallel=self.target.parallel,
-            planned=lambda: self.collection.planned,
-        )
+        self.sweep = Sweep(config, self.results, self.progress, self.target, self.collection)
         self.services = self.target.services(
             self.progress, self.collection.resolver.dialect, self.redactor
         )
@@ -132,27 +121,7 @@ class SpecDecodeSession:
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collection.finish(session.items)
-        reporter = terminal(self.config)
-        if reporter is not None and self.controller:
-            for line, red in self.collection.notes():
-                reporter.write_line(line, red=red)
-        if any(item_kind(item) == "coding" for item in session.items) and self.controller:
-            self.notices.sandbox()
-        if self.resume is not None and reporter is not None and self.controller:
-            for line, yellow in self.resume.notes(len(session.items)):
-                reporter.write_line(line, yellow=yellow)
-        if self.settings.dry_run and reporter is not None:
-            reporter.section("dflash dry run")
-            carried = self.resume.whole() if self.resume is not None else []
-            for line in dry_run_lines(
-                session.items,
-                self.collection,
-                self.services,
-                carried=carried,
-                workers=self.dry_workers,
-                redactor=self.redactor,
-            ):
-                reporter.write_line(line)
+        collected.write(self, session.items)
 
     # --- running ----------------------------------------------------------
 

@@ -15,6 +15,7 @@ from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.session.items import item_config, item_kind
+from pytest_specdecode.session.target import shared_dir
 from pytest_specdecode.throughput.runner import LosslessBaseline
 
 if TYPE_CHECKING:
@@ -32,17 +33,20 @@ class ResumeState:
         self.carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
 
     @classmethod
-    def load(
+    def for_run(
         cls,
         config: pytest.Config,
         settings: Settings,
-        shared: Path | None,
         problem_set: Callable[[], dict[str, str] | None],
         results: RunResults,
-    ) -> ResumeState:
+    ) -> ResumeState | None:
+        """The resume of a --dflash-resume run (None without it)."""
+        if not settings.resume:
+            return None
         from pytest_specdecode.report.resume import Resume
 
         # Workers read the copy the controller made before any test rewrote the report.
+        shared = shared_dir(config)
         copy = distributed.shared_resume(shared) if shared else None
         path = copy or settings.resume or ""
         return cls(Resume.load(path, settings, config.rootpath, problem_set), config, results)

@@ -3,7 +3,6 @@ the time left, on the progress line and in the report."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,6 +12,8 @@ from pytest_specdecode.progress import Progress
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
 from pytest_specdecode.service import xdist as distributed
+from pytest_specdecode.session.collect import Collection
+from pytest_specdecode.session.target import Target
 
 
 class Sweep:
@@ -24,21 +25,20 @@ class Sweep:
         config: pytest.Config,
         results: RunResults,
         progress: Progress,
-        *,
-        parallel: int,
-        planned: Callable[[], dict[str, int]],
+        target: Target,
+        collection: Collection,
     ) -> None:
         self.config = config
         self.results = results
         self.progress = progress
-        self.progress_of = SweepProgress(parallel=parallel)
-        self._planned = planned
+        self.progress_of = SweepProgress(parallel=target.parallel)
+        self.collection = collection
         self._done_planning = False
 
     def plan(self) -> None:
         if not self._done_planning:
             self._done_planning = True
-            tests = distributed.planned_tests(self.config) or self._planned()
+            tests = distributed.planned_tests(self.config) or self.collection.planned
             configs = self.results.configs
             whole = {k for k, r in configs.items() if r.carried and r.carried["whole"]}
             self.progress_of.plan(tests, dict.fromkeys(whole, 0))
