@@ -13,7 +13,7 @@ tells the terminal (:mod:`.collected`) and the end of the run (:mod:`.finish`).
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -35,9 +35,6 @@ from pytest_specdecode.session.sweep import Sweep
 from pytest_specdecode.session.target import Target, shared_dir, verbose_header_lines
 from pytest_specdecode.throughput import calibration
 from pytest_specdecode.throughput.runner import LosslessBaseline
-
-if TYPE_CHECKING:
-    from pytest_specdecode.coding.problem import Problem
 
 
 class SpecDecodeSession:
@@ -93,15 +90,6 @@ class SpecDecodeSession:
         """On an xdist worker: whether no other worker can load its server (throughput
         cases are then measured without pytest-benchmark, which is off under xdist)."""
         return distributed.holds_host_alone(self.config, self.settings, self.services.target)
-
-    def problem_set(self) -> dict[str, str] | None:
-        """The run's problems by name and definition digest (for --dflash-resume); None
-        when they do not load (their collection error says why)."""
-        return self.collection.problem_set()
-
-    def problems(self) -> list[Problem]:
-        """The run's coding problems, loaded once; a bad source is a ``ConfigError``."""
-        return self.collection.problems()
 
     # --- collection -------------------------------------------------------
 
