@@ -1,7 +1,7 @@
 """pytest entry point: options, markers, hooks and fixtures only.
 
 The work lives in plain modules that tests can call without pytest; the
-session object (:class:`pytest_specdecode.session.SpecDecodeSession`) holds
+session object (:class:`pytest_specdecode.session.core.SpecDecodeSession`) holds
 the per-run state, like pytest-xdist's ``DSession``.
 """
 
@@ -11,19 +11,20 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_specdecode import hookspecs, inert, redact
+from pytest_specdecode import redact
 from pytest_specdecode.config import options, rootdir_guard
+from pytest_specdecode.session import hookspecs, inert
 
 if TYPE_CHECKING:
     # Imported when used: a run that does not use the plugin never loads the service
-    # layer, the client or the runners (inert.py).
+    # layer, the client or the runners (session/inert.py).
     from pytest_specdecode.client import SGLangClient
     from pytest_specdecode.coding import Problem
     from pytest_specdecode.coding.runner import CodingRunner
     from pytest_specdecode.config.settings import Settings
     from pytest_specdecode.config.spec import SpecConfig
     from pytest_specdecode.service.manager import ServiceHandle
-    from pytest_specdecode.session import SpecDecodeSession
+    from pytest_specdecode.session.core import SpecDecodeSession
     from pytest_specdecode.throughput.runner import LosslessChecker, ThroughputRunner
     from pytest_specdecode.throughput.workload import ThroughputCase
 
@@ -80,7 +81,7 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
     from pytest_specdecode.config.settings import SettingsError
     from pytest_specdecode.config.spec import ConfigError
     from pytest_specdecode.search import missing_optuna
-    from pytest_specdecode.session import SpecDecodeSession
+    from pytest_specdecode.session.core import SpecDecodeSession
 
     if settings.search and (line := missing_optuna()) is not None:
         raise pytest.UsageError(line)  # before the session starts anything
@@ -94,7 +95,7 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
     config.pluginmanager.register(session, "specdecode-session")
     if session.settings.search:
         from pytest_specdecode.search.loop import register
-        from pytest_specdecode.session import item_config
+        from pytest_specdecode.session.items import item_config
 
         loop = register(config, session.settings, session.outputs, session.results, item_config)
         loop.workers_asked = session.dry_workers

@@ -39,9 +39,9 @@ LAYERS: dict[str, float] = {
     "coding": 4,
     "throughput": 4,
     "report": 5,
-    "hookspecs": 6,
+    # the registered session, built from parts; its hookspecs and what keeps the plugin
+    # inert until a run uses it
     "session": 6,
-    "inert": 6,  # the plugin stays inert until a run uses it (starts the session then)
     "search": 6,  # --dflash-search: the run order of a search (registered by the plugin)
     "plugin": 7,
     "suite": 6,
@@ -149,3 +149,31 @@ def test_suites_never_import_the_service_layer(path: Path) -> None:
         f"line {line}: {target}" for line, target in imports(path) if part_of(target) == "service"
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# The session is composed of parts with one job each: no part grows into a second
+# session object, and the session's hooks only hand their call to a part.
+SESSION_MODULE_LINES = 300
+SESSION_FUNCTION_LINES = 45
+SESSION_HOOK_LINES = 15
+
+
+def _length(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    return (node.end_lineno or node.lineno) - node.lineno + 1
+
+
+def test_the_session_is_built_from_small_parts() -> None:
+    parts = PACKAGE / "session"
+    assert (parts / "__init__.py").is_file(), "the session is a subpackage of parts (session/)"
+    big: dict[str, int] = {}
+    for path in sorted(parts.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        if (lines := len(path.read_text().splitlines())) > SESSION_MODULE_LINES:
+            big[path.name] = lines
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                hook = path.name == "core.py" and node.name.startswith("pytest_")
+                bound = SESSION_HOOK_LINES if hook else SESSION_FUNCTION_LINES
+                if _length(node) > bound:
+                    big[f"{path.name}:{node.name}"] = _length(node)
+    assert not big, f"session/ parts over their size (move the job into a part): {big}"

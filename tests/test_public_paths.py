@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdecode import hookspecs
+from pytest_specdecode.session import hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -20,7 +20,7 @@ from pytest_specdecode import plugin
 from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.coding.runner import CodingRunner
 from pytest_specdecode.service.handle import ServiceHandle
-from pytest_specdecode.session import SpecDecodeSession
+from pytest_specdecode.session.core import SpecDecodeSession
 from pytest_specdecode.throughput.runner import LosslessChecker, ThroughputRunner
 
 JSON_OBJECT = re.compile(r"(dict|Mapping)\[str, Any\]")

@@ -121,7 +121,7 @@ def _collected_configs(args: list[str], rootdir: Path) -> list[Any]:
     class Grab:
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session: pytest.Session) -> None:
-            from pytest_specdecode.session import item_config
+            from pytest_specdecode.session.items import item_config
 
             found.extend(c for c in map(item_config, session.items) if c is not None)
 

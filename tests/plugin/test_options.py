@@ -8,7 +8,7 @@ import pytest
 
 from pytest_specdecode.config.options import GROUPS, add_options
 from pytest_specdecode.config.settings import Host, Settings, SettingsError, parse_host, resolve
-from pytest_specdecode.session import header_lines
+from pytest_specdecode.session.target import header_lines
 
 
 @pytest.mark.parametrize(

@@ -173,7 +173,7 @@ def calls_of(name: str) -> list[str]:
 def test_the_lease_is_built_and_taken_on_one_path() -> None:
     # Built once, under the worker's id (the fixture once built its own with rank 0).
     assert calls_of("HostLease") == ["service/xdist.py:lease_for"]
-    assert calls_of("worker_lease") == ["session.py:__init__"]
+    assert calls_of("worker_lease") == ["session/target.py:services"]
     # Taken on one path: the manager's lease path -> a turn of the lease.
     assert calls_of("turn") == ["service/manager.py:_leased"]
 

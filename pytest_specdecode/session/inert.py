@@ -4,7 +4,7 @@ Installed in an environment, the plugin is loaded by every pytest run there,
 also in projects that never use it. Such a run must not change: no signal
 handler, no header or summary line, no file, no report hook doing work, and
 xdist's own scheduler for the user's ``--dist``. So the session object
-(:class:`pytest_specdecode.session.SpecDecodeSession`, whose construction
+(:class:`pytest_specdecode.session.core.SpecDecodeSession`, whose construction
 installs the handlers and whose hooks print and write) is made only when the
 run uses the plugin:
 
@@ -122,7 +122,7 @@ class Dormant:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The xdist controller collects nothing: the workers wrote which collected tests
-        # run under a config before reporting their collection (session.py).
+        # run under a config before reporting their collection (session/collect.py).
         if self.session is not None:
             return
         from pytest_specdecode.service.shared_files import planned_tests
