@@ -24,8 +24,8 @@ import tracemalloc
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pytest_specdecode.client import LimitError, SGLangClient
-from pytest_specdecode.limits import Limits
+from pytest_specdecode.client.limits import Limits
+from pytest_specdecode.client.sglang import LimitError, SGLangClient
 from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
 
 STOP = threading.Event()

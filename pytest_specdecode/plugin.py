@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_specdecode import redact
 from pytest_specdecode.config import options, rootdir_guard
+from pytest_specdecode.output import redact
 from pytest_specdecode.session import hookspecs, inert
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode.client import GenerateResult
+from pytest_specdecode.client.sglang import GenerateResult
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 

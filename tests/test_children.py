@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from pytest_specdecode.children import peek_exit, signal_group
+from pytest_specdecode.processes.children import peek_exit, signal_group
 
 
 def state(pid: int) -> str:

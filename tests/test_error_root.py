@@ -28,7 +28,7 @@ ALLOWED_OUTSIDE = {
     "pytest_specdecode.facts.argparser.Refused",
     # wire.py (reading a reply within its bounds) imports nothing from the plugin;
     # the client, the probe and the identity check turn BoundExceeded into their errors.
-    "pytest_specdecode.wire.BoundExceeded",
+    "pytest_specdecode.client.wire.BoundExceeded",
     # statefiles.py (shared files, layer 0) imports nothing from the plugin; each caller
     # turns WaitTimeout into its own error (LeaseTimeout, HostDown) or a plain answer.
     "pytest_specdecode.statefiles.WaitTimeout",

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_specdecode import facts
 from pytest_specdecode.facts.secrets import is_secret_name
-from pytest_specdecode.redact import is_secret_flag
+from pytest_specdecode.output.redact import is_secret_flag
 
 
 @pytest.mark.parametrize("build", facts.BUILDS)

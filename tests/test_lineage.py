@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode import lineage
-from pytest_specdecode.children import peek_exit
+from pytest_specdecode.processes import lineage
+from pytest_specdecode.processes.children import peek_exit
 from pytest_specdecode.statefiles import wait_until
 
 from .conftest import process_gone

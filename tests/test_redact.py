@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.progress import Progress
-from pytest_specdecode.redact import (
+from pytest_specdecode.output.progress import Progress
+from pytest_specdecode.output.redact import (
     FRAGMENT,
     MASK,
     MIN_SECRET,

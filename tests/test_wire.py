@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode import wire
+from pytest_specdecode.client import wire
 
 
 def raw_deflate(data: bytes) -> bytes:

@@ -31,7 +31,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from pytest_specdecode.client import prometheus_value
+from pytest_specdecode.client.sglang import prometheus_value
 from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
 HERE = Path(__file__).resolve().parent

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.client import ChatResult, SGLangError
+from pytest_specdecode.client.sglang import ChatResult, SGLangError
 from pytest_specdecode.coding import (
     Problem,
     Verdict,

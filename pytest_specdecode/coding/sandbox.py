@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.coding import inflight, worker
 from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding.cgroup import AnswerGroup, hierarchies
@@ -73,6 +72,7 @@ from pytest_specdecode.coding.warm import (
     key_for,
 )
 from pytest_specdecode.config.settings import SettingsError
+from pytest_specdecode.processes.children import peek_exit, signal_group
 
 MODES = ("auto", "bwrap", "fallback")
 _uid_counter = itertools.count()

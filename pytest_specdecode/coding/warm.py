@@ -37,7 +37,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_specdecode.children import peek_exit, signal_group
 from pytest_specdecode.coding import layout as fs
 from pytest_specdecode.coding.sandbox_base import (
     PREIMPORT,
@@ -48,6 +47,7 @@ from pytest_specdecode.coding.sandbox_base import (
     visible_hidden,
 )
 from pytest_specdecode.coding.values import one_line
+from pytest_specdecode.processes.children import peek_exit, signal_group
 
 # What answers import most (HumanEval's and the built-ins' solutions), loaded once.
 WARM_PREIMPORT = [*PREIMPORT, "json", "ctypes", "traceback"]

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.report.verdict import case_shape
 from pytest_specdecode.throughput import stats
 

@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.throughput.calibration import loaded
 from pytest_specdecode.throughput.metrics import TOK_S
 

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.config.options import REPETITION_MARGIN
+from pytest_specdecode.output import figures
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.verdict import case_shape
 from pytest_specdecode.throughput.quality import (

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.output import figures
 from pytest_specdecode.report import acceptance, degenerate, rates
 from pytest_specdecode.report.results import ConfigResults, RunResults
 from pytest_specdecode.throughput.stats import wilson_interval

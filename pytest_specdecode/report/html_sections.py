@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.report import summary, tables
 
 MAX_FAILURES = 500

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.report import tables
 from pytest_specdecode.report.verdict import SPEEDUP_TPOT, case_shape, mean
 from pytest_specdecode.throughput.metrics import TOK_S

@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
+from pytest_specdecode.output import redact
 from pytest_specdecode.report import break_even, client_limit, degenerate, digest, gates, verdict
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.results import RunResults

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.output import figures
 from pytest_specdecode.report import verdict
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode import figures
 from pytest_specdecode.config.load_options import DOMAINS
+from pytest_specdecode.output import figures
 from pytest_specdecode.report.verdict import case_shape, mean
 
 Table = tuple[list[str], list[list[str]]]

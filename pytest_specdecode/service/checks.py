@@ -17,14 +17,14 @@ from typing import Any
 
 import requests
 
-from pytest_specdecode import redact
 from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.client.limits import Limits
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.limits import Limits
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output import redact
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service.base import ServiceController, ServiceError
 from pytest_specdecode.service.handle import (
     ServerGone,

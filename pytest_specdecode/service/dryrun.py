@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_specdecode import redact
 from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.output import redact
 from pytest_specdecode.service.launch_command import Endpoint, LaunchRenderer
 
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import requests
 
-from pytest_specdecode import wire
-from pytest_specdecode.client import prometheus_value
-from pytest_specdecode.lineage import stat_fields
+from pytest_specdecode.client import wire
+from pytest_specdecode.client.sglang import prometheus_value
+from pytest_specdecode.processes.lineage import stat_fields
 from pytest_specdecode.service.base import ServiceError
 
 _LISTEN = "0A"

@@ -14,10 +14,11 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from pytest_specdecode import facts, redact
+from pytest_specdecode import facts
 from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.output import redact
 from pytest_specdecode.service.base import LaunchSpec
 
 # Millisecond timestamps on SGLang's log lines (its configure_logger reads it): the

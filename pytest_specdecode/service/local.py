@@ -5,7 +5,7 @@ signalled at once, and Ctrl-C in the terminal does not reach it before we
 decide), with stdout and stderr going to one log file per ``apply()``.
 A process of the launch that leaves the group (``setsid``, a daemon's double
 fork) is still found, by lineage and by the launch's marker
-(:mod:`pytest_specdecode.lineage`): the gate knows it as started here, and
+(:mod:`pytest_specdecode.processes.lineage`): the gate knows it as started here, and
 stopping ends it with the group.
 """
 
@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from pytest_specdecode import lineage
-from pytest_specdecode.children import peek_exit, signal_group
+from pytest_specdecode.processes import lineage
+from pytest_specdecode.processes.children import peek_exit, signal_group
 from pytest_specdecode.service import identity
 from pytest_specdecode.service.base import (
     UNKNOWN_LISTENER,

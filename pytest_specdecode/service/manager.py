@@ -21,13 +21,13 @@ from typing import Any
 
 import requests
 
-from pytest_specdecode import redact
 from pytest_specdecode.config import dialects
 from pytest_specdecode.config.collection import template_args
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output import redact
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service import drafter, retry, switch, weight_cache
 from pytest_specdecode.service.base import ServiceController
 from pytest_specdecode.service.checks import OtherConfigLive, ServerChecks, ServiceUnavailable

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import lineage, statefiles
-from pytest_specdecode.lineage import stat_fields
+from pytest_specdecode import statefiles
+from pytest_specdecode.processes import lineage
+from pytest_specdecode.processes.lineage import stat_fields
 
 PR_SET_PDEATHSIG = 1
 

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from pytest_specdecode import wire
+from pytest_specdecode.client import wire
 from pytest_specdecode.errors import SpecDecodeError
 
 LOADING = "loading"

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode import redact
 from pytest_specdecode.config import parsers, render
+from pytest_specdecode.output import redact
 from pytest_specdecode.service.base import (
     LaunchSpec,
     ProcessIdentity,

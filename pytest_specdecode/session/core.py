@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import redact
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output import redact
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.report import gates, results
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.service import xdist as distributed

@@ -31,7 +31,7 @@ class Notices:
 
     def untracked(self, reporter: pytest.TerminalReporter) -> None:
         """Say once where a launch's process that left its group may outlive the run."""
-        from pytest_specdecode.lineage import untracked
+        from pytest_specdecode.processes.lineage import untracked
 
         why = untracked()
         if why is not None:

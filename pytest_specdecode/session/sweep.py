@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import records
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
 from pytest_specdecode.service import xdist as distributed

@@ -13,8 +13,8 @@ import pytest
 
 from pytest_specdecode.config.dialects import Dialect
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.progress import Progress
-from pytest_specdecode.redact import Redactor
+from pytest_specdecode.output.progress import Progress
+from pytest_specdecode.output.redact import Redactor
 from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceManager
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_specdecode.client import ServerError, SGLangClient
+from pytest_specdecode.client.sglang import ServerError, SGLangClient
 from pytest_specdecode.throughput.load import raise_for_errors, run_round
 from pytest_specdecode.throughput.metrics import case_metrics
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase

@@ -6,14 +6,14 @@ bench clients use) keeps one connection per in-flight request at a small cost
 per byte. A request is stamped when its body is handed to the socket (a trace
 hook, not when its coroutine starts), each read with the first reading of the
 loop's turn that handles it (:class:`~pytest_specdecode.eventloop.TurnClock`), the
-SSE lines are split incrementally (:class:`~pytest_specdecode.wire.SSESplitter`,
+SSE lines are split incrementally (:class:`~pytest_specdecode.client.wire.SSESplitter`,
 the one splitter of both paths) and events are decoded with orjson (a
 cumulative stream's events for their ``meta_info`` alone, but the last).
-Every request has the bounds of :mod:`pytest_specdecode.limits`: a whole
+Every request has the bounds of :mod:`pytest_specdecode.client.limits`: a whole
 deadline from the tokens asked, a stall limit between reads, size caps;
 redirects are never followed.
 
-The result of each request is the same :class:`~pytest_specdecode.client.GenerateResult`
+The result of each request is the same :class:`~pytest_specdecode.client.sglang.GenerateResult`
 the ``requests`` client builds, so every figure and check downstream applies
 unchanged. Only the request's compact figures are kept: the last event's
 ``meta_info``, the text, chunk times and token counts.
@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from pytest_specdecode.client import (
+from pytest_specdecode.client.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
+from pytest_specdecode.client.sglang import (
     GenerateResult,
     ServerError,
     _error_text,
@@ -44,9 +45,8 @@ from pytest_specdecode.client import (
     int_ids,
     is_int,
 )
+from pytest_specdecode.client.wire import BoundExceeded, SSESplitter
 from pytest_specdecode.eventloop import TurnClock, never_sleeping, run_fresh
-from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
-from pytest_specdecode.wire import BoundExceeded, SSESplitter
 
 T = TypeVar("T")
 _ERROR_BODY = 64 << 10  # bytes of an error reply read for its message
@@ -106,7 +106,7 @@ def _meta_count(payload: bytes) -> int | None:
     the event's closing brace. None whenever that is not plainly the case (no
     such key, not an object, an ``"error"`` anywhere, a count that is not an
     integer): the caller then decodes the whole event and its checks apply
-    (:func:`~pytest_specdecode.client.error_message` sees every error shape there).
+    (:func:`~pytest_specdecode.client.sglang.error_message` sees every error shape there).
     """
     # rfind, not `in`: the same answer (any occurrence), and CPython's reverse search
     # is about four times faster over a cumulative event's kilobytes of text.

@@ -30,8 +30,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_specdecode import children, figures, statefiles
-from pytest_specdecode.client import GenerateResult, SGLangClient
+from pytest_specdecode import statefiles
+from pytest_specdecode.client.sglang import GenerateResult, SGLangClient
+from pytest_specdecode.output import figures
+from pytest_specdecode.processes import children
 from pytest_specdecode.throughput import metrics
 
 BUDGET_S = 3.0

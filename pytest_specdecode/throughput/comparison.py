@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import figures, statefiles
+from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
+from pytest_specdecode.output import figures
 from pytest_specdecode.throughput import fingerprint, stats
 from pytest_specdecode.throughput.metrics import ACCEPT_LENGTH, TOK_S
 

@@ -19,8 +19,9 @@ import platform
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_specdecode import redact, statefiles
+from pytest_specdecode import statefiles
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.output import redact
 
 KEY = "fingerprint"
 """The ``extra_info`` key of a saved benchmark's fingerprint."""

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_specdecode import replies
-from pytest_specdecode.client import GenerateResult, SGLangClient
+from pytest_specdecode.client.limits import DEFAULT_LIMITS, Limits
+from pytest_specdecode.client.sglang import GenerateResult, SGLangClient
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.limits import DEFAULT_LIMITS, Limits
 from pytest_specdecode.throughput.fdlimit import FdLimitError, ensure_fds
 from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
 from pytest_specdecode.throughput.workload import (

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode import figures, replies, statefiles
+from pytest_specdecode import replies, statefiles
 from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.output import figures
 from pytest_specdecode.throughput.stats import wilson_interval
 
 BASELINE_FORMAT = 2

@@ -24,7 +24,7 @@ from pytest_specdecode.throughput import stats
 from pytest_specdecode.throughput.quality import TextSample
 
 if TYPE_CHECKING:
-    from pytest_specdecode.client import GenerateResult
+    from pytest_specdecode.client.sglang import GenerateResult
     from pytest_specdecode.throughput.load import RoundResult
     from pytest_specdecode.throughput.workload import ThroughputCase
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import statefiles
-from pytest_specdecode.client import SGLangError
+from pytest_specdecode.client.sglang import SGLangError
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.records import BASELINE_CASES, RECORD
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
 from pytest_specdecode.server import Server

@@ -15,7 +15,7 @@ import pytest
 import pytest_specdecode.coding.check as check_module
 import pytest_specdecode.coding.runner as runner_module
 import pytest_specdecode.coding.sandbox as sandbox_module
-from pytest_specdecode.client import ChatResult
+from pytest_specdecode.client.sglang import ChatResult
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
 from pytest_specdecode.coding.runner import CodingRunner
 from pytest_specdecode.coding.values import printable, same, show

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 import pytest_specdecode.coding.runner as runner_module
-from pytest_specdecode.client import ChatResult
+from pytest_specdecode.client.sglang import ChatResult
 from pytest_specdecode.coding import Problem, Verdict, builtin_problems, check_reply
 from pytest_specdecode.coding.parallel import Checker, check_workers, usable_cores
 from pytest_specdecode.coding.runner import CodingRunner

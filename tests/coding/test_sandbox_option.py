@@ -9,7 +9,7 @@ import pytest
 
 import pytest_specdecode.coding.runner as runner_module
 import pytest_specdecode.coding.sandbox as sandbox_module
-from pytest_specdecode.client import ChatResult
+from pytest_specdecode.client.sglang import ChatResult
 from pytest_specdecode.coding import Verdict, builtin_problems
 from pytest_specdecode.coding.runner import CodingRunner
 from pytest_specdecode.config.settings import Settings

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.children import peek_exit
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
 from pytest_specdecode.coding.sandbox import Sandbox
 from pytest_specdecode.coding.warm import SandboxPool, WarmSandbox
+from pytest_specdecode.processes.children import peek_exit
 
 from . import unprivileged
 

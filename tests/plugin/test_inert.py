@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import redact
+from pytest_specdecode.output import redact
 from pytest_specdecode.session import inert
 
 # The plain project: two modules, one with functions, one with a class, so loadfile and

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.throughput import comparison as compare
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.report import html, html_answer, html_sections, matrix, policy, tables
 from pytest_specdecode.report.verdict import case_shape
 

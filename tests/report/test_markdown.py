@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode import figures
+from pytest_specdecode.output import figures
 from pytest_specdecode.report.markdown import SIM_NOTE, append_step_summary, render_markdown
 from pytest_specdecode.throughput.comparison import CaseRow, pair, render_compare
 

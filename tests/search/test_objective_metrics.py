@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_specdecode.client import GenerateResult
+from pytest_specdecode.client.sglang import GenerateResult
 from pytest_specdecode.config.options import SEARCH_METRICS
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.report.outputs import RunOutputs

@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_specdecode import redact
 from pytest_specdecode.config.dialects import get_dialect
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output import redact
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.local import group_running
 

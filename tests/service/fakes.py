@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import requests
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service.base import (
     UNKNOWN_LISTENER,
     LaunchSpec,

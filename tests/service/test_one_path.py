@@ -24,7 +24,7 @@ import pytest
 import pytest_specdecode
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service import probe as probe_module
 from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.manager import OtherConfigLive, ServiceManager

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_specdecode import lineage
+from pytest_specdecode.processes import lineage
 from pytest_specdecode.service.local import group_running
 from pytest_specdecode.service.ownership import Registry, parent_death_signal
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.client import LimitError, SGLangClient
+from pytest_specdecode.client.limits import Limits
+from pytest_specdecode.client.sglang import LimitError, SGLangClient
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.limits import Limits
 from pytest_specdecode.service.readiness import ServiceNotReady, wait_until_ready
 
 from ..throughput.conftest import Script, serve

@@ -268,7 +268,7 @@ def test_bad_server_info_keeps_polling_until_it_is_valid() -> None:
 
 
 def test_log_tail_and_progress_lines_are_masked_when_the_server_dies() -> None:
-    from pytest_specdecode.redact import Redactor
+    from pytest_specdecode.output.redact import Redactor
 
     secret = "sk-gate-7f3a9c1e"
     controller = FakeController(fail_at=0.5)

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.progress import Progress
+from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service import retry
 from pytest_specdecode.service.base import (
     LaunchSpec,

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_specdecode.client import GenerateResult, SGLangClient
-from pytest_specdecode.limits import MAX_SSE_LINE, Limits
+from pytest_specdecode.client.limits import MAX_SSE_LINE, Limits
+from pytest_specdecode.client.sglang import GenerateResult, SGLangClient
+from pytest_specdecode.client.wire import LINE, RESPONSE, BoundExceeded, SSESplitter
 from pytest_specdecode.throughput import fdlimit
 from pytest_specdecode.throughput.accuracy import GENERATION_TOKENS
 from pytest_specdecode.throughput.aioload import Request, Target, body_bytes, drive, run_sync
 from pytest_specdecode.throughput.load import RequestRecord, RoundResult, run_case, run_round
 from pytest_specdecode.throughput.metrics import case_metrics
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase
-from pytest_specdecode.wire import LINE, RESPONSE, BoundExceeded, SSESplitter
 
 from .conftest import Script, fake_token_count
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pytest_specdecode.client import GenerateResult
+from pytest_specdecode.client.sglang import GenerateResult
 from pytest_specdecode.throughput import calibration
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from pytest_specdecode.client import (
+from pytest_specdecode.client.sglang import (
     ConnectError,
     LimitError,
     ServerError,

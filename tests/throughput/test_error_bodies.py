@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_specdecode.client import (
+from pytest_specdecode.client.sglang import (
     MESSAGE_CAP,
     ServerError,
     SGLangClient,

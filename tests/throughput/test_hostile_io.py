@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode import client as client_module
-from pytest_specdecode import wire
-from pytest_specdecode.client import LimitError, SGLangClient
-from pytest_specdecode.limits import MAX_SSE_LINE, Limits
+from pytest_specdecode.client import sglang as client_module
+from pytest_specdecode.client import wire
+from pytest_specdecode.client.limits import MAX_SSE_LINE, Limits
+from pytest_specdecode.client.sglang import LimitError, SGLangClient
 
 from .conftest import Script, serve
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.client import ServerError, parse_top_logprobs
+from pytest_specdecode.client.sglang import ServerError, parse_top_logprobs
 
 GOOD = [[[-0.1, 5, " a"], [-2.5, 6, None]], [[-0.3, 7, None], [-0.2, 8, "b"]]]
 

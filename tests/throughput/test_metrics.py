@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_specdecode.client import GenerateResult
+from pytest_specdecode.client.sglang import GenerateResult
 from pytest_specdecode.throughput.load import RequestRecord, RoundResult
 from pytest_specdecode.throughput.metrics import (
     CaseMetrics,

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_specdecode import replies
-from pytest_specdecode.client import GenerateResult, SGLangClient
+from pytest_specdecode.client.sglang import GenerateResult, SGLangClient
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.replies import DraftBounds, ImplausibleReply
 from pytest_specdecode.throughput import lossless

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_specdecode.client import ServerError, SGLangClient, prometheus_value
+from pytest_specdecode.client.sglang import ServerError, SGLangClient, prometheus_value
 from pytest_specdecode.throughput.accuracy import GENERATION_TOKENS, measure_round
 from pytest_specdecode.throughput.load import run_case
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.client import ServerError
+from pytest_specdecode.client.sglang import ServerError
 from pytest_specdecode.throughput.aioload import Request, _meta_count, _Read, _Stream, finish
 
 WORDS = [f" w{i}" for i in range(40)]

@@ -1,6 +1,6 @@
 """Reading a reply off the socket within its bounds: whole deadline, stall, size caps.
 
-The bounds themselves live in :mod:`pytest_specdecode.limits`; this module
+The bounds themselves live in :mod:`pytest_specdecode.client.limits`; this module
 enforces them for a ``requests``/urllib3 response (the control path). Every
 read is given a socket timeout of the smaller of the stall limit and the time
 left before the whole deadline, and the monotonic clock is checked after each

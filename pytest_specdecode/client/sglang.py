@@ -21,9 +21,9 @@ from typing import Any, TypeGuard
 
 import requests
 
-from pytest_specdecode import wire
+from pytest_specdecode.client import wire
+from pytest_specdecode.client.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.limits import DEFAULT_LIMITS, MAX_RESPONSE, MAX_SSE_LINE, Limits
 
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 600.0)
 """Connect and read timeouts in seconds; the read timeout applies per socket read
@@ -68,7 +68,7 @@ class ConnectError(SGLangError):
 
 
 class LimitError(SGLangError):
-    """A reply passed a bound of :mod:`pytest_specdecode.limits` (``kind``: deadline,
+    """A reply passed a bound of :mod:`pytest_specdecode.client.limits` (``kind``: deadline,
     stall, line, response) or redirected elsewhere (``kind`` ``redirect``)."""
 
     def __init__(self, message: str, kind: str) -> None:
@@ -307,7 +307,7 @@ class SGLangClient:
 
         Redirects are never followed (another host's figures are not this
         server's): a 3xx is an error naming where it pointed. A whole body may come
-        compressed (:func:`~pytest_specdecode.wire.decoded` undoes it: SGLang's
+        compressed (:func:`~pytest_specdecode.client.wire.decoded` undoes it: SGLang's
         ``/metrics`` is gzipped when the request accepts gzip); a ``stream`` asks for
         none, its events are read as they come.
         """
