@@ -9,7 +9,11 @@ imports nothing else; ``plugin.py`` stays thin.
 from __future__ import annotations
 
 import ast
+import difflib
+import re
+import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -17,35 +21,138 @@ import pytest_specdecode
 
 PACKAGE = Path(pytest_specdecode.__file__).parent
 
-LAYERS: dict[str, float] = {
-    "__init__": 0,
-    "errors": 0,
-    "limits": 0,  # size caps and whole deadlines shared by every HTTP path
-    "wire": 0,  # reading a reply within those bounds (imports nothing of the plugin)
-    "facts": 0,  # data read from SGLang's wheels, shared by the plugin and the simulator
-    "statefiles": 0.5,  # files shared between workers and runs: atomic write, bounded read, wait
-    "eventloop": 0,  # the event loop of the load client and of the simulator (uvloop)
-    "records": 1,
-    "redact": 1,
-    "figures": 1,
-    "children": 1,
-    "lineage": 1,  # every process a launch started, by lineage and marker (child subreaper)
-    "progress": 1,
-    "client": 1,
-    "config": 2,
-    "server": 2.5,  # what the suites use of a verified server: below the service layer
-    "service": 3,
-    "replies": 3,  # a reply checked against what the server could have produced
-    "coding": 4,
-    "throughput": 4,
-    "report": 5,
-    # the registered session, built from parts; its hookspecs and what keeps the plugin
-    # inert until a run uses it
-    "session": 6,
-    "search": 6,  # --dflash-search: the run order of a search (registered by the plugin)
-    "plugin": 7,
-    "suite": 6,
+
+class Part(NamedTuple):
+    """A part's layer (None: apart, the simulator) and what it holds, as CONTRIBUTING shows it."""
+
+    layer: float | None
+    says: str
+
+
+# The parts from the bottom; CONTRIBUTING.md's layout block is generated from this table
+# (``python tests/test_layout.py`` rewrites it; test_contributing_shows_the_layout checks it).
+PARTS: dict[str, Part] = {
+    "__init__": Part(0, "the version"),
+    "errors": Part(0, "the one error root: reason, phase, log tail, config"),
+    "eventloop": Part(0, "the event loop of the load client and of the simulator (uvloop)"),
+    "facts": Part(0, "SGLang's option tables, read from its wheels (shared with the simulator)"),
+    "statefiles": Part(
+        0.5,
+        "every file the plugin reads, bounded (regular files, size and depth caps, one "
+        "FileRefused line), and files shared by workers and runs: written whole, waited for",
+    ),
+    "records": Part(1, "user_properties keys shared by runners and the report"),
+    "client": Part(
+        1,
+        "the SGLang HTTP client: sglang.py (SGLangClient, exported by the package), "
+        "limits.py (size caps and whole deadlines for every reply read from a server), "
+        "wire.py (reading a reply off the socket within those bounds)",
+    ),
+    "processes": Part(
+        1,
+        "children.py (child processes whose pid stays ours until the very end), lineage.py "
+        "(every process a launch started, by lineage and marker: a child subreaper)",
+    ),
+    "output": Part(
+        1,
+        "what people read: figures.py (30,572 tok/s, 2.31, 1,234.5 ms), progress.py (the "
+        "live progress line on the terminal), redact.py (API keys and Authorization headers "
+        "masked in every output)",
+    ),
+    "config": Part(
+        2,
+        "options, settings, hosts, SpecConfig (spec.py), dialects, collection, "
+        "script_template.py (where a script placeholder may sit)",
+    ),
+    "server": Part(2.5, "what coding/ and throughput/ use of a verified server (below service/)"),
+    "service": Part(
+        3,
+        "controllers (local, systemd, script, external, ssh) and their construction "
+        '(base.py: the base with the "unknown" answers; remote.py: the SSH connection '
+        "systemd and script share), launch_command.py (endpoint, launch rendering), the "
+        "probe, the readiness gate, checks.py (probe, gate, external mode and joins for the "
+        "manager), the manager, the handle tests get, xdist scheduler, lease, switch, "
+        "retry.py (start retries), placement.py (lost hosts), dryrun.py, shared_files.py "
+        "(what controller and workers share), lease_state.py (the lease file as a typed "
+        "value), start_phases.py (what each start cost, from the server's log lines), "
+        "weight_cache.py (--dflash-weight-cache: the daemon and its clients)",
+    ),
+    "replies": Part(3, "a reply checked against what the server could have produced"),
+    "coding": Part(
+        4,
+        "problems, extraction, sandbox (sandbox_base.py: limits, errors and command lines; "
+        "layout, cgroup, reaper; warm.py and template.py: the warm sandbox; inflight.py: "
+        "stopped at once on an interrupt), verdicts, parallel.py (checks at once), pass@k, "
+        "runner.py",
+    ),
+    "throughput": Part(4, "cases and prompts, load, metrics, comparison, lossless, runner.py"),
+    "report": Part(
+        5,
+        "results, gates, outputs, JSON report, summary, Markdown, plots, cli, resume.py "
+        "(--dflash-resume), sweep_progress.py (configs done, time left)",
+    ),
+    "session": Part(
+        6,
+        "the registered session object (core.py), composed of parts with one job each: "
+        "target.py (hosts, lease, xdist plugin, header), collect.py (parametrisation, order), "
+        "collected.py (what the collection tells the terminal, the dry run's plan), "
+        "resume_state.py, running.py (each test's guard), sweep.py (progress), calibrate.py, "
+        "notices.py, finish.py (exit status, summary), items.py (an item's config and kind); "
+        "hookspecs.py (the hooks users implement in their conftest.py) and inert.py (the "
+        "plugin stays inert until a run uses it), both light",
+    ),
+    "search": Part(6, "--dflash-search: the next config from the results so far (Optuna)"),
+    "suite": Part(6, "the built-in tests"),
+    "plugin": Part(7, "options, markers, hooks, fixtures (thin)"),
+    "sim": Part(
+        None,
+        "the SGLang-compatible simulator (imports nothing from the plugin but facts/ and "
+        "eventloop; a program of its own, so its cli/options/domains/metrics/launch modules "
+        "may share a name with a plugin module)",
+    ),
 }
+LAYERS: dict[str, float] = {name: p.layer for name, p in PARTS.items() if p.layer is not None}
+# What a layer's heading adds to its number.
+LAYER_NOTES: dict[float, str] = {0: "import nothing above them", 0.5: "errors.py only"}
+# The most modules the top of the package may hold (issue 36: it had grown from 11 to 19).
+TOP_MODULES = 11
+CONTRIBUTING = PACKAGE.parent / "CONTRIBUTING.md"
+_BLOCK = re.compile(r"^```text\npytest_specdecode/\n.*?^```\n", re.S | re.M)
+_NAME_WIDTH = 17
+_WIDTH = 92
+
+
+def layout_block() -> str:
+    """CONTRIBUTING.md's layout block, from :data:`PARTS`."""
+    lines = ["```text", "pytest_specdecode/"]
+    layers = sorted({p.layer for p in PARTS.values() if p.layer is not None})
+    for layer in [*layers, None]:
+        if layer is None:
+            lines.append("  # apart")
+        else:
+            note = LAYER_NOTES.get(layer)
+            lines.append(f"  # layer {layer:g}" + (f": {note}" if note else ""))
+        for name, part in PARTS.items():
+            if part.layer != layer:
+                continue
+            shown = f"{name}/" if (PACKAGE / name).is_dir() else f"{name}.py"
+            wrapped = textwrap.wrap(
+                part.says,
+                _WIDTH - 2 - _NAME_WIDTH,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            lines.append(f"  {shown:<{_NAME_WIDTH}}{wrapped[0]}")
+            lines += [" " * (2 + _NAME_WIDTH) + more for more in wrapped[1:]]
+    return "\n".join([*lines, "```"]) + "\n"
+
+
+def contributing_with_layout(text: str) -> str:
+    """``text`` (CONTRIBUTING.md) with its layout block replaced by :func:`layout_block`."""
+    found = _BLOCK.search(text)
+    if found is None:
+        raise SystemExit("CONTRIBUTING.md has no ```text block starting pytest_specdecode/")
+    return text[: found.start()] + layout_block() + text[found.end() :]
 
 
 def part_of(module: str) -> str:
@@ -177,3 +284,32 @@ def test_the_session_is_built_from_small_parts() -> None:
                 if _length(node) > bound:
                     big[f"{path.name}:{node.name}"] = _length(node)
     assert not big, f"session/ parts over their size (move the job into a part): {big}"
+
+
+def test_parts_are_what_the_package_holds() -> None:
+    # Every part listed exists, so the layout CONTRIBUTING shows is the package's.
+    gone = [n for n in PARTS if not (PACKAGE / n).is_dir() and not (PACKAGE / f"{n}.py").is_file()]
+    assert not gone, f"PARTS lists parts the package no longer holds: {gone}"
+
+
+def test_contributing_shows_the_layout() -> None:
+    text = CONTRIBUTING.read_text()
+    wanted = contributing_with_layout(text)
+    diff = "\n".join(difflib.unified_diff(text.splitlines(), wanted.splitlines(), lineterm=""))
+    assert text == wanted, (
+        "CONTRIBUTING.md's layout block is not the one PARTS in tests/test_layout.py gives; "
+        f"run `.venv/bin/python tests/test_layout.py` to rewrite it:\n{diff}"
+    )
+
+
+def test_the_top_of_the_package_stays_small() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= TOP_MODULES, (
+        f"pytest_specdecode/ holds {len(top)} modules at its top (at most {TOP_MODULES}): "
+        f"move one into the subpackage of its concept (or make one): {top}"
+    )
+
+
+if __name__ == "__main__":
+    CONTRIBUTING.write_text(contributing_with_layout(CONTRIBUTING.read_text()))
+    print(f"rewrote the layout block of {CONTRIBUTING}")
