@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,10 +51,17 @@ def test_workers_share_one_server_per_config_and_the_gate_aggregates(
     serial = run(sim_ini, *gate)
     assert outcome(sim_ini) == rates
     assert parallel.ret == serial.ret == pytest.ExitCode.TESTS_FAILED
-    gate_lines = [line for line in serial.stdout.lines if line.startswith("  pass-rate gate ")]
-    assert gate_lines
-    assert gate_lines == [
-        line for line in parallel.stdout.lines if line.startswith("  pass-rate gate ")
+    assert gate_lines(serial.stdout.lines)
+    assert gate_lines(serial.stdout.lines) == gate_lines(parallel.stdout.lines)
+
+
+def gate_lines(lines: list[str]) -> list[str]:
+    """The pass-rate gate's lines, without what the machine's load decides: how many
+    answers were checked again after the time limit (a loaded machine needs more)."""
+    return [
+        re.sub(r"; \d+ answer\(s\) checked again after the time limit", "", line)
+        for line in lines
+        if line.startswith("  pass-rate gate ")
     ]
 
 
