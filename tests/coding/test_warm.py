@@ -244,7 +244,7 @@ def mess():
     sys.modules['evil'] = fake
     builtins.sorted = lambda *a, **k: ['patched']
     signal.signal(signal.SIGALRM, lambda *a: os._exit(3))
-    signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+    signal.setitimer(signal.ITIMER_REAL, 30, 0.05)  # armed, and never due while it runs
     for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
     os.environ['EVIL'] = '1'

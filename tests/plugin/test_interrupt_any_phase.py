@@ -41,7 +41,7 @@ def test_a(dflash_service):
 """
 
 
-def wait_for(path: Path, proc: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
+def wait_for(path: Path, proc: subprocess.Popen[bytes], what: str, timeout: float = 180) -> None:
     def there() -> bool:
         assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[0]!r}"
         return path.exists()
@@ -64,7 +64,7 @@ def start(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[bytes]:
 
 def finish(proc: subprocess.Popen[bytes]) -> str:
     try:
-        output, _ = proc.communicate(timeout=60)
+        output, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
