@@ -125,7 +125,7 @@ class Dormant:
         # run under a config before reporting their collection (session.py).
         if self.session is not None:
             return
-        from pytest_specdecode.service.shared_files import planned_tests
+        from pytest_specdecode.distributed.shared_files import planned_tests
 
         if planned_tests(self.config):
             self.wake().write_header()
@@ -153,12 +153,16 @@ class Scrubber:
         return report
 
 
+# The dormant run's scrubber while registered (plugin.py drops it once the session runs).
+SCRUBBER: pytest.StashKey[Scrubber] = pytest.StashKey()
+
+
 def xdist_controller(config: pytest.Config) -> bool:
     """Whether this process may hand tests to xdist workers, told without importing the
     service layer (the cheap test first: a run without ``-n`` never loads it)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return False
-    from pytest_specdecode.service.xdist import is_xdist_controller
+    from pytest_specdecode.distributed.run import is_xdist_controller
 
     return is_xdist_controller(config)
 
@@ -167,11 +171,7 @@ def prepare_xdist(config: pytest.Config, settings: Any) -> None:
     """In a dormant xdist controller: what the workers need before anyone collected
     (the lease directory and port), and the scheduler, which must be chosen now: it
     hands a run whose workers collected no test under a config to xdist's own."""
+    from pytest_specdecode.distributed import start_controller
     from pytest_specdecode.service.launch_command import endpoint
-    from pytest_specdecode.service.xdist import XdistController
 
-    controller = XdistController(settings, endpoint(settings).port)
-    config.pluginmanager.register(controller, XDIST_PLUGIN)
-
-
-XDIST_PLUGIN = "specdecode-xdist"
+    start_controller(config, settings, endpoint(settings).port)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_specdecode import records, redact
+from pytest_specdecode import distributed, records, redact
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
@@ -22,7 +22,6 @@ from pytest_specdecode.report import gates, results
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
 from pytest_specdecode.report.sweep_progress import notes as sweep_notes
-from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.checks import live_config
 from pytest_specdecode.service.manager import ServiceHandle, ServiceManager
 from pytest_specdecode.service.signals import TermAsInterrupt
@@ -92,25 +91,23 @@ class SpecDecodeSession:
         bound = distributed.worker_lease(config, settings)
         # A session started late in the xdist controller: the workers already have the
         # lease directory and port of the controller plugin made at configure (inert.py).
-        shared_with = config.pluginmanager.get_plugin("specdecode-xdist")
+        shared_with = distributed.controller_of(config)
         self.services = ServiceManager(
             settings,
             progress=self.progress,
             dialect=self.resolver.dialect,
             root=config.rootpath,
             target=bound.host if bound else None,
-            port=bound.port if bound else getattr(shared_with, "port", None),
+            port=bound.port if bound else shared_with.port if shared_with else None,
             lease=bound.lease if bound else None,
             placement=bound.placement if bound else None,
             lease_for=bound.lease_for if bound else None,
             redactor=self.redactor,
         )
-        if distributed.is_xdist_controller(config):
-            controller = shared_with or distributed.XdistController(settings, self.services.port)
-            if shared_with is None:
-                config.pluginmanager.register(controller, "specdecode-xdist")
-            if self.resume is not None:  # the workers read this copy, whatever happens next
-                distributed.share_resume(controller.lease_dir, self.resume.path)
+        controller = distributed.start_controller(config, settings, self.services.port)
+        if controller is not None and self.resume is not None:
+            # The workers read this copy, whatever happens next.
+            distributed.share_resume(controller.lease_dir, self.resume.path)
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()

@@ -35,6 +35,9 @@ LAYERS: dict[str, float] = {
     "config": 2,
     "server": 2.5,  # what the suites use of a verified server: below the service layer
     "service": 3,
+    # leases, placement, scheduling, the xdist controller plugin and the worker side: above
+    # the manager (which takes a lease and a placement as service/sharing.py's protocols)
+    "distributed": 3.5,
     "replies": 3,  # a reply checked against what the server could have produced
     "coding": 4,
     "throughput": 4,

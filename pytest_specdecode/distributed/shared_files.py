@@ -15,8 +15,13 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import statefiles
+from pytest_specdecode.distributed.run import controller_of
 
+# The workerinput keys the controller hands every worker: the lease directory and port.
 LEASE_DIR = "dflash_lease_dir"
+PORT = "dflash_port"
+# In the lease directory: the leases of the hosts (and the servers' records).
+LEASES = "leases"
 GROUPS = "groups.json"
 RESUME = "resume.json"
 CARRIED = "carried.json"
@@ -47,8 +52,8 @@ def _read(lease_dir: Path, name: str) -> Any:
 
 
 def _controller_lease_dir(config: pytest.Config) -> Path | None:
-    lease_dir = getattr(config.pluginmanager.get_plugin("specdecode-xdist"), "lease_dir", None)
-    return None if lease_dir is None else Path(lease_dir)
+    controller = controller_of(config)
+    return None if controller is None else controller.lease_dir
 
 
 def write_carried(config: pytest.Config, nodeids: list[str]) -> None:
