@@ -152,3 +152,25 @@ def test_suites_never_import_the_service_layer(path: Path) -> None:
         f"line {line}: {target}" for line, target in imports(path) if part_of(target) == "service"
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# Plugins of pytest and xdist, looked up by the names they registered under; the
+# plugin's own objects are found through ``config.stash`` (a typed key), never by name.
+FOREIGN_PLUGINS = {"terminalreporter", "xdist"}
+LOOKUPS = {"get_plugin", "getplugin", "hasplugin", "has_plugin"}
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_plugin_of_ours_is_looked_up_by_name(path: Path) -> None:
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in LOOKUPS
+        ):
+            continue
+        name = node.args[0] if node.args else None
+        if not (isinstance(name, ast.Constant) and name.value in FOREIGN_PLUGINS):
+            wrong.append(f"line {node.lineno}: {ast.unparse(node)} (use a pytest.StashKey)")
+    assert not wrong, "\n".join(wrong)
