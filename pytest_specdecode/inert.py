@@ -159,7 +159,7 @@ SCRUBBER: pytest.StashKey[Scrubber] = pytest.StashKey()
 
 def xdist_controller(config: pytest.Config) -> bool:
     """Whether this process may hand tests to xdist workers, told without importing the
-    service layer (the cheap test first: a run without ``-n`` never loads it)."""
+    distributed part (the cheap test first: a run without ``-n`` never loads it)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return False
     from pytest_specdecode.distributed.run import is_xdist_controller

@@ -37,13 +37,18 @@ def shared_resume(lease_dir: Path) -> Path | None:
     return path if path.exists() else None
 
 
+def worker_lease_dir(config: pytest.Config) -> Path | None:
+    """On an xdist worker of a run with the controller plugin: the directory it shares
+    with the controller (None elsewhere)."""
+    info: dict[str, Any] | None = getattr(config, "workerinput", None)
+    return Path(info[LEASE_DIR]) if info and LEASE_DIR in info else None
+
+
 def _write(config: pytest.Config, name: str, data: object) -> None:
     """On a worker: ``data`` as the shared file ``name`` (every worker writes the same
     content; atomically, so a reader never sees half of it)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return
-    statefiles.write_json(Path(info[LEASE_DIR]) / name, data)
+    if (lease_dir := worker_lease_dir(config)) is not None:
+        statefiles.write_json(lease_dir / name, data)
 
 
 def _read(lease_dir: Path, name: str) -> Any:

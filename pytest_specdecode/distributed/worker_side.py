@@ -8,7 +8,6 @@ the worker shares with the controller besides is in :mod:`.shared_files`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.distributed.lease import HostLease
 from pytest_specdecode.distributed.placement import SharedPlacement, down_hosts, host_key
-from pytest_specdecode.distributed.shared_files import LEASE_DIR, LEASES, PORT
+from pytest_specdecode.distributed.shared_files import LEASES, PORT, worker_lease_dir
 
 
 def worker_index(worker: str) -> int:
@@ -37,11 +36,12 @@ def holds_host_alone(config: pytest.Config, settings: Settings, current: Host | 
     True when the hosts are remote and distinct per worker (no more workers than
     hosts, worker N on host N) and no host of the run was lost (a lost host's
     workers move to a live host, which they then share with its own)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or not settings.remote or len(settings.hosts) < 2 or LEASE_DIR not in info:
+    lease_dir = worker_lease_dir(config)
+    if lease_dir is None or not settings.remote or len(settings.hosts) < 2:
         return False
-    if down_hosts(Path(info[LEASE_DIR])):
+    if down_hosts(lease_dir):
         return False
+    info: dict[str, Any] = getattr(config, "workerinput", {})
     workers = int(info.get("workercount") or 0)
     if not 0 < workers <= len(settings.hosts):
         return False
@@ -62,13 +62,13 @@ class WorkerBinding(NamedTuple):
 
 def worker_lease(config: pytest.Config, settings: Settings) -> WorkerBinding | None:
     """On an xdist worker: where it serves from (see :class:`WorkerBinding`)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
+    directory = worker_lease_dir(config)
+    if directory is None:
         return None
+    info: dict[str, Any] = getattr(config, "workerinput", {})
     worker = str(info["workerid"])
     host = bound_host(settings, worker)
     port = int(info[PORT])
-    directory = Path(info[LEASE_DIR])
 
     def lease_for(target: Host | None) -> HostLease:
         return HostLease(directory / LEASES, host_key(settings, target, port), worker)
