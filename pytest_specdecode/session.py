@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_specdecode import distributed, records, redact
+from pytest_specdecode import records, redact
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
+from pytest_specdecode.distributed import run, shared_files, worker_side
+from pytest_specdecode.distributed.controller import start_controller
 from pytest_specdecode.errors import SweepOverrideWarning
 from pytest_specdecode.progress import Progress
 from pytest_specdecode.report import gates, results
@@ -58,7 +60,7 @@ class SpecDecodeSession:
         self.outputs.problem_set = self.problem_set
         info = getattr(config, "workerinput", None) or {}
         # Under xdist the baseline goes to the directory the controller shares.
-        shared = info.get(distributed.LEASE_DIR)
+        shared = info.get(shared_files.LEASE_DIR)
         self.lossless_baseline = LosslessBaseline(Path(shared) if shared else None)
         # The load client's null-server figures, once calibrated: a throughput round run
         # on a loaded machine is measured again against them.
@@ -75,10 +77,10 @@ class SpecDecodeSession:
         # A dry run plans here, in this process: no workers, no servers.
         # A search chooses each config from the last one's figures: with fewer than two
         # hosts for the workers it runs here too, serially (search/loop.py says so).
-        parallel = distributed.parallel_hosts(config, settings) > 1
+        parallel = run.parallel_hosts(config, settings) > 1
         serial = settings.dry_run or (bool(settings.search) and not parallel)
-        self.dry_workers = distributed.serial_for_dry_run(config) if serial else 0
-        distributed.check_options(config, settings)
+        self.dry_workers = run.serial_for_dry_run(config) if serial else 0
+        run.check_options(config, settings)
         self.resume = self._load_resume(shared) if settings.resume else None
         self._carried: dict[SpecConfig, tuple[int, int]] = {}  # config -> (carried, tests)
         self._planned: dict[str, int] = {}  # config key -> tests to run (serially)
@@ -87,11 +89,11 @@ class SpecDecodeSession:
         # -qq: no progress lines at all (errors still say what happened).
         shown = self.controller and config.get_verbosity() > -2
         self.progress = Progress.for_stderr(enabled=shown, redact=self.redactor)
-        self.sweep = SweepProgress(parallel=distributed.parallel_hosts(config, settings))
-        bound = distributed.worker_lease(config, settings)
+        self.sweep = SweepProgress(parallel=run.parallel_hosts(config, settings))
+        bound = worker_side.worker_lease(config, settings)
         # A session started late in the xdist controller: the workers already have the
         # lease directory and port of the controller plugin made at configure (inert.py).
-        shared_with = distributed.controller_of(config)
+        shared_with = run.controller_of(config)
         self.services = ServiceManager(
             settings,
             progress=self.progress,
@@ -104,10 +106,10 @@ class SpecDecodeSession:
             lease_for=bound.lease_for if bound else None,
             redactor=self.redactor,
         )
-        controller = distributed.start_controller(config, settings, self.services.port)
+        controller = start_controller(config, settings, self.services.port)
         if controller is not None and self.resume is not None:
             # The workers read this copy, whatever happens next.
-            distributed.share_resume(controller.lease_dir, self.resume.path)
+            shared_files.share_resume(controller.lease_dir, self.resume.path)
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()
@@ -122,14 +124,14 @@ class SpecDecodeSession:
         from pytest_specdecode.report.resume import Resume
 
         # Workers read the copy the controller made before any test rewrote the report.
-        copy = distributed.shared_resume(Path(shared)) if shared else None
+        copy = shared_files.shared_resume(Path(shared)) if shared else None
         path = copy or self.settings.resume or ""
         return Resume.load(path, self.settings, self.config.rootpath, self.problem_set)
 
     def holds_host_alone(self) -> bool:
         """On an xdist worker: whether no other worker can load its server (throughput
         cases are then measured without pytest-benchmark, which is off under xdist)."""
-        return distributed.holds_host_alone(self.config, self.settings, self.services.target)
+        return worker_side.holds_host_alone(self.config, self.settings, self.services.target)
 
     def problem_set(self) -> dict[str, str] | None:
         """The run's problems by name and definition digest (for --dflash-resume); None
@@ -250,15 +252,13 @@ class SpecDecodeSession:
             left = {c.key() for item in items if (c := item_config(item)) is not None}
             self.resume.carry_into(self.results, left)
         else:
-            distributed.write_carried(self.config, sorted(carried))
+            shared_files.write_carried(self.config, sorted(carried))
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports the collection
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # For the xdist controller's scheduler: one config at a time per host.
-        groups = {
-            i.nodeid: distributed.config_key(c) for i in session.items if (c := item_config(i))
-        }
-        distributed.write_groups(self.config, groups)
+        groups = {i.nodeid: run.config_key(c) for i in session.items if (c := item_config(i))}
+        shared_files.write_groups(self.config, groups)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.controller:
             # Shown at collection too, so --collect-only tells about them.
@@ -478,9 +478,9 @@ class SpecDecodeSession:
     def _carry_from_workers(self) -> None:
         """Under xdist the controller collects nothing: it carries what the workers deselected."""
         if self.resume is not None and self.controller and self.results.resumed_from is None:
-            carried = distributed.read_carried(self.config)
+            carried = shared_files.read_carried(self.config)
             if carried is not None:
-                left = distributed.planned_tests(self.config) or {}
+                left = shared_files.planned_tests(self.config) or {}
                 self.resume.carry_into(self.results, left, carried)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -503,7 +503,7 @@ class SpecDecodeSession:
         if not self._sweep_planned:
             # Once: serially from the collection, under xdist from what the workers collected.
             self._sweep_planned = True
-            tests = distributed.planned_tests(self.config) or self._planned
+            tests = shared_files.planned_tests(self.config) or self._planned
             whole = {k for k, r in self.results.configs.items() if r.carried and r.carried["whole"]}
             self.sweep.plan(tests, dict.fromkeys(whole, 0))
 

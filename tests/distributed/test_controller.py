@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_specdecode import inert
-from pytest_specdecode.distributed import XdistController, controller_of
+from pytest_specdecode.distributed.controller import XdistController
+from pytest_specdecode.distributed.run import controller_of
 
 from ..conftest import sim_launch
 
