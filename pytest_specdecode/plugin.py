@@ -69,10 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
     dormant = inert.Dormant(config, lambda: _start(config, settings, late=True))
     config.pluginmanager.register(dormant, "specdecode-dormant")
     if (secrets := redact.for_settings(settings)).secrets:
-        config.pluginmanager.register(
-            inert.Scrubber(lambda report: redact.scrub_report(report, secrets)),
-            "specdecode-scrubber",
-        )
+        scrubber = inert.Scrubber(lambda report: redact.scrub_report(report, secrets))
+        config.stash[inert.SCRUBBER] = scrubber
+        config.pluginmanager.register(scrubber, "specdecode-scrubber")
     if inert.xdist_controller(config):
         inert.prepare_xdist(config, settings)
 
@@ -89,7 +88,7 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
         session = SpecDecodeSession(config, settings, late=late)
     except (SettingsError, ConfigError) as exc:
         raise pytest.UsageError(redact.for_options(config)(str(exc))) from None
-    if (scrubber := config.pluginmanager.get_plugin("specdecode-scrubber")) is not None:
+    if (scrubber := config.stash.get(inert.SCRUBBER, None)) is not None:
         config.pluginmanager.unregister(scrubber)  # the session scrubs from now on
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "specdecode-session")

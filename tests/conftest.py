@@ -64,15 +64,16 @@ def _gone(pid: int) -> bool:
 
 # The modules with the longest tests (whole pytest sessions under -n 2, several
 # end-to-end runs each), longest first. xdist hands tests out in collection order,
-# and tests/xdist comes last alphabetically: there its long runs started last and
-# ran alone at the end beside idle workers. Started first, the short tests fill in
-# around them. Whole modules move, so module-scoped set-ups still run once.
+# and the xdist modules (then tests/xdist) came last alphabetically: there their
+# long runs started last and ran alone at the end beside idle workers. Started
+# first, the short tests fill in around them. Whole modules move, so module-scoped
+# set-ups still run once.
 SLOW_FIRST = (
     "tests/test_example_workflow.py",
-    "tests/xdist/test_xdist_e2e.py",
-    "tests/xdist/test_owned_cleanup.py",
-    "tests/xdist/test_multihost.py",
-    "tests/xdist/test_schedule.py",
+    "tests/distributed/test_xdist_e2e.py",
+    "tests/distributed/test_owned_cleanup.py",
+    "tests/distributed/test_multihost.py",
+    "tests/distributed/test_schedule.py",
     "tests/plugin/test_acceptance_hostile.py",
     "tests/plugin/test_acceptance_samples.py",
     "tests/plugin/test_resume.py",

@@ -71,13 +71,24 @@ PARTS: dict[str, Part] = {
         '(base.py: the base with the "unknown" answers; remote.py: the SSH connection '
         "systemd and script share), launch_command.py (endpoint, launch rendering), the "
         "probe, the readiness gate, checks.py (probe, gate, external mode and joins for the "
-        "manager), the manager, the handle tests get, xdist scheduler, lease, switch, "
-        "retry.py (start retries), placement.py (lost hosts), dryrun.py, shared_files.py "
-        "(what controller and workers share), lease_state.py (the lease file as a typed "
-        "value), start_phases.py (what each start cost, from the server's log lines), "
-        "weight_cache.py (--dflash-weight-cache: the daemon and its clients)",
+        "manager), the manager, the handle tests get, switch.py (a shared server's switch), "
+        "sharing.py (the lease and placement the manager takes, as protocols; the placement "
+        "without workers), retry.py (start retries), dryrun.py, ownership.py (every server "
+        "started, recorded and reaped), start_phases.py (what each start cost, from the "
+        "server's log lines), weight_cache.py (--dflash-weight-cache: the daemon and its "
+        "clients)",
     ),
     "replies": Part(3, "a reply checked against what the server could have produced"),
+    # Above the manager, which takes a lease and a placement as service/sharing.py's protocols.
+    "distributed": Part(
+        3.5,
+        "pytest-xdist: run.py (whether workers run; the controller through config.stash), "
+        "controller.py (the one controller plugin, registered only with workers), "
+        "worker_side.py (a worker's host, lease and placement), lease.py and lease_state.py "
+        "(one shared server per host), placement.py (lost hosts), schedule.py and "
+        "scheduling.py (one config per host at a time), dispatch.py (ours or xdist's "
+        "scheduler), shared_files.py",
+    ),
     "coding": Part(
         4,
         "problems, extraction, sandbox (sandbox_base.py: limits, errors and command lines; "
@@ -101,7 +112,12 @@ PARTS: dict[str, Part] = {
         "hookspecs.py (the hooks users implement in their conftest.py) and inert.py (the "
         "plugin stays inert until a run uses it), both light",
     ),
-    "search": Part(6, "--dflash-search: the next config from the results so far (Optuna)"),
+    "search": Part(
+        6,
+        "--dflash-search: the next config from the results so far (Optuna); distributed.py: "
+        "its side under xdist (the scheduler's chooser, a layer above distributed/: it is "
+        "the search's own state)",
+    ),
     "suite": Part(6, "the built-in tests"),
     "plugin": Part(7, "options, markers, hooks, fixtures (thin)"),
     "sim": Part(
@@ -308,6 +324,28 @@ def test_the_top_of_the_package_stays_small() -> None:
         f"pytest_specdecode/ holds {len(top)} modules at its top (at most {TOP_MODULES}): "
         f"move one into the subpackage of its concept (or make one): {top}"
     )
+
+
+# Plugins of pytest and xdist, looked up by the names they registered under; the
+# plugin's own objects are found through ``config.stash`` (a typed key), never by name.
+FOREIGN_PLUGINS = {"terminalreporter", "xdist"}
+LOOKUPS = {"get_plugin", "getplugin", "hasplugin", "has_plugin"}
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_plugin_of_ours_is_looked_up_by_name(path: Path) -> None:
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in LOOKUPS
+        ):
+            continue
+        name = node.args[0] if node.args else None
+        if not (isinstance(name, ast.Constant) and name.value in FOREIGN_PLUGINS):
+            wrong.append(f"line {node.lineno}: {ast.unparse(node)} (use a pytest.StashKey)")
+    assert not wrong, "\n".join(wrong)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The controller collects nothing, so each worker writes the configs it
 collected to the lease directory (``search-space.json``: key, label and
 config in collection order; every worker writes the same). The controller's
-config scheduler (:class:`pytest_specdecode.service.xdist.ConfigScheduling`)
+config scheduler (:class:`pytest_specdecode.distributed.scheduling.ConfigScheduling`)
 asks :class:`HostsSearch` for a host's next config when that host has at most
 one config left to finish, and says when a config's tests have all completed:
 their reports (and records) have reached the controller by then, so its
@@ -37,7 +37,8 @@ SKIPS = "search-skips.json"
 
 
 class HostsSearch:
-    """The search as the xdist scheduler's :class:`~pytest_specdecode.service.schedule.Chooser`."""
+    """The search as the xdist scheduler's
+    :class:`~pytest_specdecode.distributed.schedule.Chooser`."""
 
     def __init__(self, loop: SearchLoop, lease_dir: Path, hosts: int) -> None:
         self.loop = loop

@@ -21,12 +21,13 @@ config, and the workers skip the configs never visited (:mod:`.distributed`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.distributed.run import controller_of
+from pytest_specdecode.distributed.shared_files import worker_lease_dir
 from pytest_specdecode.report import gates
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
@@ -35,7 +36,6 @@ from pytest_specdecode.search.distributed import HostsSearch, WorkerSide
 from pytest_specdecode.search.objective import cases_of, measure, seconds_of
 from pytest_specdecode.search.optimizer import GridSearch, Measured, default_restarts
 from pytest_specdecode.search.space import ConfigOf, Space, build_space, metric_of
-from pytest_specdecode.service.shared_files import LEASE_DIR
 
 
 class SearchLoop:
@@ -245,10 +245,9 @@ def register(
     Under pytest-xdist (the session started workers: several hosts) the xdist
     controller's scheduler gets the search as its chooser, and each worker its side."""
     loop = SearchLoop(settings, outputs, results, config_of)
-    info = getattr(config, "workerinput", None)
-    if info is not None and LEASE_DIR in info:
-        loop.worker = WorkerSide(Path(info[LEASE_DIR]), config_of)
-    elif (controller := config.pluginmanager.get_plugin("specdecode-xdist")) is not None:
+    if (lease_dir := worker_lease_dir(config)) is not None:
+        loop.worker = WorkerSide(lease_dir, config_of)
+    elif (controller := controller_of(config)) is not None:
         hosts = HostsSearch(loop, controller.lease_dir, len(settings.hosts))
         loop.hosts = controller.chooser = hosts
     config.pluginmanager.register(loop, "specdecode-search")

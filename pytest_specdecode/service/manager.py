@@ -35,12 +35,10 @@ from pytest_specdecode.service.controllers import build_controller
 from pytest_specdecode.service.handle import ServiceHandle
 from pytest_specdecode.service.identity import Fingerprint
 from pytest_specdecode.service.launch_command import LaunchRenderer, endpoint
-from pytest_specdecode.service.lease import HostLease, LeaseHostDown, Moved
-from pytest_specdecode.service.placement import LocalPlacement, Placement
 from pytest_specdecode.service.probe import LOADING, Look
+from pytest_specdecode.service.sharing import Lease, LeaseHostDown, LocalPlacement, Moved, Placement
 from pytest_specdecode.service.start_phases import StartPhases, read_phases
 from pytest_specdecode.service.weight_cache import WeightCache, WeightCacheFailed
-from pytest_specdecode.service.xdist import config_key
 
 # OtherConfigLive and ServiceUnavailable live in .checks; this path stays theirs too.
 __all__ = ["OtherConfigLive", "ServiceHandle", "ServiceManager", "ServiceUnavailable"]
@@ -64,9 +62,9 @@ class ServiceManager:
         controller_factory: ControllerFactory | None = None,
         target: Host | None = None,
         port: int | None = None,
-        lease: HostLease | None = None,
+        lease: Lease | None = None,
         placement: Placement | None = None,
-        lease_for: Callable[[Host], HostLease | None] | None = None,
+        lease_for: Callable[[Host], Lease | None] | None = None,
         http: requests.Session | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -101,7 +99,7 @@ class ServiceManager:
         # --dflash-weight-cache: the daemon of this host, started before the first start.
         self._cache: WeightCache | None = None
 
-    def _bind(self, target: Host | None, lease: HostLease | None) -> None:
+    def _bind(self, target: Host | None, lease: Lease | None) -> None:
         """Serve from ``target`` (again: after its host was lost, another one)."""
         self.target = target
         self.where = endpoint(self.settings, target, self._port)
@@ -149,7 +147,7 @@ class ServiceManager:
         self._messages.append(handle.ready_message())
         handle.log_dir = log_dir
         handle.host = self._host_name()
-        handle.moves = self.placement.moves(config_key(config)) if self.placement else []
+        handle.moves = self.placement.moves(config.key()) if self.placement else []
         if handle.restarted:
             handle.attempts = [a.to_json() for a in self._attempts.get(config, [])]
         self._live = handle
@@ -163,12 +161,12 @@ class ServiceManager:
             "ready": False,
             "host": self._host_name(),
             "start_attempts": [a.to_json() for a in self._attempts.get(config, [])],
-            "moves": self.placement.moves(config_key(config)) if self.placement else [],
+            "moves": self.placement.moves(config.key()) if self.placement else [],
         }
 
     def _somewhere(self, config: SpecConfig, log_dir: Path) -> ServiceHandle:
         """Bring ``config`` up on its host; when that host is lost, on the next one."""
-        key = config_key(config)
+        key = config.key()
         while True:
             if self.placement is not None:
                 host = self.placement.host_for(key)  # raises when no host is left
@@ -318,13 +316,13 @@ class ServiceManager:
             handle, local=self.settings.control == "local", log=where_log
         )
 
-    def _leased(self, lease: HostLease, config: SpecConfig, log_dir: Path) -> ServiceHandle:
+    def _leased(self, lease: Lease, config: SpecConfig, log_dir: Path) -> ServiceHandle:
         placement, target = self.placement, self.target
         here = None
         if placement is not None and target is not None:
-            here = lambda: placement.still_here(config_key(config), target)  # noqa: E731
+            here = lambda: placement.still_here(config.key(), target)  # noqa: E731
         timeout = self.settings.ready_timeout + SWITCH_MARGIN
-        with lease.turn(config_key(config), timeout=timeout, still_here=here) as turn:
+        with lease.turn(config.key(), timeout=timeout, still_here=here) as turn:
             if not turn.switching:
                 # Another worker brought it up: verify that server.
                 return self.checks.join(config, turn.server or {})

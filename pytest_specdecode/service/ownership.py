@@ -30,6 +30,26 @@ from pytest_specdecode.processes.lineage import stat_fields
 PR_SET_PDEATHSIG = 1
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` runs (workers share one machine).
+
+    A killed worker stays a zombie until xdist reaps it, and signal 0 still
+    reaches zombies: on Linux, /proc tells them apart.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return True  # no /proc (macOS): trust the signal
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
 def parent_death_signal() -> Callable[[], None] | None:
     """A ``preexec_fn`` giving the child SIGTERM when this process dies (Linux), or None.
 
@@ -111,7 +131,6 @@ class Registry:
         """Stop the recorded servers whose owner died (all of them: ``only_orphans=False``);
         returns their groups. A group whose leader pid now belongs to another process
         (a different start time) is left alone: the pid was reused."""
-        from pytest_specdecode.service.lease import pid_alive
         from pytest_specdecode.service.local import group_running, stop_group_id
 
         alive = self._alive or pid_alive

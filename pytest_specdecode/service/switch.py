@@ -1,6 +1,6 @@
 """Switching a shared server under the xdist lease: one worker restarts, the others join.
 
-The lease (:mod:`pytest_specdecode.service.lease`) decides who switches and
+The lease (:mod:`pytest_specdecode.distributed.lease`) decides who switches and
 when; this module does the switch: stop the local server another worker
 started (its process group, recorded in the lease), bring the config up, and
 record the facts the other workers need to use the new server.

@@ -12,8 +12,8 @@ from pytest_specdecode import records
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
+from pytest_specdecode.distributed import run, shared_files
 from pytest_specdecode.errors import SweepOverrideWarning
-from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.checks import live_config
 from pytest_specdecode.session.items import PARAM, item_config, item_kind, speedup_cases
 from pytest_specdecode.throughput.runner import LosslessBaseline
@@ -140,8 +140,8 @@ class Collection:
     def finish(self, items: list[pytest.Item]) -> None:
         """What the collection leaves for the run: the xdist controller's scheduler
         groups (one config at a time per host) and the tests planned per config."""
-        groups = {i.nodeid: distributed.config_key(c) for i in items if (c := item_config(i))}
-        distributed.write_groups(self.config, groups)
+        groups = {i.nodeid: run.config_key(c) for i in items if (c := item_config(i))}
+        shared_files.write_groups(self.config, groups)
         self.planned = {}
         for item in items:
             if (config := item_config(item)) is not None:

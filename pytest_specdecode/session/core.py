@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.distributed import worker_side
 from pytest_specdecode.output import redact
 from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.report import gates, results
 from pytest_specdecode.report.outputs import RunOutputs
-from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.signals import TermAsInterrupt
 from pytest_specdecode.session import collected, finish
 from pytest_specdecode.session.calibrate import Calibrating
@@ -89,7 +89,7 @@ class SpecDecodeSession:
     def holds_host_alone(self) -> bool:
         """On an xdist worker: whether no other worker can load its server (throughput
         cases are then measured without pytest-benchmark, which is off under xdist)."""
-        return distributed.holds_host_alone(self.config, self.settings, self.services.target)
+        return worker_side.holds_host_alone(self.config, self.settings, self.services.target)
 
     # --- collection -------------------------------------------------------
 

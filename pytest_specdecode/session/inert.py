@@ -27,6 +27,11 @@ from typing import Any
 
 import pytest
 
+# Loaded with the plugin, so the controller's stash key is one object for the process's
+# life: pytester's in-process runs drop the modules a run imported, and a key imported
+# again would not find what the first one stored.
+from pytest_specdecode.distributed import run as distributed_run
+
 # The plugin's fixtures: a test requesting one (directly or through another
 # fixture) uses the plugin.
 FIXTURES = frozenset(
@@ -125,7 +130,7 @@ class Dormant:
         # run under a config before reporting their collection (session/collect.py).
         if self.session is not None:
             return
-        from pytest_specdecode.service.shared_files import planned_tests
+        from pytest_specdecode.distributed.shared_files import planned_tests
 
         if planned_tests(self.config):
             self.wake().write_header()
@@ -153,25 +158,22 @@ class Scrubber:
         return report
 
 
+# The dormant run's scrubber while registered (plugin.py drops it once the session runs).
+SCRUBBER: pytest.StashKey[Scrubber] = pytest.StashKey()
+
+
 def xdist_controller(config: pytest.Config) -> bool:
-    """Whether this process may hand tests to xdist workers, told without importing the
-    service layer (the cheap test first: a run without ``-n`` never loads it)."""
+    """Whether this process may hand tests to xdist workers (the cheap test first)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return False
-    from pytest_specdecode.service.xdist import is_xdist_controller
-
-    return is_xdist_controller(config)
+    return distributed_run.is_xdist_controller(config)
 
 
 def prepare_xdist(config: pytest.Config, settings: Any) -> None:
     """In a dormant xdist controller: what the workers need before anyone collected
     (the lease directory and port), and the scheduler, which must be chosen now: it
     hands a run whose workers collected no test under a config to xdist's own."""
+    from pytest_specdecode.distributed.controller import start_controller
     from pytest_specdecode.service.launch_command import endpoint
-    from pytest_specdecode.service.xdist import XdistController
 
-    controller = XdistController(settings, endpoint(settings).port)
-    config.pluginmanager.register(controller, XDIST_PLUGIN)
-
-
-XDIST_PLUGIN = "specdecode-xdist"
+    start_controller(config, settings, endpoint(settings).port)

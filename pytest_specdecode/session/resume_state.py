@@ -12,8 +12,8 @@ import pytest
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.distributed import shared_files
 from pytest_specdecode.report.results import RunResults
-from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.session.items import item_config, item_kind
 from pytest_specdecode.session.target import shared_dir
 from pytest_specdecode.throughput.runner import LosslessBaseline
@@ -47,7 +47,7 @@ class ResumeState:
 
         # Workers read the copy the controller made before any test rewrote the report.
         shared = shared_dir(config)
-        copy = distributed.shared_resume(shared) if shared else None
+        copy = shared_files.shared_resume(shared) if shared else None
         path = copy or settings.resume or ""
         return cls(Resume.load(path, settings, config.rootpath, problem_set), config, results)
 
@@ -77,7 +77,7 @@ class ResumeState:
             left = {c.key() for item in items if (c := item_config(item)) is not None}
             self.resume.carry_into(self.results, left)
         else:
-            distributed.write_carried(self.config, sorted(carried))
+            shared_files.write_carried(self.config, sorted(carried))
 
     def whole(self) -> list[tuple[SpecConfig, int]]:
         """The configs whose every test is carried, with their number of tests."""
@@ -92,9 +92,9 @@ class ResumeState:
         """Under xdist the controller collects nothing: it carries what the workers
         deselected (once)."""
         if self.controller and self.results.resumed_from is None:
-            carried = distributed.read_carried(self.config)
+            carried = shared_files.read_carried(self.config)
             if carried is not None:
-                left = distributed.planned_tests(self.config) or {}
+                left = shared_files.planned_tests(self.config) or {}
                 self.resume.carry_into(self.results, left, carried)
 
     def exit_status(self, status: int) -> int:

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import records
+from pytest_specdecode.distributed import shared_files
 from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration
-from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.session.collect import Collection
 from pytest_specdecode.session.target import Target
 
@@ -38,7 +38,7 @@ class Sweep:
     def plan(self) -> None:
         if not self._done_planning:
             self._done_planning = True
-            tests = distributed.planned_tests(self.config) or self.collection.planned
+            tests = shared_files.planned_tests(self.config) or self.collection.planned
             configs = self.results.configs
             whole = {k for k, r in configs.items() if r.carried and r.carried["whole"]}
             self.progress_of.plan(tests, dict.fromkeys(whole, 0))

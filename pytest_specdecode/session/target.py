@@ -2,7 +2,7 @@
 that says so.
 
 Under xdist a worker is bound to one host through its lease; the controller
-holds the plugin that schedules by config (:mod:`pytest_specdecode.service.xdist`).
+holds the plugin that schedules by config (:mod:`pytest_specdecode.distributed.controller`).
 """
 
 from __future__ import annotations
@@ -13,16 +13,17 @@ import pytest
 
 from pytest_specdecode.config.dialects import Dialect
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.distributed import run, shared_files, worker_side
+from pytest_specdecode.distributed.controller import start_controller
 from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.output.redact import Redactor
-from pytest_specdecode.service import xdist as distributed
 from pytest_specdecode.service.manager import ServiceManager
 
 
 def shared_dir(config: pytest.Config) -> Path | None:
     """On an xdist worker: the directory the controller shares with the workers."""
     info = getattr(config, "workerinput", None) or {}
-    shared = info.get(distributed.LEASE_DIR)
+    shared = info.get(shared_files.LEASE_DIR)
     return Path(shared) if shared else None
 
 
@@ -33,46 +34,43 @@ class Target:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.parallel = distributed.parallel_hosts(config, settings)
+        self.parallel = run.parallel_hosts(config, settings)
         # A dry run plans here, in this process: no workers, no servers.
         # A search chooses each config from the last one's figures: with fewer than two
         # hosts for the workers it runs here too, serially (search/loop.py says so).
         serial = settings.dry_run or (bool(settings.search) and self.parallel <= 1)
-        self.dry_workers = distributed.serial_for_dry_run(config) if serial else 0
-        distributed.check_options(config, settings)
+        self.dry_workers = run.serial_for_dry_run(config) if serial else 0
+        run.check_options(config, settings)
         self.lease_dir: Path | None = None  # the xdist controller's, once it has one
 
     def services(self, progress: Progress, dialect: Dialect, redactor: Redactor) -> ServiceManager:
         """The run's service manager: on a worker, bound to its host's lease; in the
         xdist controller, with the controller plugin registered."""
         config, settings = self.config, self.settings
-        bound = distributed.worker_lease(config, settings)
+        bound = worker_side.worker_lease(config, settings)
         # A session started late in the xdist controller: the workers already have the
         # lease directory and port of the controller plugin made at configure (inert.py).
-        shared_with = config.pluginmanager.get_plugin("specdecode-xdist")
+        shared_with = run.controller_of(config)
         manager = ServiceManager(
             settings,
             progress=progress,
             dialect=dialect,
             root=config.rootpath,
             target=bound.host if bound else None,
-            port=bound.port if bound else getattr(shared_with, "port", None),
+            port=bound.port if bound else shared_with.port if shared_with else None,
             lease=bound.lease if bound else None,
             placement=bound.placement if bound else None,
             lease_for=bound.lease_for if bound else None,
             redactor=redactor,
         )
-        if distributed.is_xdist_controller(config):
-            controller = shared_with or distributed.XdistController(settings, manager.port)
-            if shared_with is None:
-                config.pluginmanager.register(controller, "specdecode-xdist")
+        if (controller := start_controller(config, settings, manager.port)) is not None:
             self.lease_dir = controller.lease_dir
         return manager
 
     def share_resume(self, path: Path) -> None:
         """In the xdist controller: the workers read this copy, whatever happens next."""
         if self.lease_dir is not None:
-            distributed.share_resume(self.lease_dir, path)
+            shared_files.share_resume(self.lease_dir, path)
 
 
 def header_lines(settings: Settings, base_url: str) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import SSHD, free_port
-from ..xdist.test_multihost import stop_simulators, write_script
+from ..distributed.test_multihost import stop_simulators, write_script
 
 
 @pytest.fixture

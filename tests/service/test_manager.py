@@ -15,14 +15,14 @@ import pytest
 
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.distributed.lease import HostLease, write_active
+from pytest_specdecode.distributed.run import config_key
 from pytest_specdecode.service.base import ListenerCheck, ServiceController
-from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.manager import (
     OtherConfigLive,
     ServiceManager,
     ServiceUnavailable,
 )
-from pytest_specdecode.service.xdist import config_key
 
 from .fakes import FakeClock, FakeController, FakeServer, FakeSession, fake_manager, info_from_argv
 

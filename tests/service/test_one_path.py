@@ -24,13 +24,14 @@ import pytest
 import pytest_specdecode
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.distributed.lease import HostLease, write_active
+from pytest_specdecode.distributed.placement import host_key
+from pytest_specdecode.distributed.run import config_key
+from pytest_specdecode.distributed.shared_files import LEASE_DIR, LEASES, PORT
+from pytest_specdecode.distributed.worker_side import worker_lease
 from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.service import probe as probe_module
-from pytest_specdecode.service.lease import HostLease, write_active
 from pytest_specdecode.service.manager import OtherConfigLive, ServiceManager
-from pytest_specdecode.service.placement import host_key
-from pytest_specdecode.service.shared_files import LEASE_DIR
-from pytest_specdecode.service.xdist import LEASES, PORT, config_key, worker_lease
 
 from .fakes import (
     FakeClock,
@@ -172,7 +173,7 @@ def calls_of(name: str) -> list[str]:
 
 def test_the_lease_is_built_and_taken_on_one_path() -> None:
     # Built once, under the worker's id (the fixture once built its own with rank 0).
-    assert calls_of("HostLease") == ["service/xdist.py:lease_for"]
+    assert calls_of("HostLease") == ["distributed/worker_side.py:lease_for"]
     assert calls_of("worker_lease") == ["session/target.py:services"]
     # Taken on one path: the manager's lease path -> a turn of the lease.
     assert calls_of("turn") == ["service/manager.py:_leased"]

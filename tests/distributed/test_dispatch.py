@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_specdecode.service.xdist_dispatch import DispatchScheduling
+from pytest_specdecode.distributed.dispatch import DispatchScheduling
 
 
 class Recording:

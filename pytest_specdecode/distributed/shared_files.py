@@ -15,8 +15,13 @@ from typing import Any
 import pytest
 
 from pytest_specdecode import statefiles
+from pytest_specdecode.distributed.run import controller_of
 
+# The workerinput keys the controller hands every worker: the lease directory and port.
 LEASE_DIR = "dflash_lease_dir"
+PORT = "dflash_port"
+# In the lease directory: the leases of the hosts (and the servers' records).
+LEASES = "leases"
 GROUPS = "groups.json"
 RESUME = "resume.json"
 CARRIED = "carried.json"
@@ -32,13 +37,18 @@ def shared_resume(lease_dir: Path) -> Path | None:
     return path if path.exists() else None
 
 
+def worker_lease_dir(config: pytest.Config) -> Path | None:
+    """On an xdist worker of a run with the controller plugin: the directory it shares
+    with the controller (None elsewhere)."""
+    info: dict[str, Any] | None = getattr(config, "workerinput", None)
+    return Path(info[LEASE_DIR]) if info and LEASE_DIR in info else None
+
+
 def _write(config: pytest.Config, name: str, data: object) -> None:
     """On a worker: ``data`` as the shared file ``name`` (every worker writes the same
     content; atomically, so a reader never sees half of it)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return
-    statefiles.write_json(Path(info[LEASE_DIR]) / name, data)
+    if (lease_dir := worker_lease_dir(config)) is not None:
+        statefiles.write_json(lease_dir / name, data)
 
 
 def _read(lease_dir: Path, name: str) -> Any:
@@ -47,8 +57,8 @@ def _read(lease_dir: Path, name: str) -> Any:
 
 
 def _controller_lease_dir(config: pytest.Config) -> Path | None:
-    lease_dir = getattr(config.pluginmanager.get_plugin("specdecode-xdist"), "lease_dir", None)
-    return None if lease_dir is None else Path(lease_dir)
+    controller = controller_of(config)
+    return None if controller is None else controller.lease_dir
 
 
 def write_carried(config: pytest.Config, nodeids: list[str]) -> None:

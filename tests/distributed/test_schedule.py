@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from pytest_specdecode.service.placement import read_placement, write_down
-from pytest_specdecode.service.schedule import ConfigPlan
-from pytest_specdecode.service.xdist import GROUPS, ConfigScheduling
+from pytest_specdecode.distributed.placement import read_placement, write_down
+from pytest_specdecode.distributed.schedule import ConfigPlan
+from pytest_specdecode.distributed.scheduling import ConfigScheduling
+from pytest_specdecode.distributed.shared_files import GROUPS
 
 
 @dataclass

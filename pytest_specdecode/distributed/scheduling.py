@@ -1,168 +1,29 @@
-"""pytest-xdist support: the controller schedules by config; workers share servers.
+"""The xdist scheduler of config tests: per host, one config's tests at a time.
 
-Registered only when pytest-xdist runs the session with workers. The
-controller process makes a lease directory and, for the local simulator, one
-port, and hands both to every worker (``pytest_configure_node``); each worker
-binds to one host (worker N to host N modulo the number of hosts) and takes
-its server through :class:`pytest_specdecode.service.lease.HostLease`.
-
-Workers write which config each collected test runs under to the lease
-directory; the controller schedules with :class:`ConfigScheduling`, which
-hands each host one config's tests at a time (:mod:`.schedule`) and tells the
-lease which config each host may switch to. So each config starts once, by
-construction, however the workers' timing falls. A worker that finds its
-host down says so in the lease directory (:mod:`.placement`); the scheduler,
-which watches for that in a thread of its own (the other workers may all be
-idle, so no event would come), moves the host's configs not yet done and its
-workers to a live host and publishes where each config runs now. At the end the controller
-stops the local servers the workers left running.
-
-Under ``--dflash-search`` with several hosts, a :class:`~.schedule.Chooser`
-(the search, registered by :mod:`pytest_specdecode.search.loop`) picks each
-host's next config when the host has nothing left; it hears when a config's
-tests are done (their reports have reached this process by then).
-
-Throughput cases need the server to themselves: pytest-benchmark switches
-itself off under xdist, and a case is measured by the plugin's own load
-client only where each worker holds its host alone (:func:`holds_host_alone`);
-elsewhere it skips.
+:class:`ConfigScheduling` implements xdist's ``Scheduling`` protocol over the
+bookkeeping of :mod:`.schedule`, publishes each host's active config to its
+lease (:mod:`.lease`) and, with several hosts, where each config runs
+(:mod:`.placement`).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import pytest
 from xdist.remote import Producer
 from xdist.report import report_collection_diff
 from xdist.workermanage import WorkerController, parse_tx_spec_config
 
-from pytest_specdecode import statefiles
-from pytest_specdecode.config.settings import Host, Settings, SettingsError
-from pytest_specdecode.config.spec import SpecConfig
-from pytest_specdecode.service.lease import HostLease, write_active
-from pytest_specdecode.service.local import stop_group_id
-from pytest_specdecode.service.ownership import Registry
-from pytest_specdecode.service.placement import (
-    SharedPlacement,
-    down_hosts,
-    host_key,
-    write_placement,
-)
-from pytest_specdecode.service.schedule import Chooser, ConfigPlan
-from pytest_specdecode.service.shared_files import (
-    GROUPS,
-    LEASE_DIR,
-    planned_tests,
-    read_carried,
-    read_groups,
-    share_resume,
-    shared_resume,
-    write_carried,
-    write_groups,
-)
-from pytest_specdecode.service.xdist_dispatch import DispatchScheduling
+from pytest_specdecode.distributed.lease import write_active
+from pytest_specdecode.distributed.placement import down_hosts, write_placement
+from pytest_specdecode.distributed.schedule import Chooser, ConfigPlan
+from pytest_specdecode.distributed.shared_files import LEASES, read_groups
 
-__all__ = [
-    "GROUPS",
-    "LEASE_DIR",
-    "ConfigScheduling",
-    "XdistController",
-    "host_key",
-    "planned_tests",
-    "read_carried",
-    "share_resume",
-    "shared_resume",
-    "worker_lease",
-    "write_carried",
-    "write_groups",
-]
-
-PORT = "dflash_port"
-LEASES = "leases"
 # Tests a worker holds: xdist runs a test once the worker holds the next one.
 PENDING_PER_WORKER = 2
-
-
-def is_xdist_controller(config: pytest.Config) -> bool:
-    """Whether this process hands tests to xdist workers (``-n N`` with N >= 1)."""
-    return bool(
-        config.pluginmanager.hasplugin("xdist")
-        and not hasattr(config, "workerinput")
-        and getattr(config.option, "numprocesses", None)
-        and getattr(config.option, "dist", "no") != "no"
-    )
-
-
-def check_options(config: pytest.Config, settings: Settings) -> None:
-    """Option combinations that cannot work with workers; :class:`SettingsError` says why."""
-    if not is_xdist_controller(config):
-        return
-    if settings.restore:
-        raise SettingsError(
-            "--dflash-restore does not work with -n: run the restore in a run without workers"
-        )
-
-
-def serial_for_dry_run(config: pytest.Config) -> int:
-    """A dry run plans in this process, so xdist must start no workers (a worker may start
-    nothing either, but would need collecting and scheduling for it). Returns the ``-n``
-    given, for the plan; called before xdist's own ``pytest_configure``."""
-    if not is_xdist_controller(config):
-        return 0
-    workers = int(config.option.numprocesses or 0)
-    config.option.dist = "no"
-    config.option.tx = []
-    config.option.numprocesses = 0
-    return workers
-
-
-def config_key(config: SpecConfig) -> str:
-    """The key of a config in lease files and the controller's schedule: its canonical key."""
-    return config.key()
-
-
-def worker_index(worker: str) -> int:
-    """``gw3`` -> 3."""
-    return int("".join(ch for ch in worker if ch.isdigit()) or 0)
-
-
-def bound_host(settings: Settings, worker: str) -> Host | None:
-    """The host worker ``worker`` is bound to (N modulo the number of hosts)."""
-    if not settings.hosts:
-        return None
-    return settings.hosts[worker_index(worker) % len(settings.hosts)]
-
-
-def parallel_hosts(config: pytest.Config, settings: Settings) -> int:
-    """How many hosts serve configs at once: under xdist, those that have workers."""
-    if not is_xdist_controller(config):
-        return 1
-    workers = int(config.option.numprocesses or 1)
-    return max(1, min(workers, len(settings.hosts) if settings.remote else 1))
-
-
-def holds_host_alone(config: pytest.Config, settings: Settings, current: Host | None) -> bool:
-    """On an xdist worker: whether no other worker can use its server while it measures.
-
-    True when the hosts are remote and distinct per worker (no more workers than
-    hosts, worker N on host N) and no host of the run was lost (a lost host's
-    workers move to a live host, which they then share with its own)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or not settings.remote or len(settings.hosts) < 2 or LEASE_DIR not in info:
-        return False
-    if down_hosts(Path(info[LEASE_DIR])):
-        return False
-    workers = int(info.get("workercount") or 0)
-    if not 0 < workers <= len(settings.hosts):
-        return False
-    bound = bound_host(settings, str(info.get("workerid", "")))
-    return bound is not None and current == bound
 
 
 class ConfigScheduling:
@@ -467,100 +328,3 @@ class ConfigScheduling:
         if placement != self._placement:
             write_placement(self.lease_dir, *placement)
             self._placement = placement
-
-
-class XdistController:
-    """Controller-side hooks: share the lease directory and port, schedule, clean up."""
-
-    def __init__(self, settings: Settings, port: int) -> None:
-        self.settings = settings
-        self.port = port
-        self.lease_dir = Path(tempfile.mkdtemp(prefix="dflash-lease-"))
-        self.scheduler: ConfigScheduling | None = None
-        self.chooser: Chooser | None = None  # set by a search over several hosts
-
-    def host_of(self, worker: str) -> str:
-        return host_key(self.settings, bound_host(self.settings, worker), self.port)
-
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> Any:
-        names = {host_key(self.settings, h, self.port): str(h) for h in self.settings.hosts}
-        self.scheduler = ConfigScheduling(
-            config,
-            log,
-            self.lease_dir,
-            self.host_of,
-            hosts=list(names),
-            names=names,
-            chooser=self.chooser,
-        )
-        # What xdist (or another plugin) would run: used when no test has a config.
-        theirs = config.pluginmanager.subset_hook_caller(
-            "pytest_xdist_make_scheduler", remove_plugins=[self]
-        )(config=config, log=log)
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        return DispatchScheduling(
-            self.scheduler,
-            theirs,
-            self.scheduler.has_configs,
-            dist=str(config.getoption("dist", "load")),
-            note=reporter.write_line if reporter is not None else lambda line: None,
-        )
-
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[LEASE_DIR] = str(self.lease_dir)
-        node.workerinput[PORT] = self.port
-
-    def pytest_sessionfinish(self) -> None:
-        if self.scheduler is not None:
-            self.scheduler.stop()
-        stop_local_servers(self.lease_dir)
-
-    def pytest_unconfigure(self) -> None:
-        stop_local_servers(self.lease_dir)
-        shutil.rmtree(self.lease_dir, ignore_errors=True)
-
-
-def stop_local_servers(lease_dir: Path) -> None:
-    """Stop every local server a worker left running (recorded in the lease files), and
-    every server a worker started and did not stop (the servers' records)."""
-    Registry(lease_dir / LEASES).reap(only_orphans=False)
-    for path in (lease_dir / LEASES).glob("*.json"):
-        try:
-            server = (statefiles.read_json(path) or {}).get("server") or {}
-        except AttributeError:  # a lease file holding a list or a number
-            continue
-        if server.get("pgid"):
-            stop_group_id(int(server["pgid"]))
-
-
-class WorkerBinding(NamedTuple):
-    """What an xdist worker serves from: its host, the server port, the lease on that
-    host, the scheduler's placement (multi-host runs), and the lease of any other host."""
-
-    lease: HostLease
-    host: Host | None
-    port: int
-    placement: SharedPlacement | None
-    lease_for: Callable[[Host], HostLease]
-
-
-def worker_lease(config: pytest.Config, settings: Settings) -> WorkerBinding | None:
-    """On an xdist worker: where it serves from (see :class:`WorkerBinding`)."""
-    info: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if not info or LEASE_DIR not in info:
-        return None
-    worker = str(info["workerid"])
-    host = bound_host(settings, worker)
-    port = int(info[PORT])
-    directory = Path(info[LEASE_DIR])
-
-    def lease_for(target: Host | None) -> HostLease:
-        return HostLease(directory / LEASES, host_key(settings, target, port), worker)
-
-    lease = lease_for(host)
-    lease.register()
-    placement = None
-    if settings.remote and len(settings.hosts) > 1:
-        hosts = {host_key(settings, h, port): h for h in settings.hosts}
-        placement = SharedPlacement(directory, hosts, host_key(settings, host, port), worker)
-    return WorkerBinding(lease, host, port, placement, lease_for)

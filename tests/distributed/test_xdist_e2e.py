@@ -76,7 +76,7 @@ def test_a_killed_worker_does_not_stall_the_others(sim_ini: pytest.Pytester) -> 
         import os, signal, time
         from pathlib import Path
         import pytest
-        from pytest_specdecode.service.lease import pid_alive
+        from pytest_specdecode.service.ownership import pid_alive
 
         EVENTS = Path({str(events)!r})
 

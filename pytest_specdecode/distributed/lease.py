@@ -12,7 +12,7 @@ state file next to a lock file (filelock) in a directory they all share:
 - *users*: workers using the live config.
 
 Which config may become live is the xdist controller's decision, not the
-workers': its scheduler (:mod:`pytest_specdecode.service.xdist`) writes the
+workers': its scheduler (:mod:`.scheduling`) writes the
 *active* config of each host to a file once every test of the configs before
 it has completed, and a worker may switch the server only to the active
 config. So each config is applied once, in order, by construction: a worker
@@ -32,16 +32,15 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
 
 from pytest_specdecode import statefiles
+from pytest_specdecode.distributed.lease_state import LeaseState, Switching
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.service.lease_state import LeaseState, Switching
-from pytest_specdecode.service.ownership import Registry
+from pytest_specdecode.service.ownership import Registry, pid_alive
+from pytest_specdecode.service.sharing import LeaseHostDown, Moved, Turn
 
 
 class LeaseTimeout(SpecDecodeError):
@@ -50,34 +49,6 @@ class LeaseTimeout(SpecDecodeError):
 
 class SwitchFailed(SpecDecodeError):
     """Another worker tried to bring this config up and failed; carries its message."""
-
-
-class LeaseHostDown(SpecDecodeError):
-    """Another worker found this lease's host down (it will not come back in this run)."""
-
-
-class Moved(SpecDecodeError):
-    """The config this worker waits for was moved to another host while it waited."""
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` runs (workers share one machine).
-
-    A killed worker stays a zombie until xdist reaps it, and signal 0 still
-    reaches zombies: on Linux, /proc tells them apart.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return True  # no /proc (macOS): trust the signal
-    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 def safe_name(host_key: str) -> str:
@@ -92,24 +63,6 @@ def write_active(
     and ``holders`` are the workers holding its remaining tests."""
     path = directory / f"{safe_name(host_key)}.active"
     statefiles.write_json(path, {"active": key, "holders": holders or []})
-
-
-@dataclass
-class Turn:
-    """A worker's turn on a lease (:meth:`HostLease.turn`).
-
-    Joining (``switching`` False): ``server`` is the live server's facts. Switching:
-    ``server`` is the old server's facts (None: none known), and the turn ends with
-    :meth:`switched` and the new server's."""
-
-    key: str
-    server: dict[str, Any] | None
-    switching: bool
-    facts: dict[str, Any] | None = None
-
-    def switched(self, server: dict[str, Any]) -> None:
-        """The server now runs :attr:`key`: ``server`` is what other workers need to use it."""
-        self.facts = server
 
 
 class HostLease:

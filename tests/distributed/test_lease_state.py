@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.service.lease import HostLease
-from pytest_specdecode.service.lease_state import LeaseState, Switching
+from pytest_specdecode.distributed.lease import HostLease
+from pytest_specdecode.distributed.lease_state import LeaseState, Switching
 
 names = st.text(min_size=1, max_size=8)
 pids = st.integers(1, 2**22)

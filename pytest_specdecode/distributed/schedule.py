@@ -7,7 +7,7 @@ sorted them: the non-speculative baseline first); each is assigned to one
 host when a worker bound to that host asks for work and its host has nothing
 left to hand out. A host's *active* config is its first assigned group with
 tests not yet completed: the lease lets workers switch the server only to
-it (see :mod:`pytest_specdecode.service.lease`), so a config becomes live
+it (see :mod:`pytest_specdecode.distributed.lease`), so a config becomes live
 once, and only after every test of the group before it has completed.
 
 Invariants that keep this free of deadlocks: a worker receives groups in

@@ -1,4 +1,4 @@
-"""The lease file's content as a typed value (:mod:`pytest_specdecode.service.lease`).
+"""The lease file's content as a typed value (:mod:`pytest_specdecode.distributed.lease`).
 
 The JSON on disk keeps the keys it always had (``live``, ``server``, ``users``,
 ``switching``, ``failed``, ``history``, ``down``), so a lease written by an older

@@ -7,13 +7,9 @@ from pathlib import Path
 import pytest
 
 from pytest_specdecode.config.settings import Host
-from pytest_specdecode.service.placement import (
-    NoHostLeft,
-    SharedPlacement,
-    down_hosts,
-    write_placement,
-)
+from pytest_specdecode.distributed.placement import SharedPlacement, down_hosts, write_placement
 from pytest_specdecode.service.retry import HostDown
+from pytest_specdecode.service.sharing import NoHostLeft
 
 HOSTS = {"h1-30000": Host("h1"), "h2-30000": Host("h2")}
 

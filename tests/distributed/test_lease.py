@@ -14,17 +14,11 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.distributed.lease import HostLease, LeaseTimeout, SwitchFailed, write_active
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.service.lease import (
-    HostLease,
-    LeaseHostDown,
-    LeaseTimeout,
-    Moved,
-    SwitchFailed,
-    pid_alive,
-    write_active,
-)
+from pytest_specdecode.service.ownership import pid_alive
 from pytest_specdecode.service.retry import HostDown
+from pytest_specdecode.service.sharing import LeaseHostDown, Moved
 
 ALIVE: set[int] = set()
 

@@ -1,13 +1,12 @@
 """Which host runs a config, and where it goes when its host is lost.
 
 A run with several ``--dflash-host`` keeps going when one of them goes away:
-the manager tells its placement a host is down (:mod:`.retry` says when), and
-asks it again where the config runs now.
+the manager tells its placement a host is down (:mod:`pytest_specdecode.service.retry`
+says when), and asks it again where the config runs now. Without pytest-xdist
+that is :class:`pytest_specdecode.service.sharing.LocalPlacement`; here:
 
-- :class:`LocalPlacement` (no pytest-xdist): the run uses its first host that
-  is not down; a lost host hands the rest of the sweep to the next one.
 - :class:`SharedPlacement` (an xdist worker): the controller's scheduler
-  decides (:mod:`.xdist`). A worker that finds its host down writes a marker
+  decides (:mod:`.scheduling`). A worker that finds its host down writes a marker
   to ``down/`` in the lease directory; the scheduler marks the host down,
   moves its configs not yet done to a live host and publishes in
   ``placement.json`` where each config runs (``where``: config key -> host
@@ -20,14 +19,15 @@ A move is recorded per config (``{"from", "to", "reason"}``) for the report.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_specdecode import statefiles
 from pytest_specdecode.config.settings import Host, Settings
-from pytest_specdecode.service.lease import safe_name
+from pytest_specdecode.distributed.lease import safe_name
 from pytest_specdecode.service.retry import HostDown
+from pytest_specdecode.service.sharing import NoHostLeft, none_left
 
 PLACEMENT = "placement.json"
 DOWN = "down"
@@ -39,58 +39,6 @@ def host_key(settings: Settings, host: Host | None, port: int) -> str:
     """The lease name of the server a worker bound to ``host`` uses."""
     name = host.name if host is not None and settings.control != "local" else "localhost"
     return f"{name}-{port}"
-
-
-class NoHostLeft(HostDown):
-    """Every host of the run is down: the config cannot run anywhere."""
-
-
-class Placement(Protocol):
-    """Where configs run; told when a host is lost."""
-
-    def host_for(self, key: str) -> Host:
-        """The host config ``key`` runs on now (raises :class:`NoHostLeft`)."""
-        ...
-
-    def mark_down(self, host: Host, reason: str, key: str) -> None:
-        """``host`` cannot serve (``reason``: one line), found while starting ``key``."""
-        ...
-
-    def still_here(self, key: str, host: Host) -> bool:
-        """Whether ``key`` still runs on ``host`` (False once it was moved away)."""
-        ...
-
-    def moves(self, key: str) -> list[dict[str, str]]:
-        """Every move of config ``key``: from, to, reason."""
-        ...
-
-
-class LocalPlacement:
-    """One process, several hosts: the first host not down runs everything."""
-
-    def __init__(self, hosts: Sequence[Host]) -> None:
-        self.hosts = list(hosts)
-        self.down: dict[Host, str] = {}
-        self._moves: dict[str, list[dict[str, str]]] = {}
-
-    def host_for(self, key: str) -> Host:
-        for host in self.hosts:
-            if host not in self.down:
-                return host
-        raise NoHostLeft(_none_left(self.down), host=str(self.hosts[-1]))
-
-    def mark_down(self, host: Host, reason: str, key: str) -> None:
-        self.down[host] = reason
-        live = [h for h in self.hosts if h not in self.down]
-        self._moves.setdefault(key, []).append(
-            {"from": str(host), "to": str(live[0]) if live else "", "reason": reason}
-        )
-
-    def still_here(self, key: str, host: Host) -> bool:
-        return host not in self.down
-
-    def moves(self, key: str) -> list[dict[str, str]]:
-        return list(self._moves.get(key, []))
 
 
 class SharedPlacement:
@@ -133,7 +81,7 @@ class SharedPlacement:
                 return self.hosts[self.bound]  # no config scheduler in this run
             where = (data or {}).get("where", {}).get(key)
             if where == "":
-                raise NoHostLeft(_none_left(down), host=self.bound)
+                raise NoHostLeft(none_left(down), host=self.bound)
             if where is None and self.bound not in down and self._clock() >= unpublished_until:
                 return self.hosts[self.bound]
             if where is not None and where not in down and where in self.hosts:
@@ -198,8 +146,3 @@ def write_placement(
 ) -> None:
     """The scheduler's word: where each config runs, and why some moved."""
     statefiles.write_json(directory / PLACEMENT, {"where": dict(where), "moves": dict(moves)})
-
-
-def _none_left(down: Mapping[Any, str]) -> str:
-    shown = "; ".join(f"{host}: {reason}" for host, reason in down.items())
-    return f"every host of the run is down ({shown}); bring one back and rerun with --dflash-resume"
