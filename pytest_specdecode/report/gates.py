@@ -86,7 +86,11 @@ def outcomes(
 ) -> list[Outcome]:
     """Every gate's verdict, passing or failing: a green run with red coding failures
     says why it is green. ``findings`` are the compare gate's per-case findings."""
-    found = [_server_died(r) for r in results.ordered() if r.died is not None]
+    found: list[Outcome] = []
+    for r in results.ordered():
+        if r.died is not None:  # what it answered after that says nothing about the model
+            detail = f"config {r.label}: server died after {r.died_after()} tests ({r.died})"
+            found.append(Outcome("server", False, detail, detail))
     found.extend(_measured_nothing(results))
     if settings.min_pass_rate is not None:
         found.extend(_pass_rate(settings.min_pass_rate, results))
@@ -106,16 +110,8 @@ def outcomes(
     return found
 
 
-def _server_died(r: ConfigResults) -> Outcome:
-    """A config whose server died fails: what it answered after that says nothing about
-    the model."""
-    detail = f"config {r.label}: server died after {r.died_after()} tests ({r.died})"
-    return Outcome("server", False, detail, detail)
-
-
 def _pass_rate(threshold: float, results: RunResults) -> list[Outcome]:
-    """The pass-rate gate per config that ran coding tests (a config whose server died is
-    the server gate's), and cannot-judge when no coding test ran at all."""
+    """Per config with coding results (a config whose server died is the server gate's)."""
     found: list[Outcome] = []
     if not any(r.coding for r in results.ordered()) and not _skipped_all(results, "coding"):
         detail = f"no coding test ran, so nothing measured a pass rate to hold to {threshold:.0%}"
@@ -278,7 +274,7 @@ def _failed(r: ConfigResults, settings: Settings) -> Iterator[str]:
 
 
 def _under_accept_floor(r: ConfigResults, least: float | None) -> list[str]:
-    """A speculative config's accept length below the floor (an unknown one is below it)."""
+    """An unknown accept length is below the floor: it cannot show the drafter helps."""
     if least is None or r.config.get("algorithm") == "NONE":
         return []
     accept = r.accept_length()

@@ -16,14 +16,6 @@ from pytest_specdecode.report.tables import short_labels
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
 __all__ = ["SIM_NOTICE", "render", "short_labels"]
-ACCEPTANCE_TITLE = (
-    "acceptance per config and domain: rate at draft position i = verify steps accepting at "
-    "least i drafts / verify steps"
-)
-REPETITION_TITLE = (
-    "output repetition per config and domain: share of repeated word 4-grams in the replies "
-    "(the most repetitive case)"
-)
 
 
 def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
@@ -63,12 +55,16 @@ def _measured(report: dict[str, Any], configs: list[dict[str, Any]], simulated: 
     lines += [str(missing)] if missing else []
     lines += ["", "latency per case (p50 over requests)", *_table(*tables.latency(report, short))]
     lines += client_warning(report, short)
-    lines += _titled(ACCEPTANCE_TITLE, tables.acceptance(report))
-    lines += _titled(REPETITION_TITLE, tables.repetition(report))
+    lines += _titled(tables.acceptance(report), "acceptance per config and domain: rate at draft "
+                     "position i = verify steps accepting at least i drafts / verify "
+                     "steps")  # fmt: skip
+    lines += _titled(tables.repetition(report), "output repetition per config and domain: share "
+                     "of repeated word 4-grams in the replies (the most repetitive "
+                     "case)")  # fmt: skip
     return lines
 
 
-def _titled(title: str, table: tables.Table) -> list[str]:
+def _titled(table: tables.Table, title: str) -> list[str]:
     """A table under its title line; nothing when the table has no rows."""
     return ["", title, *_table(*table)] if table[1] else []
 
@@ -158,7 +154,7 @@ def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
             where = f"all {len(labels)} configs"
         body.append([problem, where, verdict])
     head = "coding failures: each failed problem, the configs it failed under, the verdict"
-    return _titled(head, (["problem", "failed under", "verdict"], body))
+    return _titled((["problem", "failed under", "verdict"], body), head)
 
 
 def _findings(findings: list[dict[str, Any]]) -> list[str]:
@@ -214,9 +210,9 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
         *_table(*tables.verdict(report)),
     ]
     lines += [f"  not eligible: {line}" for line in tables.excluded_lines(report)]
-    return lines + _titled(f"pareto front{simulated}: per context and domain, the (config, load) "
-                           "points no other beats on both per-request and aggregate tok/s",
-                           tables.pareto(report))  # fmt: skip
+    return lines + _titled(tables.pareto(report), f"pareto front{simulated}: per context and "
+                           "domain, the (config, load) points no other beats on both per-request "
+                           "and aggregate tok/s")  # fmt: skip
 
 
 def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
@@ -232,9 +228,9 @@ def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
-    return _table(*tables.configs(configs)) + _titled(
-        "start phases: from the server's log lines (start, other and first generate: the "
-        "plugin's clock from the launch)", tables.start_phases(configs))  # fmt: skip
+    return _table(*tables.configs(configs)) + _titled(tables.start_phases(configs), "start "
+        "phases: from the server's log lines (start, other and first generate: the plugin's clock "
+        "from the launch)")  # fmt: skip
 
 
 def _coding_times(configs: list[dict[str, Any]]) -> list[str]:

@@ -245,7 +245,6 @@ def _order(short: Mapping[str, str], label: str) -> int:
 
 
 def _row_order(short: Mapping[str, str], key: tuple[str, str]) -> tuple[int, int, str]:
-    """A (config, domain) row's place: configs as :func:`short_labels` lists them, then domains."""
     return (_order(short, key[0]), domain_rank(key[1]), key[1])
 
 
@@ -301,6 +300,9 @@ def _verdict_row(
     margin = str(group.get("margin") or "only candidate")
     named = ", ".join(name(b) + _unchecked(members.get(b)) for b in chosen)
     second = _score(group.get("runner_up_score"), by_speedup)
+    coverage = [
+        (f"{name(b)}: " if len(chosen) > 1 else "") + coverage_text(members.get(b)) for b in chosen
+    ]
     row = [
         str(group.get("load")),
         str(group.get("domain")),
@@ -308,13 +310,12 @@ def _verdict_row(
         _score(group.get("score"), by_speedup),
         _contexts_cell(group, by_speedup),
         f"{name(str(runner))} ({second})" if runner else "-",
-        _coverage_cell(chosen, members, name),
+        "; ".join(coverage) or "-",
     ]
     return row + ([_unranked_cell(group, name)] if unranked else [])
 
 
 def _contexts_cell(group: Mapping[str, Any], by_speedup: bool) -> str:
-    """The contexts a verdict covers, with the best's score range over them."""
     contexts = ", ".join(str(c) for c in group.get("contexts") or [])
     spread = group.get("range") or []
     if len(spread) == 2 and spread[0] != spread[1]:
@@ -322,18 +323,7 @@ def _contexts_cell(group: Mapping[str, Any], by_speedup: bool) -> str:
     return contexts or "-"
 
 
-def _coverage_cell(
-    chosen: list[str], members: Mapping[str, Any], name: Callable[[str], str]
-) -> str:
-    """Each chosen config's correctness coverage (named when several were chosen)."""
-    shown = [
-        (f"{name(b)}: " if len(chosen) > 1 else "") + coverage_text(members.get(b)) for b in chosen
-    ]
-    return "; ".join(shown) or "-"
-
-
 def _unranked_cell(group: Mapping[str, Any], name: Callable[[str], str]) -> str:
-    """The configs of a group whose figures could not be ranked, each with why."""
     left = [
         f"{name(str(u.get('config')))}: {u.get('reason')}"
         + (f" ({u.get('detail')})" if u.get("detail") else "")
@@ -459,14 +449,8 @@ def excluded_lines(report: Mapping[str, Any]) -> list[str]:
 
 def rounds_note(report: Mapping[str, Any]) -> str:
     """How the figures were measured, for the line above the throughput table."""
-    counts = sorted(
-        {
-            int(n)
-            for c in report.get("configs") or []
-            for case in c.get("throughput") or []
-            if isinstance(n := (case.get("metrics") or {}).get("rounds"), int)
-        }
-    )
+    found = (m.get("rounds") for _, _, m, _ in _cases(report.get("configs") or []))
+    counts = sorted({int(n) for n in found if isinstance(n, int)})
     rounds = f"{'/'.join(str(n) for n in counts)} rounds" if counts else "rounds"
     return (
         f"mean over {rounds}; ± is the 95% interval (Student t over rounds); "
@@ -552,7 +536,6 @@ def _config_row(c: Mapping[str, Any], ks: list[Any], lossless: bool) -> list[str
 
 
 def _seconds(value: Any, digits: int) -> str:
-    """``12.3 s``; ``-`` without a figure."""
     shown = figures.number(value, digits)
     return shown if shown == figures.MISSING else f"{shown} s"
 
