@@ -11,6 +11,7 @@ config does, while every other test must still pass.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,28 +92,8 @@ def outcomes(
             detail = f"config {r.label}: server died after {r.died_after()} tests ({r.died})"
             found.append(Outcome("server", False, detail, detail))
     found.extend(_measured_nothing(results))
-    threshold = settings.min_pass_rate
-    if threshold is not None:
-        if not any(r.coding for r in results.ordered()) and not _skipped_all(results, "coding"):
-            found.append(
-                cannot_judge(
-                    "pass rate",
-                    f"no coding test ran, so nothing measured a pass rate to hold to "
-                    f"{threshold:.0%}",
-                )
-            )
-        for r in results.ordered():
-            rate_found = r.pass_rate() if r.died is None else None
-            if rate_found is None:
-                continue
-            rate, passed, total = rate_found
-            shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
-            ok = rate >= threshold
-            detail = (
-                f"{r.label}: {shown} = {rate:.0%} {'>=' if ok else '<'} {threshold:.0%}"
-                f"{_wilson_note(passed, total, threshold)}{_recheck_note(r)}"
-            )
-            found.append(Outcome("pass rate", ok, detail, f"pass rate: {detail}"))
+    if settings.min_pass_rate is not None:
+        found.extend(_pass_rate(settings.min_pass_rate, results))
     found.extend(_paired(results))
     if settings.min_accept_length is not None:
         found.extend(_accept_length(settings.min_accept_length, results))
@@ -126,6 +107,27 @@ def outcomes(
     )
     found.extend(_compare_unjudged(findings or []))
     found.extend(_compare_passed(settings, findings or []))
+    return found
+
+
+def _pass_rate(threshold: float, results: RunResults) -> list[Outcome]:
+    """Per config with coding results (a config whose server died is the server gate's)."""
+    found: list[Outcome] = []
+    if not any(r.coding for r in results.ordered()) and not _skipped_all(results, "coding"):
+        detail = f"no coding test ran, so nothing measured a pass rate to hold to {threshold:.0%}"
+        found.append(cannot_judge("pass rate", detail))
+    for r in results.ordered():
+        rate_found = r.pass_rate() if r.died is None else None
+        if rate_found is None:
+            continue
+        rate, passed, total = rate_found
+        shown = f"{passed}/{total}" if _single_sample(r) else f"pass@1 {rate:.2f}"
+        ok = rate >= threshold
+        detail = (
+            f"{r.label}: {shown} = {rate:.0%} {'>=' if ok else '<'} {threshold:.0%}"
+            f"{_wilson_note(passed, total, threshold)}{_recheck_note(r)}"
+        )
+        found.append(Outcome("pass rate", ok, detail, f"pass rate: {detail}"))
     return found
 
 
@@ -243,32 +245,43 @@ def config_failures(settings: Settings, results: RunResults) -> dict[str, list[s
     floor, acceptance integrity, degenerate output) and whether its server failed its
     readiness gate: what keeps a config out of
     the verdict (and what a search treats as infeasible)."""
-    out: dict[str, list[str]] = {}
     degenerate_configs = degenerate.infeasible(results, settings.max_repetition)
     lost = {label for label, o in _paired_by_label(results) if not o.passed}
-    for r in results.ordered():
-        reasons: list[str] = []
-        found, floor = r.pass_rate(), settings.min_pass_rate
-        if floor is not None and found is not None and found[0] < floor:
-            reasons.append(f"pass rate {found[0]:.0%} < {floor:.0%}")
-        if any(not record.passed for record in r.lossless.values()):
-            reasons.append("not lossless")
-        least = settings.min_accept_length
-        if least is not None and r.config.get("algorithm") != "NONE":
-            accept = r.accept_length()
-            if accept is None or accept < least:
-                shown = "unknown" if accept is None else figures.number(accept, 2)
-                reasons.append(f"accept length {shown} < {figures.plain(least)}")
-        if r.errors:
-            reasons.append("server not ready")
-        held = _acceptance_of(r, settings.max_accept_drop)
-        if held is not None and not held[0]:
-            reasons.append("acceptance collapses")
-        if r.label in lost:
-            reasons.append("loses coding problems NONE solves")
-        reasons += degenerate_configs.get(r.label, [])
-        out[r.label] = reasons
-    return out
+    return {
+        r.label: [
+            *_failed(r, settings),
+            *(["loses coding problems NONE solves"] if r.label in lost else []),
+            *degenerate_configs.get(r.label, []),
+        ]
+        for r in results.ordered()
+    }
+
+
+def _failed(r: ConfigResults, settings: Settings) -> Iterator[str]:
+    """The gates a config failed on its own figures: pass rate, lossless, accept floor,
+    readiness and acceptance integrity."""
+    found, floor = r.pass_rate(), settings.min_pass_rate
+    if floor is not None and found is not None and found[0] < floor:
+        yield f"pass rate {found[0]:.0%} < {floor:.0%}"
+    if any(not record.passed for record in r.lossless.values()):
+        yield "not lossless"
+    yield from _under_accept_floor(r, settings.min_accept_length)
+    if r.errors:
+        yield "server not ready"
+    held = _acceptance_of(r, settings.max_accept_drop)
+    if held is not None and not held[0]:
+        yield "acceptance collapses"
+
+
+def _under_accept_floor(r: ConfigResults, least: float | None) -> list[str]:
+    """An unknown accept length is below the floor: it cannot show the drafter helps."""
+    if least is None or r.config.get("algorithm") == "NONE":
+        return []
+    accept = r.accept_length()
+    if accept is not None and accept >= least:
+        return []
+    shown = "unknown" if accept is None else figures.number(accept, 2)
+    return [f"accept length {shown} < {figures.plain(least)}"]
 
 
 def exit_status(

@@ -111,6 +111,54 @@ class ConfigResults:
 
         return sum(pass_at_k(r.samples, r.correct, k) for r in usable) / len(usable)
 
+    def take(self, nodeid: str, when: str, data: Mapping[str, Any]) -> None:
+        """One test report's properties: its server, whether the server died, and on the
+        call what the test measured."""
+        service = data.get(SERVICE)
+        # Under xdist every worker reports the server; keep the restart's record.
+        if isinstance(service, dict) and (
+            not self.service or service.get("restarted") or not self.service.get("restarted")
+        ):
+            self.service = service
+        died = data.get(DIED)
+        if isinstance(died, str):
+            self.died = self.died or died
+            self.died_tests.add(nodeid)
+        if when != "call":
+            return
+        self.called.add(nodeid)
+        record = data.get(RECORD)
+        if isinstance(record, dict):
+            self._record(nodeid, data.get(KIND), record)
+        measured = data.get(BASELINE_CASES)
+        if isinstance(measured, list):
+            self._baseline_cases(nodeid, measured)
+
+    def _record(self, nodeid: str, kind: Any, record: dict[str, Any]) -> None:
+        # Keyed by test id: two tests measuring one case (or problem) under one
+        # config are two records, each naming its case as a field.
+        if kind == "coding":
+            self.coding[nodeid] = CodingRecord(**{**record, "nodeid": nodeid})
+        elif kind == "throughput":
+            self.throughput[nodeid] = ThroughputRecord(
+                record["case"], record["metrics"], record.get("key", ""), nodeid
+            )
+        elif kind == "lossless":
+            self.lossless[nodeid] = LosslessRecord(
+                **{k: v for k, v in record.items() if k in LOSSLESS_FIELDS}
+            )
+
+    def _baseline_cases(self, nodeid: str, measured: list[Any]) -> None:
+        """The lossless baseline's throughput cases, for speedup."""
+        for found in measured:
+            if isinstance(found, dict) and isinstance(found.get("case"), str):
+                # One test measures many cases here: the case's own test id is its key.
+                key = str(found.get("key") or f"{nodeid}[{found['case']}]")
+                metrics = dict(found.get("metrics") or {})
+                self.throughput[key] = ThroughputRecord(
+                    found["case"], metrics, str(found.get("key")), nodeid
+                )
+
     def accept_length(self) -> float | None:
         """Tokens per verify step over the throughput cases (else the coding answers)."""
         pairs = [
@@ -203,10 +251,9 @@ class RunResults:
     ) -> None:
         """Take one report's outcome and properties."""
         data = dict(props)
-        label = data.get(CONFIG)
-        kind = data.get(KIND)
+        label, kind = data.get(CONFIG), data.get(KIND)
         failed = outcome == "failed"
-        if when == "call" or (failed or outcome == "skipped"):
+        if when == "call" or failed or outcome == "skipped":
             self.tests.append(
                 {
                     "nodeid": nodeid,
@@ -223,45 +270,7 @@ class RunResults:
             return
         key = data.get(CONFIG_KEY)
         results = self.for_config(str(label), data.get(CONFIG_DATA), str(key) if key else None)
-        service = data.get(SERVICE)
-        # Under xdist every worker reports the server; keep the restart's record.
-        if isinstance(service, dict) and (
-            not results.service or service.get("restarted") or not results.service.get("restarted")
-        ):
-            results.service = service
-        died = data.get(DIED)
-        if isinstance(died, str):
-            results.died = results.died or died
-            results.died_tests.add(nodeid)
-        if when == "call":
-            results.called.add(nodeid)
-        record = data.get(RECORD)
-        if isinstance(record, dict) and when == "call":
-            # Keyed by test id: two tests measuring one case (or problem) under one
-            # config are two records, each naming its case as a field.
-            if kind == "coding":
-                results.coding[nodeid] = CodingRecord(**{**record, "nodeid": nodeid})
-            elif kind == "throughput":
-                results.throughput[nodeid] = ThroughputRecord(
-                    record["case"], record["metrics"], record.get("key", ""), nodeid
-                )
-            elif kind == "lossless":
-                results.lossless[nodeid] = LosslessRecord(
-                    **{k: v for k, v in record.items() if k in LOSSLESS_FIELDS}
-                )
-        measured = data.get(BASELINE_CASES)
-        if isinstance(measured, list) and when == "call":  # the lossless baseline's, for speedup
-            for found in measured:
-                if isinstance(found, dict) and isinstance(found.get("case"), str):
-                    # One test measures many cases here: the case's own test id is its key.
-                    results.throughput[str(found.get("key") or f"{nodeid}[{found['case']}]")] = (
-                        ThroughputRecord(
-                            found["case"],
-                            dict(found.get("metrics") or {}),
-                            str(found.get("key")),
-                            nodeid,
-                        )
-                    )
+        results.take(nodeid, when, data)
         if failed and kind != "coding":
             self.other_failures.append(nodeid)
         if failed and when != "call":

@@ -237,6 +237,15 @@ def exit_status(exitstatus: int, results: RunResults) -> int:
     return exitstatus
 
 
+# Each kind of record a report keeps per config: the results' field, the record type, what
+# keys an entry without a test id, and whether a whole config carries it whatever its test.
+CARRIED_RECORDS: tuple[tuple[str, type, str, bool], ...] = (
+    ("coding", CodingRecord, "problem", True),
+    ("throughput", ThroughputRecord, "case", True),
+    ("lossless", LosslessRecord, "nodeid", False),
+)
+
+
 def _carried_config(
     data: Mapping[str, Any], nodeids: set[str], *, whole: bool, origin: Mapping[str, Any]
 ) -> ConfigResults:
@@ -244,24 +253,24 @@ def _carried_config(
     results = ConfigResults(str(data.get("label")), str(data.get("key")))
     results.config = dict(data.get("config") or {})
     if whole:  # its server facts belong to it; a partial config gets this run's
-        results.service = dict(data.get("service") or {})
-        if isinstance(data.get("start_phases"), Mapping):  # the report lifts it out of service
-            results.service["start_phases"] = dict(data["start_phases"])
-    for entry in data.get("coding") or []:
-        if whole or entry.get("nodeid") in nodeids:
-            key = str(entry.get("nodeid") or entry["problem"])
-            results.coding[key] = CodingRecord(**_fields(CodingRecord, entry))
-    for entry in data.get("throughput") or []:
-        if whole or entry.get("nodeid") in nodeids:
-            key = str(entry.get("nodeid") or entry["case"])
-            results.throughput[key] = ThroughputRecord(**_fields(ThroughputRecord, entry))
-    for entry in data.get("lossless") or []:
-        if (nodeid := entry.get("nodeid")) in nodeids:
-            results.lossless[nodeid] = LosslessRecord(**_fields(LosslessRecord, entry))
+        results.service = _service(data)
+    for name, kind, fallback, by_config in CARRIED_RECORDS:
+        kept = getattr(results, name)
+        for entry in data.get(name) or []:
+            if (whole and by_config) or entry.get("nodeid") in nodeids:
+                kept[str(entry.get("nodeid") or entry[fallback])] = kind(**_fields(kind, entry))
     results.errors = [n for n in data.get("errors") or [] if n in nodeids]
     results.called = set(nodeids)
     results.carried = {**origin, "tests": sorted(nodeids), "whole": whole}
     return results
+
+
+def _service(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's server facts, with the start phases the report lifts out of them."""
+    service = dict(data.get("service") or {})
+    if isinstance(data.get("start_phases"), Mapping):
+        service["start_phases"] = dict(data["start_phases"])
+    return service
 
 
 def _fields(kind: type, entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,19 +21,7 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
         f"saved against the grid; stopped: {found.get('stopped') or 'interrupted'}"
     ]
     rows = [("#", "config", metric or "objective", "95% interval", "feasible")]
-    for visit in found.get("visited") or []:
-        interval = visit.get("interval") or {}
-        rows.append(
-            (
-                str(visit.get("restart")),
-                str(visit.get("label"))
-                + (" (carried)" if visit.get("carried") else "")
-                + (" (stopped early)" if visit.get("pruned") else ""),
-                _num(visit.get("objective")),
-                f"{_num(interval.get('low'))} - {_num(interval.get('high'))}",
-                "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or []),
-            )
-        )
+    rows += [_visit_row(visit) for visit in found.get("visited") or []]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         lines.append(
@@ -46,6 +34,28 @@ def summary_lines(data: Mapping[str, Any]) -> list[str]:
         else "search best: none feasible"
     )
     return lines
+
+
+def _visit_row(visit: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    """One visited config: restart, label, objective, its interval, whether feasible."""
+    carried = " (carried)" if visit.get("carried") else ""
+    pruned = " (stopped early)" if visit.get("pruned") else ""
+    return (
+        str(visit.get("restart")),
+        f"{visit.get('label')}{carried}{pruned}",
+        _num(visit.get("objective")),
+        _interval(visit),
+        _feasible(visit),
+    )
+
+
+def _interval(visit: Mapping[str, Any]) -> str:
+    interval = visit.get("interval") or {}
+    return f"{_num(interval.get('low'))} - {_num(interval.get('high'))}"
+
+
+def _feasible(visit: Mapping[str, Any]) -> str:
+    return "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or [])
 
 
 def _budget(found: Mapping[str, Any]) -> str:
@@ -83,13 +93,9 @@ def markdown_lines(data: Mapping[str, Any]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for visit in found.get("visited") or []:
-        interval = visit.get("interval") or {}
-        feasible = (
-            "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or [])
-        )
         out.append(
             f"| {visit.get('restart')} | {visit.get('label')}"
             f"{' (stopped early)' if visit.get('pruned') else ''} | {_num(visit.get('objective'))} "
-            f"| {_num(interval.get('low'))} - {_num(interval.get('high'))} | {feasible} |"
+            f"| {_interval(visit)} | {_feasible(visit)} |"
         )
     return out

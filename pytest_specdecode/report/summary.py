@@ -21,50 +21,61 @@ __all__ = ["SIM_NOTICE", "render", "short_labels"]
 def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
     """Summary lines from a report dict (``RunResults.to_json()`` plus metadata)."""
     configs: list[dict[str, Any]] = report.get("configs", [])
-    lines: list[str] = []
     if not configs:  # nothing measured; a gate that was asked for still says its verdict
         return _gates(report, list(gate_lines))
-    if report.get("simulated") or any(c.get("service", {}).get("simulated") for c in configs):
-        lines.append(f"NOTE: {SIM_NOTICE}")
-        lines += [f"NOTE: simulator default: {t}" for t in report.get("simulator_defaults") or []]
-    lines.extend(_config_table(configs))
-    lines.extend(_carried(configs))
-    lines.extend(_coding_times(configs))
-    short = short_labels(configs)
-    simulated = " (simulated)" if lines and lines[0].startswith("NOTE") else ""
-    measured = any(c.get("throughput") for c in configs)
-    if measured:
-        lines += ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
-        lines += _table(*tables.throughput(report, short))
-        missing = (report.get("speedup") or {}).get("missing")
-        if missing:
-            lines.append(str(missing))
-        lines += ["", "latency per case (p50 over requests)"]
-        lines += _table(*tables.latency(report, short))
-        lines += client_warning(report, short)
-        header, rows = tables.acceptance(report)
-        if rows:
-            lines += ["", "acceptance per config and domain: rate at draft position i = verify "
-                      "steps accepting at least i drafts / verify steps"]  # fmt: skip
-            lines += _table(header, rows)
-        header, rows = tables.repetition(report)
-        if rows:
-            lines += ["", "output repetition per config and domain: share of repeated word "
-                      "4-grams in the replies (the most repetitive case)"]  # fmt: skip
-            lines += _table(header, rows)
+    notice = _notice(report, configs)
+    simulated = " (simulated)" if notice else ""
+    lines = [*notice, *_config_table(configs), *_carried(configs), *_coding_times(configs)]
+    if any(c.get("throughput") for c in configs):
+        lines += _measured(report, configs, simulated)
     lines += _coding_failures(configs)
-    compare = report.get("compare")
-    if compare:
-        saved = ", ".join(compare.get("baseline_configs") or []) or "config not recorded"
-        lines += ["", f"compared with {compare['baseline']} (saved run of {saved}):"]
-        lines += compare["table"].splitlines()
-        lines += _findings(compare.get("findings") or [])
+    lines += _compare(report.get("compare"))
     if tables.ranks_several(report):
         lines += _verdict(report, simulated)
     lines += _break_even(report, simulated)
-    lines += _search(report)
-    lines += _gates(report, list(gate_lines))
+    return [*lines, *_search(report), *_gates(report, list(gate_lines))]
+
+
+def _notice(report: dict[str, Any], configs: list[dict[str, Any]]) -> list[str]:
+    """That the figures are the simulator's, with the defaults it assumed."""
+    if not report.get("simulated") and not any(
+        c.get("service", {}).get("simulated") for c in configs
+    ):
+        return []
+    defaults = report.get("simulator_defaults") or []
+    return [f"NOTE: {SIM_NOTICE}", *(f"NOTE: simulator default: {t}" for t in defaults)]
+
+
+def _measured(report: dict[str, Any], configs: list[dict[str, Any]], simulated: str) -> list[str]:
+    """The throughput, latency, acceptance and repetition tables."""
+    short = short_labels(configs)
+    lines = ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
+    lines += _table(*tables.throughput(report, short))
+    missing = (report.get("speedup") or {}).get("missing")
+    lines += [str(missing)] if missing else []
+    lines += ["", "latency per case (p50 over requests)", *_table(*tables.latency(report, short))]
+    lines += client_warning(report, short)
+    lines += _titled(tables.acceptance(report), "acceptance per config and domain: rate at draft "
+                     "position i = verify steps accepting at least i drafts / verify "
+                     "steps")  # fmt: skip
+    lines += _titled(tables.repetition(report), "output repetition per config and domain: share "
+                     "of repeated word 4-grams in the replies (the most repetitive "
+                     "case)")  # fmt: skip
     return lines
+
+
+def _titled(table: tables.Table, title: str) -> list[str]:
+    """A table under its title line; nothing when the table has no rows."""
+    return ["", title, *_table(*table)] if table[1] else []
+
+
+def _compare(compare: dict[str, Any] | None) -> list[str]:
+    """The comparison with a saved run: its table and the gate's findings."""
+    if not compare:
+        return []
+    saved = ", ".join(compare.get("baseline_configs") or []) or "config not recorded"
+    head = f"compared with {compare['baseline']} (saved run of {saved}):"
+    return ["", head, *compare["table"].splitlines(), *_findings(compare.get("findings") or [])]
 
 
 def _search(report: dict[str, Any]) -> list[str]:
@@ -102,12 +113,7 @@ def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
     shown = [str(line) for line in gates.get("summary") or []]
     if not shown:
         return ["", "dflash gates FAILED:", *[f"  {line}" for line in failed]] if failed else []
-    bad = sum(1 for line in shown if " gate FAILED: " in line)
-    unjudged = sum(1 for line in shown if " gate CANNOT JUDGE: " in line)
-    passed = len(shown) - bad - unjudged
-    head = f"{passed} passed, {bad} FAILED" if bad or unjudged else "all passed"
-    head += f", {unjudged} CANNOT JUDGE (which fails too)" if unjudged else ""
-    lines = ["", f"dflash gates: {head} (the exit status follows them)"]
+    lines = ["", f"dflash gates: {_gates_head(shown)} (the exit status follows them)"]
     lines += [f"  {line}" for line in shown]
     coding_failed = any(
         not r.get("passed") for c in report.get("configs") or [] for r in c.get("coding") or []
@@ -118,6 +124,16 @@ def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
             "--dflash-min-pass-rate the pass rate per config decides"
         )
     return lines
+
+
+def _gates_head(shown: list[str]) -> str:
+    """``all passed``, or how many passed, FAILED and CANNOT JUDGE."""
+    bad = sum(1 for line in shown if " gate FAILED: " in line)
+    unjudged = sum(1 for line in shown if " gate CANNOT JUDGE: " in line)
+    if not bad and not unjudged:
+        return "all passed"
+    head = f"{len(shown) - bad - unjudged} passed, {bad} FAILED"
+    return head + (f", {unjudged} CANNOT JUDGE (which fails too)" if unjudged else "")
 
 
 def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
@@ -131,8 +147,6 @@ def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
             if not r["passed"]:
                 verdict = f"{r['status']}: {r['reason']}"
                 failed.setdefault((r["problem"], verdict), []).append(c["label"])
-    if not failed:
-        return []
     body = []
     for (problem, verdict), labels in failed.items():
         where = ", ".join(labels)
@@ -140,7 +154,7 @@ def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
             where = f"all {len(labels)} configs"
         body.append([problem, where, verdict])
     head = "coding failures: each failed problem, the configs it failed under, the verdict"
-    return ["", head, *_table(["problem", "failed under", "verdict"], body)]
+    return _titled((["problem", "failed under", "verdict"], body), head)
 
 
 def _findings(findings: list[dict[str, Any]]) -> list[str]:
@@ -196,12 +210,9 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
         *_table(*tables.verdict(report)),
     ]
     lines += [f"  not eligible: {line}" for line in tables.excluded_lines(report)]
-    header, rows = tables.pareto(report)
-    if rows:
-        lines += ["", f"pareto front{simulated}: per context and domain, the (config, load) "
-                  "points no other beats on both per-request and aggregate tok/s"]  # fmt: skip
-        lines += _table(header, rows)
-    return lines
+    return lines + _titled(tables.pareto(report), f"pareto front{simulated}: per context and "
+                           "domain, the (config, load) points no other beats on both per-request "
+                           "and aggregate tok/s")  # fmt: skip
 
 
 def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
@@ -217,12 +228,9 @@ def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
 
 
 def _config_table(configs: list[dict[str, Any]]) -> list[str]:
-    lines = _table(*tables.configs(configs))
-    header, rows = tables.start_phases(configs)
-    if rows:
-        lines += ["", "start phases: from the server's log lines (start, other and first generate:"
-                  " the plugin's clock from the launch)", *_table(header, rows)]  # fmt: skip
-    return lines
+    return _table(*tables.configs(configs)) + _titled(tables.start_phases(configs), "start "
+        "phases: from the server's log lines (start, other and first generate: the plugin's clock "
+        "from the launch)")  # fmt: skip
 
 
 def _coding_times(configs: list[dict[str, Any]]) -> list[str]:

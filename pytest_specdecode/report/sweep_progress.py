@@ -130,32 +130,45 @@ def notes(report: Mapping[str, Any]) -> list[str]:
     """What a long sweep's reader needs besides the results: how far it is, what was
     carried from a resumed report, which configs moved hosts and which starts were retried."""
     lines = [text] if (text := describe(report.get("sweep"))) else []
-    resumed = report.get("resumed_from")
     configs = [c for c in report.get("configs") or [] if isinstance(c, Mapping)]
-    if resumed:
-        whole = [c["label"] for c in configs if (c.get("carried") or {}).get("whole")]
-        tests = {t.get("nodeid") for t in report.get("tests") or [] if t.get("carried")}
-        lines.append(
-            f"resumed from {resumed.get('report')} (run of {resumed.get('started')}): "
-            f"{len(tests)} test{'s' if len(tests) != 1 else ''} carried (not run again), "
-            f"{len(whole)} config{'s' if len(whole) != 1 else ''} whole"
-            + (f" ({', '.join(whole)})" if whole else "")
-        )
+    if report.get("resumed_from"):
+        lines.append(_resumed(report, configs))
     for c in configs:
         service = c.get("service") or {}
-        for move in service.get("moves") or []:
-            lines.append(
-                f"moved: {c['label']}: {move.get('from')} -> {move.get('to') or 'nowhere'} "
-                f"({move.get('reason')})"
-            )
-        tries = [t for t in service.get("start_attempts") or [] if isinstance(t, Mapping)]
-        # Only a config whose start was tried again; a bad flag started once (and a
-        # drafter mismatch) is its test's error, not a retry.
-        if any(t.get("retried_after_seconds") is not None for t in tries):
-            why = ", ".join(sorted({str(t.get("why")) for t in tries}))
-            # Where the starts failed (a config that moved ran elsewhere in the end).
-            hosts = list(dict.fromkeys(str(t["host"]) for t in tries if t.get("host")))
-            hosts = hosts or ([str(service["host"])] if service.get("host") else [])
-            where = " on " + ", ".join(hosts) if hosts else ""
-            lines.append(f"retried: {c['label']}: {len(tries)} failed start(s) ({why}){where}")
+        lines += [
+            f"moved: {c['label']}: {move.get('from')} -> {move.get('to') or 'nowhere'} "
+            f"({move.get('reason')})"
+            for move in service.get("moves") or []
+        ]
+        lines += _retried(c["label"], service)
     return lines
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _resumed(report: Mapping[str, Any], configs: list[Mapping[str, Any]]) -> str:
+    """Where a resumed run came from, and how many tests and whole configs it carried."""
+    resumed = report["resumed_from"]
+    whole = [c["label"] for c in configs if (c.get("carried") or {}).get("whole")]
+    tests = {t.get("nodeid") for t in report.get("tests") or [] if t.get("carried")}
+    return (
+        f"resumed from {resumed.get('report')} (run of {resumed.get('started')}): "
+        f"{_plural(len(tests), 'test')} carried (not run again), "
+        f"{_plural(len(whole), 'config')} whole" + (f" ({', '.join(whole)})" if whole else "")
+    )
+
+
+def _retried(label: str, service: Mapping[str, Any]) -> list[str]:
+    """The line of a config whose start was tried again; a bad flag started once (and a
+    drafter mismatch) is its test's error, not a retry."""
+    tries = [t for t in service.get("start_attempts") or [] if isinstance(t, Mapping)]
+    if not any(t.get("retried_after_seconds") is not None for t in tries):
+        return []
+    why = ", ".join(sorted({str(t.get("why")) for t in tries}))
+    # Where the starts failed (a config that moved ran elsewhere in the end).
+    hosts = list(dict.fromkeys(str(t["host"]) for t in tries if t.get("host")))
+    hosts = hosts or ([str(service["host"])] if service.get("host") else [])
+    where = " on " + ", ".join(hosts) if hosts else ""
+    return [f"retried: {label}: {len(tries)} failed start(s) ({why}){where}"]

@@ -12,7 +12,7 @@ TPOT / config TPOT with its 95% interval.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,9 @@ MAX_POSITIONS = 8
 """Draft positions shown in the acceptance table (the JSON report keeps all)."""
 
 
+SHORT_KEYS = ("algorithm", "budget", "topk", "window", "draft_model")  # what a short label names
+
+
 def short_labels(configs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Config labels reduced to the keys that differ between the measured speculative configs.
 
@@ -33,19 +36,40 @@ def short_labels(configs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     speculative config keeps its full label.
     """
     measured = [c for c in configs if c.get("throughput")]
-    spec = [c for c in measured if (c.get("config") or {}).get("algorithm") != "NONE"]
-    keys = ("algorithm", "budget", "topk", "window", "draft_model")
-    varying = [k for k in keys if len({str((c.get("config") or {}).get(k)) for c in spec}) > 1]
-    extras = {str((c.get("config") or {}).get("extra")) for c in measured}
-    out: dict[str, str] = {}
-    for c in configs:
-        label = str(c.get("label"))
-        config = c.get("config") or {}
-        if len(spec) < 2 or len(extras) > 1 or not varying or config.get("algorithm") == "NONE":
-            out[label] = label
-        else:
-            out[label] = " ".join(f"{k}={config.get(k)}" for k in varying)
-    return out
+    spec = [c for c in measured if not _baseline(c)]
+    varying = [k for k in SHORT_KEYS if len({str(_config(c).get(k)) for c in spec}) > 1]
+    extras = {str(_config(c).get("extra")) for c in measured}
+    shorten = len(spec) > 1 and len(extras) < 2
+    return {
+        str(c.get("label")): " ".join(f"{k}={_config(c).get(k)}" for k in varying)
+        if shorten and varying and not _baseline(c)
+        else str(c.get("label"))
+        for c in configs
+    }
+
+
+def _config(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    return entry.get("config") or {}
+
+
+def _baseline(entry: Mapping[str, Any]) -> bool:
+    return _config(entry).get("algorithm") == "NONE"
+
+
+def _label(short: Mapping[str, str], entry: Mapping[str, Any]) -> str:
+    label = str(entry.get("label"))
+    return short.get(label, label)
+
+
+Case = tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]
+
+
+def _cases(configs: Iterable[Mapping[str, Any]]) -> Iterator[Case]:
+    """(config, case, the case's metrics, its domain) per throughput case, config by config."""
+    for config in configs:
+        for case in config.get("throughput") or []:
+            metrics = case.get("metrics") or {}
+            yield config, case, metrics, case_shape(str(case.get("case")), metrics)[2]
 
 
 def _interval(metrics: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -97,8 +121,12 @@ def ordered_cases(
                 load_key: tuple[int, float] = (0 if head.startswith("c") else 1, float(head[1:]))
             except ValueError:
                 load_key = (2, 0.0)
-            rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
-            order = (context if context is not None else 1 << 30, load_key, rank, domain)
+            order = (
+                context if context is not None else 1 << 30,
+                load_key,
+                domain_rank(domain),
+                domain,
+            )
             out.append((order, position, config, case))
     out.sort(key=lambda entry: (entry[0], entry[1]))
     return out
@@ -108,37 +136,36 @@ def throughput(report: Mapping[str, Any], short: Mapping[str, str] | None = None
     """One row per case and config: tok/s, TPOT, accept length, speedup, tok/s ratio."""
     configs = list(report.get("configs") or [])
     short = short_labels(configs) if short is None else short
-    slo = any(
-        (case.get("metrics") or {}).get("slo")
-        for c in configs
-        for case in c.get("throughput") or []
-    )
+    slo = any(metrics.get("slo") for _, _, metrics, _ in _cases(configs))
     header = ["case", "config", "tok/s", "TPOT ms", "accept", "speedup", "tok/s ratio"]
     header += ["goodput req/s", "SLO met"] if slo else []
-    rows = []
-    for _, _, config, case in ordered_cases(report):
-        metrics = case.get("metrics") or {}
-        baseline = (config.get("config") or {}).get("algorithm") == "NONE"
-        speedup = case.get("speedup") or {}
-        row = [
-            str(case.get("case")),
-            short.get(str(config.get("label")), str(config.get("label"))),
-            with_interval(metrics, "tok_s", 0, relative=True),
-            with_interval(metrics, "tpot_ms", 2, relative=True),
-            with_interval(metrics, "accept_length", 2, relative=False),
-            "1.00x (baseline)" if baseline else ratio_cell(speedup.get("tpot")),
-            "1.00x" if baseline else ratio_cell(speedup.get("tok_s"), interval=False),
-        ]
-        if slo:
-            attained = metrics.get("slo_attainment")
-            row += [
-                figures.number(metrics.get("goodput"), 2),
-                f"{attained:.0%}" if isinstance(attained, (int, float)) else figures.MISSING,
-            ]
-        if metrics.get("errors"):
-            row[2] += f" ({metrics['errors']} errors)"
-        rows.append(row)
+    rows = [_throughput_row(short, c, case, slo) for _, _, c, case in ordered_cases(report)]
     return header, rows
+
+
+def _throughput_row(
+    short: Mapping[str, str], config: Mapping[str, Any], case: Mapping[str, Any], slo: bool
+) -> list[str]:
+    metrics = case.get("metrics") or {}
+    baseline = _baseline(config)
+    speedup = case.get("speedup") or {}
+    errors = f" ({metrics['errors']} errors)" if metrics.get("errors") else ""
+    row = [
+        str(case.get("case")),
+        _label(short, config),
+        with_interval(metrics, "tok_s", 0, relative=True) + errors,
+        with_interval(metrics, "tpot_ms", 2, relative=True),
+        with_interval(metrics, "accept_length", 2, relative=False),
+        "1.00x (baseline)" if baseline else ratio_cell(speedup.get("tpot")),
+        "1.00x" if baseline else ratio_cell(speedup.get("tok_s"), interval=False),
+    ]
+    if slo:
+        attained = metrics.get("slo_attainment")
+        row += [
+            figures.number(metrics.get("goodput"), 2),
+            f"{attained:.0%}" if isinstance(attained, (int, float)) else figures.MISSING,
+        ]
+    return row
 
 
 def latency(report: Mapping[str, Any], short: Mapping[str, str] | None = None) -> Table:
@@ -150,11 +177,10 @@ def latency(report: Mapping[str, Any], short: Mapping[str, str] | None = None) -
     rows = []
     for _, _, config, case in ordered_cases(report):
         m = case.get("metrics") or {}
-        label = str(config.get("label"))
         rows.append(
             [
                 str(case.get("case")),
-                short.get(label, label),
+                _label(short, config),
                 figures.rate(m.get("req_tok_s_p50")),
                 "/".join(figures.number(m.get(f"ttft_ms_{p}"), 1) for p in ("p50", "p99")),
                 figures.number(m.get("itl_ms_p50"), 2),
@@ -171,52 +197,55 @@ def acceptance(report: Mapping[str, Any]) -> Table:
     short = short_labels(configs)
     sums: dict[tuple[str, str], list[int]] = {}
     tokens: dict[tuple[str, str], list[float]] = {}
-    for config in configs:
-        if (config.get("config") or {}).get("algorithm") == "NONE":
-            continue
-        label = short.get(str(config.get("label")), str(config.get("label")))
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            _, _, domain = case_shape(str(case.get("case")), metrics)
-            key = (label, domain)
-            hist = metrics.get("accept_histogram")
-            if isinstance(hist, list):
-                total = sums.setdefault(key, [])
-                total += [0] * (len(hist) - len(total))
-                for i, n in enumerate(hist):
-                    total[i] += int(n) if isinstance(n, int) else 0
-            entry = tokens.setdefault(key, [0.0, 0.0])
-            done, steps = metrics.get("completion_tokens"), metrics.get("spec_verify_ct")
-            if isinstance(done, (int, float)) and isinstance(steps, (int, float)) and steps:
-                entry[0] += done
-                entry[1] += steps
+    for config, _, metrics, domain in _cases(c for c in configs if not _baseline(c)):
+        key = (_label(short, config), domain)
+        hist = metrics.get("accept_histogram")
+        if isinstance(hist, list):
+            _add_counts(sums.setdefault(key, []), hist)
+        _add_tokens(tokens.setdefault(key, [0.0, 0.0]), metrics)
     positions = min(MAX_POSITIONS, max((len(h) - 1 for h in sums.values()), default=0))
     header = ["config", "domain", "accept length", "verify steps"]
     header += [f"pos {i}" for i in range(1, positions + 1)]
-    rows = []
+    keys = sorted(tokens, key=lambda k: _row_order(short, k))  # every case adds to tokens
+    rows = [_acceptance_row(k, sums.get(k, []), tokens[k], positions) for k in keys]
+    return header, [row for row in rows if row]
 
-    def rank(key: tuple[str, str]) -> tuple[int, int, str]:
-        domain = DOMAINS.index(key[1]) if key[1] in DOMAINS else len(DOMAINS)
-        return (_order(short, key[0]), domain, key[1])
 
-    for key in sorted(set(sums) | set(tokens), key=rank):
-        hist = sums.get(key)
-        done, steps = tokens.get(key, [0.0, 0.0])
-        if not steps and not (hist and sum(hist)):
-            continue  # the server reported no speculation counts for this config
-        accept = done / steps if steps else None
-        rates = (
-            [sum(hist[i:]) / sum(hist) for i in range(1, len(hist))] if hist and sum(hist) else []
-        )
-        row = [key[0], key[1], figures.number(accept, 2), figures.number(steps or None, 0)]
-        row += [f"{rates[i]:.2f}" if i < len(rates) else "-" for i in range(positions)]
-        rows.append(row)
-    return header, rows
+def _add_counts(total: list[int], hist: list[Any]) -> None:
+    """Add a histogram into a running one; a count that is not an int (a bool included) is 0."""
+    total += [0] * (len(hist) - len(total))
+    for i, n in enumerate(hist):
+        total[i] += n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
+def _add_tokens(total: list[float], metrics: Mapping[str, Any]) -> None:
+    done, steps = metrics.get("completion_tokens"), metrics.get("spec_verify_ct")
+    if isinstance(done, (int, float)) and isinstance(steps, (int, float)) and steps:
+        total[0] += done
+        total[1] += steps
+
+
+def _acceptance_row(
+    key: tuple[str, str], hist: list[int], counts: list[float], positions: int
+) -> list[str]:
+    """The row of one config and domain; none when the server reported no speculation counts."""
+    done, steps = counts
+    drafts = sum(hist)
+    if not steps and not drafts:
+        return []
+    rates = [sum(hist[i:]) / drafts for i in range(1, len(hist))] if drafts else []
+    accept = done / steps if steps else None
+    row = [*key, figures.number(accept, 2), figures.number(steps or None, 0)]
+    return row + [f"{rates[i]:.2f}" if i < len(rates) else "-" for i in range(positions)]
 
 
 def _order(short: Mapping[str, str], label: str) -> int:
     values = list(short.values())
     return values.index(label) if label in values else len(values)
+
+
+def _row_order(short: Mapping[str, str], key: tuple[str, str]) -> tuple[int, int, str]:
+    return (_order(short, key[0]), domain_rank(key[1]), key[1])
 
 
 def ranks_several(report: Mapping[str, Any]) -> bool:
@@ -268,34 +297,40 @@ def _verdict_row(
     def name(label: str) -> str:
         return _short(short, label, members.get(label) or {})
 
-    second = _score(group.get("runner_up_score"), by_speedup)
-    contexts = ", ".join(str(c) for c in group.get("contexts") or [])
-    spread = group.get("range") or []
-    if len(spread) == 2 and spread[0] != spread[1]:
-        contexts += f" ({_score(spread[0], by_speedup)} to {_score(spread[1], by_speedup)})"
-    named = [name(b) + _unchecked(members.get(b)) for b in chosen]
     margin = str(group.get("margin") or "only candidate")
+    named = ", ".join(name(b) + _unchecked(members.get(b)) for b in chosen)
+    second = _score(group.get("runner_up_score"), by_speedup)
     coverage = [
         (f"{name(b)}: " if len(chosen) > 1 else "") + coverage_text(members.get(b)) for b in chosen
     ]
     row = [
         str(group.get("load")),
         str(group.get("domain")),
-        f"{margin}: {', '.join(named)}" if chosen else "none passed every gate",
+        f"{margin}: {named}" if chosen else "none passed every gate",
         _score(group.get("score"), by_speedup),
-        contexts or "-",
+        _contexts_cell(group, by_speedup),
         f"{name(str(runner))} ({second})" if runner else "-",
         "; ".join(coverage) or "-",
     ]
-    if unranked:
-        left = [
-            f"{name(str(u.get('config')))}: {u.get('reason')}"
-            + (f" ({u.get('detail')})" if u.get("detail") else "")
-            for u in group.get("unranked") or []
-            if isinstance(u, Mapping)
-        ]
-        row.append("; ".join(left) or "-")
-    return row
+    return row + ([_unranked_cell(group, name)] if unranked else [])
+
+
+def _contexts_cell(group: Mapping[str, Any], by_speedup: bool) -> str:
+    contexts = ", ".join(str(c) for c in group.get("contexts") or [])
+    spread = group.get("range") or []
+    if len(spread) == 2 and spread[0] != spread[1]:
+        contexts += f" ({_score(spread[0], by_speedup)} to {_score(spread[1], by_speedup)})"
+    return contexts or "-"
+
+
+def _unranked_cell(group: Mapping[str, Any], name: Callable[[str], str]) -> str:
+    left = [
+        f"{name(str(u.get('config')))}: {u.get('reason')}"
+        + (f" ({u.get('detail')})" if u.get("detail") else "")
+        for u in group.get("unranked") or []
+        if isinstance(u, Mapping)
+    ]
+    return "; ".join(left) or "-"
 
 
 def _short(short: Mapping[str, str], label: str, member: Mapping[str, Any]) -> str:
@@ -414,14 +449,8 @@ def excluded_lines(report: Mapping[str, Any]) -> list[str]:
 
 def rounds_note(report: Mapping[str, Any]) -> str:
     """How the figures were measured, for the line above the throughput table."""
-    counts = sorted(
-        {
-            int(n)
-            for c in report.get("configs") or []
-            for case in c.get("throughput") or []
-            if isinstance(n := (case.get("metrics") or {}).get("rounds"), int)
-        }
-    )
+    found = (m.get("rounds") for _, _, m, _ in _cases(report.get("configs") or []))
+    counts = sorted({int(n) for n in found if isinstance(n, int)})
     rounds = f"{'/'.join(str(n) for n in counts)} rounds" if counts else "rounds"
     return (
         f"mean over {rounds}; ± is the 95% interval (Student t over rounds); "
@@ -436,31 +465,22 @@ def repetition(report: Mapping[str, Any]) -> Table:
     short = short_labels(configs)
     worst: dict[tuple[str, str], tuple[float, Any, bool]] = {}
     baseline_rows: set[tuple[str, str]] = set()
-    for config in configs:
-        label = short.get(str(config.get("label")), str(config.get("label")))
-        none = (config.get("config") or {}).get("algorithm") == "NONE"
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            value = metrics.get("repetition")
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            key = (label, case_shape(str(case.get("case")), metrics)[2])
-            found = case.get("repetition") or {}
-            flagged = bool(found.get("degenerate"))
-            before = worst.get(key)
-            if none:
-                baseline_rows.add(key)
-            # A degenerate case first, then the most repetitive: the row shows the worst.
-            if before is None or (flagged, value) > (before[2], before[0]):
-                worst[key] = (float(value), found.get("baseline"), flagged)
+    for config, case, metrics, domain in _cases(configs):
+        value = metrics.get("repetition")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        key = (_label(short, config), domain)
+        found = case.get("repetition") or {}
+        flagged = bool(found.get("degenerate"))
+        before = worst.get(key)
+        if _baseline(config):
+            baseline_rows.add(key)
+        # A degenerate case first, then the most repetitive: the row shows the worst.
+        if before is None or (flagged, value) > (before[2], before[0]):
+            worst[key] = (float(value), found.get("baseline"), flagged)
     header = ["config", "domain", "repetition", "baseline", "output"]
     rows = []
-
-    def rank(key: tuple[str, str]) -> tuple[int, int, str]:
-        domain = DOMAINS.index(key[1]) if key[1] in DOMAINS else len(DOMAINS)
-        return (_order(short, key[0]), domain, key[1])
-
-    for key in sorted(worst, key=rank):
+    for key in sorted(worst, key=lambda k: _row_order(short, k)):
         value, base, flagged = worst[key]
         shown = "baseline" if key in baseline_rows else "DEGENERATE" if flagged else "ok"
         rows.append([key[0], key[1], f"{value:.2f}", figures.number(base, 2), shown])
@@ -480,19 +500,11 @@ def accept_histograms(report: Mapping[str, Any]) -> dict[str, dict[str, list[int
     (a bool included) counts 0; a domain with no verify step at all is left out.
     """
     out: dict[str, dict[str, list[int]]] = {}
-    for config in report.get("configs") or []:
-        if (config.get("config") or {}).get("algorithm") == "NONE":
-            continue
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            hist = metrics.get("accept_histogram")
-            if not isinstance(hist, list) or not hist:
-                continue
-            _, _, domain = case_shape(str(case.get("case")), metrics)
-            total = out.setdefault(domain, {}).setdefault(str(config.get("label")), [])
-            total += [0] * (len(hist) - len(total))
-            for i, n in enumerate(hist):
-                total[i] += n if isinstance(n, int) and not isinstance(n, bool) else 0
+    speculative = (c for c in report.get("configs") or [] if not _baseline(c))
+    for config, _, metrics, domain in _cases(speculative):
+        hist = metrics.get("accept_histogram")
+        if isinstance(hist, list) and hist:
+            _add_counts(out.setdefault(domain, {}).setdefault(str(config.get("label")), []), hist)
     return {
         d: h for d, h in sorted(out.items(), key=lambda kv: domain_rank(kv[0])) if any(h.values())
     }
@@ -506,23 +518,26 @@ def configs(found: Sequence[Mapping[str, Any]]) -> Table:
     lossless = any(c.get("lossless") for c in found)
     header = ["config", "ready", "pass rate", *(f"pass@{k}" for k in ks), "accept length"]
     header += ["restarted", *(["lossless"] if lossless else [])]
-    rows: list[list[str]] = []
-    for c in found:
-        service = c.get("service") or {}
-        passk = {p["k"]: p.get("value") for p in c.get("pass_at_k") or []}
-        ready = figures.number(service.get("ready_seconds"), 1)
-        row = [
-            str(c.get("label", "?")),
-            "error" if c.get("errors") else ready if ready == figures.MISSING else f"{ready} s",
-            pass_rate(c.get("pass_rate"), c.get("coding") or []),
-            *(figures.number(passk.get(k), 2) for k in ks),
-            figures.number(c.get("accept_length"), 2),
-            restarted(service.get("restarted"), service.get("restart_proven")),
-        ]
-        if lossless:
-            row.append(lossless_cell(c.get("lossless") or []))
-        rows.append(row)
-    return header, rows
+    return header, [_config_row(c, ks, lossless) for c in found]
+
+
+def _config_row(c: Mapping[str, Any], ks: list[Any], lossless: bool) -> list[str]:
+    service = c.get("service") or {}
+    passk = {p["k"]: p.get("value") for p in c.get("pass_at_k") or []}
+    row = [
+        str(c.get("label", "?")),
+        "error" if c.get("errors") else _seconds(service.get("ready_seconds"), 1),
+        pass_rate(c.get("pass_rate"), c.get("coding") or []),
+        *(figures.number(passk.get(k), 2) for k in ks),
+        figures.number(c.get("accept_length"), 2),
+        restarted(service.get("restarted"), service.get("restart_proven")),
+    ]
+    return row + ([lossless_cell(c.get("lossless") or [])] if lossless else [])
+
+
+def _seconds(value: Any, digits: int) -> str:
+    shown = figures.number(value, digits)
+    return shown if shown == figures.MISSING else f"{shown} s"
 
 
 # The start-phase columns: (key of a config's start_phases, header).
@@ -546,11 +561,10 @@ def start_phases(found: Sequence[Mapping[str, Any]]) -> Table:
         phases = c.get("start_phases")
         if not isinstance(phases, Mapping):
             continue
-        cells = [figures.number(phases.get(k), 2) for k, _ in START_COLUMNS]
         rows.append(
             [
                 str(c.get("label", "?")),
-                *(cell if cell == figures.MISSING else f"{cell} s" for cell in cells),
+                *(_seconds(phases.get(k), 2) for k, _ in START_COLUMNS),
                 str(phases.get("weight_cache") or "off"),
             ]
         )
