@@ -31,11 +31,11 @@ typecheck: $(STAMP)
 # `make test` is the suite without its slowest end-to-end runs (marker `slow`); `make slow`
 # runs those, and `.ci/run` runs both.
 unit: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 4 -m "not slow"
 
 ## The slowest end-to-end runs (marker `slow`: tens of seconds each under load).
 slow: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 3 -m slow
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 4 -m slow
 
 ## Every command and snippet of README.md and docs/*.md, run as written against the simulator.
 docs-check: $(STAMP)
