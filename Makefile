@@ -4,13 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit slow docs-check real-parser extras-check real-server bench clean
+.PHONY: venv demo test lint typecheck unit slow docs-check real-parser extras-check real-server bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+## The venv with the package and its dev tools (every target below makes it first).
+venv: $(STAMP)
 
 ## The main job against the embedded simulator (not a GPU: its figures are simulated).
 demo: $(STAMP)
