@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_specdecode.report import break_even, degenerate, html, verdict
+from pytest_specdecode.report import html, outputs
+from pytest_specdecode.report.model import Report
 
 REQUIREMENT_SECONDS = 10.0
 """The page for :data:`REQUIREMENT_CONFIGS` configs is written in less than this."""
@@ -130,12 +131,12 @@ def report(configs: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def judge(data: dict[str, Any]) -> None:
-    """What RunOutputs adds before the page: speedups, degenerate output, the verdict."""
-    verdict.annotate_speedups(data)
-    degenerate.annotate(data, 0.5)
-    data["break_even"] = break_even.records(data)
-    data["verdict"] = verdict.decide(data, {})
+def judge(data: dict[str, Any]) -> Report:
+    """The typed report with what RunOutputs adds before the page: speedups, degenerate
+    output, break-even, the verdict."""
+    found = Report.from_dict(data)
+    outputs.judge(found, 0.5)
+    return found
 
 
 def measure(configs: int, repeat: int, out: Path) -> tuple[float, float, int]:
@@ -144,10 +145,10 @@ def measure(configs: int, repeat: int, out: Path) -> tuple[float, float, int]:
     for _ in range(repeat):
         data = report(configs)
         start = time.perf_counter()
-        judge(data)
+        found = judge(data)
         judged.append(time.perf_counter() - start)
         start = time.perf_counter()
-        html.write(data, out)
+        html.write(found, out)
         written.append(time.perf_counter() - start)
     return min(judged), min(written), out.stat().st_size
 

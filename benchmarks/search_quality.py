@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.search.objective import measure
 
 SPACE = "budget=2,4,6,8,12,16;window=512,1024,2048,4096"
@@ -58,10 +59,11 @@ def pytest_run(where: Path, *args: str) -> tuple[dict[str, Any], int]:
 def ranking(report: dict[str, Any]) -> list[tuple[str, float]]:
     """The grid's configs, best first, by the search's objective (infeasible ones last)."""
     scored = []
-    for config in report.get("configs") or []:
-        found = measure(report, config["key"], "tok_s", {})
+    typed = Report.from_dict(report)
+    for config in typed.configs:
+        found = measure(typed, config.key or "", "tok_s", {})
         value = found.objective if found.usable and found.objective is not None else 0.0
-        scored.append((str(config["label"]), value))
+        scored.append((config.label, value))
     return sorted(scored, key=lambda entry: -entry[1])
 
 

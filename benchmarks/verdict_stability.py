@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdecode.report import tables
+from pytest_specdecode.report.model import Report
 
 DEMO = Path(__file__).resolve().parent.parent / "conftest_examples"
 RUN_SECONDS = 540.0
@@ -69,7 +70,7 @@ def verdict_sets(report: dict[str, Any]) -> Sets:
 def figures(report: dict[str, Any]) -> list[str]:
     """Per group, each ranked config's score and interval, the configs left out and why,
     and the cases the calibration marked client-limited: what a differing set came from."""
-    short = tables.short_labels(list(report.get("configs") or []))
+    short = tables.short_labels(Report.from_dict(report).configs)
     out = []
     for g in (report.get("verdict") or {}).get("groups") or []:
         shown = ", ".join(
@@ -110,7 +111,7 @@ def unchecked(report: dict[str, Any]) -> set[str]:
 def unmarked(report: dict[str, Any], output: str) -> list[str]:
     """Verdict rows of the terminal summary naming an unchecked config without
     "correctness not checked" beside it."""
-    short = tables.short_labels(list(report.get("configs") or []))
+    short = tables.short_labels(Report.from_dict(report).configs)
     lines = output.splitlines()
     # The live progress line may precede it on the same line: found, not matched at the start.
     heading = re.compile(r"verdict( \(simulated\))?: per load and domain")

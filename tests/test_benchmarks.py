@@ -105,8 +105,13 @@ def test_verdict_stability_sees_an_unmarked_unchecked_config() -> None:
     bench = load("verdict_stability")
     report = {
         "configs": [
-            {"label": "B16", "config": {}, "throughput": [{}], "coding": [], "lossless": []},
-            {"label": "B8", "config": {}, "throughput": [{}], "coding": [{}], "lossless": []},
+            {"label": "B16", "config": {}, "throughput": [{"case": "c1"}], "coding": []},
+            {
+                "label": "B8",
+                "config": {},
+                "throughput": [{"case": "c1"}],
+                "coding": [{"problem": "gcd", "passed": True}],
+            },
         ],
         "verdict": {"groups": [{"load": "c1", "domain": "chat", "best_set": ["B16", "B8"]}]},
     }

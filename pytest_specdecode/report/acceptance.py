@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_specdecode.output import figures
+from pytest_specdecode.report.model import Metrics
 from pytest_specdecode.report.verdict import case_shape
 from pytest_specdecode.throughput import stats
+from pytest_specdecode.throughput.metrics import ACCEPT_LENGTH
 
 _CONCURRENCY = re.compile(r"c(\d+)")
 
@@ -44,7 +46,7 @@ class Point:
     context: int
     load: str
     domain: str
-    max_tokens: object
+    max_tokens: int | None
     values: tuple[float, ...]
     first_position: float | None = None  # acceptance rate at draft position 1
 
@@ -104,25 +106,22 @@ def _percent(ratio: float | None) -> str:
     return "-" if ratio is None else f"{(ratio - 1.0) * 100:+.0f}%"
 
 
-def point(case: str, metrics: Mapping[str, Any]) -> Point | None:
+def point(case: str, metrics: Metrics) -> Point | None:
     """The case's accept length per round (or its one figure); None without any."""
     context, load, domain = case_shape(case, metrics)
-    intervals = metrics.get("intervals")
-    found = intervals.get("accept_length") if isinstance(intervals, Mapping) else None
-    raw = found.get("values") if isinstance(found, Mapping) else None
-    values = [v for v in stats.clean(raw if isinstance(raw, list) else []) if v > 0]
+    found = metrics.interval(ACCEPT_LENGTH)
+    values = [v for v in stats.clean(found.values if found else []) if v > 0]
     if not values:
-        values = [v for v in stats.clean([metrics.get("accept_length")]) if v > 0]
+        values = [v for v in stats.clean([metrics.accept_length]) if v > 0]
     if not values or context is None:
         return None
-    rates = metrics.get("accept_rate_by_position")
-    first = stats.clean(rates[:1]) if isinstance(rates, list) else []
+    first = stats.clean((metrics.accept_rate_by_position or [])[:1])
     return Point(
         case,
         context,
         load,
         domain,
-        metrics.get("max_tokens"),
+        metrics.max_tokens,
         tuple(values),
         first[0] if first else None,
     )

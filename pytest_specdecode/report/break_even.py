@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from pytest_specdecode.report.verdict import SPEEDUP_TPOT, case_shape
+import msgspec
+
+from pytest_specdecode.report.model import BreakEven, ConfigResults, Report
+from pytest_specdecode.report.verdict import case_shape
 
 METHOD = (
     "speedup = baseline TPOT / config TPOT, geometric mean over contexts (interval: geometric "
@@ -91,51 +93,46 @@ def _shown(kind: str, value: float) -> str:
     return f"{kind}={text.removesuffix('.0')}"
 
 
-def record(label: str, domain: str, kind: str, points: Sequence[Point]) -> dict[str, Any]:
+def record(label: str, domain: str, kind: str, points: Sequence[Point]) -> BreakEven:
     """One config's break-even record in one domain, from its points in load order."""
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
-    lows, highs = [p[2] for p in points], [p[3] for p in points]
     found = crossings(xs, ys)
     down = [c for c in found if c[1] == "down"]
     chosen = down[0] if down else (found[0] if found else None)
-    base: dict[str, Any] = {
-        "config": label,
-        "domain": domain,
-        "load_kind": KINDS[kind],
-        "loads": xs,
-        "speedups": ys,
-        "lows": lows,
-        "highs": highs,
-        "crossings": len(found),
-        "break_even": None,
-        "low": None,
-        "high": None,
-        "direction": None,
-    }
+    base = BreakEven(
+        config=label,
+        domain=domain,
+        load_kind=KINDS[kind],
+        loads=xs,
+        speedups=ys,
+        lows=[p[2] for p in points],
+        highs=[p[3] for p in points],
+        crossings=len(found),
+    )
     head = f"{label} {domain}:"
     if chosen is None:
         if all(y > 1.0 for y in ys):
             status, text = "above", f"above 1.0 up to {_shown(kind, xs[-1])}"
         else:
             status, text = "below", f"below 1.0 from {_shown(kind, xs[0])}"
-        return {**base, "status": status, "line": f"{head} speedup {text}"}
+        return msgspec.structs.replace(base, status=status, line=f"{head} speedup {text}")
     at, direction = chosen
-    low, high, where = _interval(kind, xs, lows, highs, chosen)
+    low, high, where = _interval(kind, xs, base.lows, base.highs, chosen)
     verb = "falls below" if direction == "down" else "rises above"
     text = f"speedup {verb} 1.0 at {_shown(kind, at)} (95% interval {where})"
     if len(found) > 1:
         first = "the first downward one" if down else "the first"
         text += f"; it crosses 1.0 {len(found)} times, {first} shown"
-    return {
-        **base,
-        "status": "crosses",
-        "break_even": at,
-        "low": low,
-        "high": high,
-        "direction": direction,
-        "line": f"{head} {text}",
-    }
+    return msgspec.structs.replace(
+        base,
+        status="crosses",
+        break_even=at,
+        low=low,
+        high=high,
+        direction=direction,
+        line=f"{head} {text}",
+    )
 
 
 def _interval(
@@ -160,44 +157,44 @@ def _geo(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def records(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def records(report: Report) -> list[BreakEven]:
     """Every config's and domain's break-even record (empty without a speedup or with one load)."""
-    out: list[dict[str, Any]] = []
-    for config in report.get("configs") or []:
-        if (config.get("config") or {}).get("algorithm") == "NONE":
+    out: list[BreakEven] = []
+    for config in report.configs:
+        if config.config.algorithm == "NONE":
             continue
         for (kind, domain), by_load in _series(config).items():
             if len(by_load) >= 2:
                 points = [_point(at, by_load[at]) for at in sorted(by_load)]
-                out.append(record(str(config.get("label")), domain, kind, points))
+                out.append(record(config.label, domain, kind, points))
     return out
 
 
-Speedups = list[tuple[float, Any, Any]]
+Speedups = list[tuple[float, float | None, float | None]]
 """The TPOT speedups (value, low, high) of one config's cases at one load."""
 
 
-def _series(config: Mapping[str, Any]) -> dict[tuple[str, str], dict[float, Speedups]]:
+def _series(config: ConfigResults) -> dict[tuple[str, str], dict[float, Speedups]]:
     """A config's TPOT speedups per (load kind, domain), by load."""
     series: dict[tuple[str, str], dict[float, Speedups]] = {}
-    for case in config.get("throughput") or []:
-        found = (case.get("speedup") or {}).get(SPEEDUP_TPOT) or {}
-        value = found.get("value")
-        _, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
+    for case in config.throughput:
+        found = case.speedup.tpot if case.speedup is not None else None
+        value = found.value if found is not None else None
+        _, load, domain = case_shape(case.case, case.metrics)
         parsed = parse_load(load)
-        if parsed is None or not isinstance(value, (int, float)) or value <= 0:
+        if parsed is None or found is None or value is None or value <= 0:
             continue
         kind, at = parsed
         series.setdefault((kind, domain), {}).setdefault(at, []).append(
-            (float(value), found.get("low"), found.get("high"))
+            (value, found.low, found.high)
         )
     return series
 
 
 def _point(at: float, got: Speedups) -> Point:
     """The geometric mean over a load's contexts; a bound only when every context has one."""
-    lows = [float(g[1]) for g in got if isinstance(g[1], (int, float)) and g[1] > 0]
-    highs = [float(g[2]) for g in got if isinstance(g[2], (int, float)) and g[2] > 0]
+    lows = [g[1] for g in got if g[1] is not None and g[1] > 0]
+    highs = [g[2] for g in got if g[2] is not None and g[2] > 0]
     return (
         at,
         _geo([g[0] for g in got]),

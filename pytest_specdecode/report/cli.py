@@ -13,10 +13,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from pytest_specdecode import __version__
 from pytest_specdecode.errors import SpecDecodeError
+
+if TYPE_CHECKING:
+    from pytest_specdecode.report.model import Report
 
 PROG = "pytest-specdecode"
 
@@ -100,23 +103,14 @@ def _report(
     *,
     html_out: Path | None = None,
 ) -> int:
-    import msgspec
-
     from pytest_specdecode.report import json_report as report_file
-    from pytest_specdecode.report.model import Report
 
     try:
-        data = report_file.load(path)
+        data = report_file.load(path)  # typed: format 1 read as format 2, its shape checked
     except ValueError as exc:
         raise _Failure(str(exc)) from None
     try:
-        Report.from_dict(data)  # the typed report's shape (format 1 read as format 2)
         text = _render(data, markdown)
-    except msgspec.ValidationError as exc:
-        raise _Failure(
-            f"report {str(path)!r} is malformed ({exc}); "
-            "was it written by this version of pytest-specdecode?"
-        ) from None
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         raise _Failure(
             f"report {str(path)!r} is malformed ({type(exc).__name__}: {exc}); "
@@ -134,7 +128,7 @@ def _report(
     return 0
 
 
-def _html(data: dict[str, Any], html_out: Path, path: Path) -> Path:
+def _html(data: Report, html_out: Path, path: Path) -> Path:
     from pytest_specdecode.report import html
 
     try:
@@ -150,18 +144,17 @@ def _html(data: dict[str, Any], html_out: Path, path: Path) -> Path:
         ) from None
 
 
-def _render(data: dict[str, Any], markdown: bool) -> str:
+def _render(data: Report, markdown: bool) -> str:
     if markdown:
         from pytest_specdecode.report.markdown import render_markdown
 
         return render_markdown(data).rstrip("\n")
     from pytest_specdecode.report import summary
 
-    gates = (data.get("gates") or {}).get("failed") or []
-    return "\n".join(summary.render(data, gates))
+    return "\n".join(summary.render(data, data.gates.failed))
 
 
-def _plots(data: dict[str, Any], plot_dir: Path, path: Path) -> list[Path]:
+def _plots(data: Report, plot_dir: Path, path: Path) -> list[Path]:
     from pytest_specdecode.report import plots
 
     try:

@@ -20,10 +20,10 @@ the same client against a null server on the same machine) a case is
   thread, so near one core it delays its own reads, and on a machine whose
   cores the server shares it takes them from the server.
 
-Such a case gets ``client_limited`` (its reasons) and the verdict leaves it
-out. Without a calibration (``--dflash-client-calibration off``, or one that
-could not run) only the CPU reason marks a case; the summary's warning line
-then also names the cases whose overhead alone is above the share (the client
+Such a case gets ``client_limited`` (its reasons: :func:`client_limited`) and the
+verdict leaves it out. Without a calibration (``--dflash-client-calibration off``,
+or one that could not run) only the CPU reason marks a case; the summary's warning
+line then also names the cases whose overhead alone is above the share (the client
 *may* be limiting them).
 """
 
@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_specdecode.output import figures
+from pytest_specdecode.report.model import Calibration, Ceiling, ClientLimited, Metrics, Report
+from pytest_specdecode.report.verdict import throughput_cases
 from pytest_specdecode.throughput.calibration import loaded
-from pytest_specdecode.throughput.metrics import TOK_S
 
 CEILING_SHARE = 0.5
 """A case above this share of the client's null-server tok/s is client-limited."""
@@ -52,27 +53,21 @@ SHOWN_CASES = 4
 """The warning names this many cases (the worst first), then a count."""
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+def _number(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-def ceilings(calibration: Mapping[str, Any] | None) -> dict[int, Mapping[str, Any]]:
-    """The calibration's ceilings by concurrency (nothing from a malformed one)."""
-    found: dict[int, Mapping[str, Any]] = {}
-    for entry in (calibration or {}).get("ceilings") or []:
-        usable = isinstance(entry, Mapping) and _number(entry.get("tok_s"))
-        if usable and isinstance(entry.get("concurrency"), int):
-            found[entry["concurrency"]] = entry
-    return found
+def ceilings(calibration: Calibration | None) -> dict[int, Ceiling]:
+    """The calibration's ceilings by concurrency (a ceiling of no tok/s left out)."""
+    found = calibration.ceilings if calibration is not None else []
+    return {entry.concurrency: entry for entry in found if _number(entry.tok_s)}
 
 
-def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> list[str]:
+def reasons(metrics: Metrics, ceiling: Ceiling | None) -> list[str]:
     """Why a case with these metrics is client-limited against ``ceiling`` (none: it is not);
     without a ceiling, by the client's own CPU time alone."""
     found = []
-    share = _number(metrics.get("client_cpu_share"))
+    share = _number(metrics.client_cpu_share)
     if share is not None and share > CPU_SHARE:
         found.append(
             f"the load client was busy {share:.0%} of its rounds' wall time (CPU seconds "
@@ -80,17 +75,14 @@ def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> li
         )
     if ceiling is None:
         return found
-    tok_s, top = _number(metrics.get(TOK_S)), _number(ceiling.get("tok_s"))
+    tok_s, top = _number(metrics.tok_s), _number(ceiling.tok_s)
     if tok_s is not None and top and tok_s > CEILING_SHARE * top:
         found.append(
             f"{figures.tok_s(tok_s)} is {tok_s / top:.0%} of the client's ceiling "
             f"({figures.tok_s(top)} against a null server)"
         )
-    overhead, e2e = (
-        _number(metrics.get("client_overhead_ms_p99")),
-        _number(metrics.get("e2e_ms_p50")),
-    )
-    floor = _number(ceiling.get("overhead_ms_p99"))
+    overhead, e2e = _number(metrics.client_overhead_ms_p99), _number(metrics.e2e_ms_p50)
+    floor = _number(ceiling.overhead_ms_p99)
     if overhead is None or not e2e or not floor:
         return found
     if loaded(overhead, e2e, floor):
@@ -101,35 +93,31 @@ def reasons(metrics: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> li
     return found
 
 
-def mark(report: dict[str, Any]) -> None:
-    """Set each throughput case's ``client_limited`` from ``report["calibration"]``."""
-    found = ceilings(report.get("calibration"))
-    for config in report.get("configs") or []:
-        for case in config.get("throughput") or []:
-            case.pop("client_limited", None)
-            metrics = case.get("metrics") or {}
-            concurrency = metrics.get("concurrency")
-            why = reasons(metrics, found.get(concurrency) if isinstance(concurrency, int) else None)
-            if why:
-                case["client_limited"] = {"why": "; ".join(why)}
+def client_limited(report: Report) -> list[ClientLimited | None]:
+    """Every throughput case's ``client_limited`` against ``report.calibration``, in
+    :func:`~pytest_specdecode.report.verdict.throughput_cases`' order (None: not limited)."""
+    found = ceilings(report.calibration)
+    out: list[ClientLimited | None] = []
+    for _, case in throughput_cases(report):
+        concurrency = case.metrics.concurrency
+        why = reasons(case.metrics, found.get(concurrency) if concurrency is not None else None)
+        out.append(ClientLimited(why="; ".join(why)) if why else None)
+    return out
 
 
-def warning(report: Mapping[str, Any], short: Mapping[str, str]) -> list[str]:
+def warning(report: Report, short: Mapping[str, str]) -> list[str]:
     """The run's one warning line naming its client-limited cases (none: no line)."""
-    marked: list[tuple[int, str]] = []
-    total = 0
-    for config in report.get("configs") or []:
-        label = str(config.get("label"))
-        for case in config.get("throughput") or []:
-            total += 1
-            if case.get("client_limited"):
-                marked.append((len(marked), f"{case.get('case')} ({short.get(label, label)})"))
+    cases = throughput_cases(report)
+    marked = [
+        (n, f"{case.case} ({short.get(config.label, config.label)})")
+        for n, (config, case) in enumerate(c for c in cases if c[1].client_limited is not None)
+    ]
     if not marked:
         return []
     return [
-        f"WARNING: {len(marked)} of {total} cases are client-limited, left out of the verdict "
-        f"(their tok/s near this machine's null-server ceiling, the machine loaded, or the "
-        f"load client's own CPU the limit): "
+        f"WARNING: {len(marked)} of {len(cases)} cases are client-limited, left out of the "
+        f"verdict (their tok/s near this machine's null-server ceiling, the machine loaded, or "
+        f"the load client's own CPU the limit): "
         f"{_names(marked)}"
     ]
 

@@ -14,21 +14,33 @@ characters where words are few, per reply) is unknown and judges nothing.
 
 A degenerate config fails the run (one line per config and domain, naming
 both figures and an escaped excerpt of the worst reply), is marked in the
-summary's repetition table and the report's ``repetition`` records, and is
+summary's repetition table and the report's ``repetition`` records
+(:func:`case_repetitions`, :func:`repetition`), and is
 infeasible: :func:`infeasible` gives the reasons per config that keep it out
 of the verdict (and out of a search's candidates).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import msgspec
+
 from pytest_specdecode.config.options import REPETITION_MARGIN
 from pytest_specdecode.output import figures
+from pytest_specdecode.report.model import (
+    CaseRepetition,
+    Config,
+    ConfigResults,
+    DegenerateCase,
+    Metrics,
+    Repetition,
+    Report,
+)
 from pytest_specdecode.report.results import RunResults
-from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.report.verdict import case_shape, throughput_cases
 from pytest_specdecode.throughput.quality import (
     CHAR_NGRAM,
     CHARS_PER_WORD,
@@ -98,51 +110,45 @@ def judge(repetition: float | None, baseline: float | None, bound: float) -> boo
     return baseline is None or repetition - baseline > MARGIN
 
 
-def _figure(metrics: Mapping[str, Any]) -> float | None:
-    value = metrics.get("repetition")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if 0 <= value <= 1 else None
+def _figure(metrics: Metrics) -> float | None:
+    value = metrics.repetition
+    return float(value) if value is not None and 0 <= value <= 1 else None
 
 
-def configs_of(results: RunResults) -> list[dict[str, Any]]:
-    """The run's configs in the report's shape (label, config, throughput cases)."""
+def configs_of(results: RunResults) -> list[ConfigResults]:
+    """The run's configs as the report's (label, config, throughput cases)."""
     return [
-        {
-            "label": r.label,
-            "config": r.config,
-            "throughput": [{"case": t.case, "metrics": t.metrics} for t in r.throughput.values()],
-        }
+        ConfigResults(
+            label=r.label,
+            config=msgspec.convert(r.config, Config),
+            throughput=list(r.throughput.values()),
+        )
         for r in results.ordered()
     ]
 
 
-def findings(configs: Iterable[Mapping[str, Any]], bound: float) -> list[Finding]:
+def findings(configs: Iterable[ConfigResults], bound: float) -> list[Finding]:
     """A finding per throughput case of every speculative config, judged against the
     run's NONE config with the same extra server flags (else any NONE config)."""
     configs = list(configs)
-    baselines = _Baselines(c for c in configs if (c.get("config") or {}).get("algorithm") == "NONE")
+    baselines = _Baselines(c for c in configs if c.config.algorithm == "NONE")
     out = []
     for config in configs:
-        spec = config.get("config") or {}
-        if spec.get("algorithm") == "NONE":
+        if config.config.algorithm == "NONE":
             continue
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            name = str(case.get("case"))
-            base_label, base = baselines.find(name, spec.get("extra"))
-            figure = _figure(metrics)
-            excerpt = metrics.get("repetition_excerpt")
+        for case in config.throughput:
+            base_label, base = baselines.find(case.case, config.config.extra)
+            figure = _figure(case.metrics)
             out.append(
                 Finding(
-                    config=str(config.get("label")),
-                    case=name,
-                    domain=case_shape(name, metrics)[2],
+                    config=config.label,
+                    case=case.case,
+                    domain=case_shape(case.case, case.metrics)[2],
                     repetition=figure,
                     baseline=base,
                     baseline_config=base_label,
                     degenerate=judge(figure, base, bound),
-                    excerpt=excerpt if isinstance(excerpt, str) else None,
+                    excerpt=case.metrics.repetition_excerpt,
                 )
             )
     return out
@@ -154,25 +160,25 @@ class _Baselines:
     baseline with the same extra server flags that has the case's figure, else the
     first with any flags."""
 
-    def __init__(self, baselines: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, baselines: Iterable[ConfigResults]) -> None:
         self.same: dict[tuple[str, str], tuple[str, float]] = {}
         self.any: dict[str, tuple[str, float]] = {}
         for config in baselines:
-            extra = _extra_key((config.get("config") or {}).get("extra"))
-            for found in config.get("throughput") or []:
-                figure = _figure(found.get("metrics") or {})
+            extra = _extra_key(config.config.extra)
+            for found in config.throughput:
+                figure = _figure(found.metrics)
                 if figure is None:
                     continue
-                case, entry = str(found.get("case")), (str(config.get("label")), figure)
-                self.same.setdefault((extra, case), entry)
-                self.any.setdefault(case, entry)
+                entry = (config.label, figure)
+                self.same.setdefault((extra, found.case), entry)
+                self.any.setdefault(found.case, entry)
 
-    def find(self, case: str, extra: Any) -> tuple[str | None, float | None]:
+    def find(self, case: str, extra: list[Any]) -> tuple[str | None, float | None]:
         found = self.same.get((_extra_key(extra), case)) or self.any.get(case)
         return found if found is not None else (None, None)
 
 
-def _extra_key(extra: Any) -> str:
+def _extra_key(extra: list[Any]) -> str:
     # Extra flags are a list in the report (unhashable); equal lists give equal keys.
     return repr(extra)
 
@@ -205,26 +211,35 @@ def infeasible(results: RunResults, bound: float) -> dict[str, list[str]]:
     return out
 
 
-def annotate(report: dict[str, Any], bound: float) -> None:
-    """Give every speculative throughput case of the report its ``repetition`` record
-    (figure, baseline's, degenerate) and set ``report["repetition"]``."""
-    configs = list(report.get("configs") or [])
-    found = findings(configs, bound)
-    by_case = {(f.config, f.case): f for f in found}
-    for config in configs:
-        for case in config.get("throughput") or []:
-            case.pop("repetition", None)
-            f = by_case.get((str(config.get("label")), str(case.get("case"))))
-            if f is not None:
-                case["repetition"] = {
-                    "value": f.repetition,
-                    "baseline": f.baseline,
-                    "baseline_config": f.baseline_config,
-                    "degenerate": f.degenerate,
-                }
-    report["repetition"] = {
-        "method": METHOD,
-        "bound": bound,
-        "margin": MARGIN,
-        "degenerate": [{**asdict(f), "excerpt": escaped(f.excerpt or "")} for f in worst(found)],
-    }
+def case_repetitions(report: Report, bound: float) -> list[CaseRepetition | None]:
+    """Every throughput case's repetition beside the baseline's, in
+    :func:`~pytest_specdecode.report.verdict.throughput_cases`' order (None: a NONE
+    config's case)."""
+    by_case = {(f.config, f.case): f for f in findings(report.configs, bound)}
+    out: list[CaseRepetition | None] = []
+    for config, case in throughput_cases(report):
+        f = by_case.get((config.label, case.case))
+        out.append(
+            None
+            if f is None
+            else CaseRepetition(
+                value=f.repetition,
+                baseline=f.baseline,
+                baseline_config=f.baseline_config,
+                degenerate=f.degenerate,
+            )
+        )
+    return out
+
+
+def repetition(report: Report, bound: float) -> Repetition:
+    """How output quality was judged, and the degenerate cases (one per config and domain)."""
+    return Repetition(
+        method=METHOD,
+        bound=bound,
+        margin=MARGIN,
+        degenerate=[
+            DegenerateCase(**{**asdict(f), "excerpt": escaped(f.excerpt or "")})
+            for f in worst(findings(report.configs, bound))
+        ],
+    )

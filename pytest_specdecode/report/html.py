@@ -25,6 +25,7 @@ from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.report import html_answer, html_charts, html_sections
 from pytest_specdecode.report.html_sections import esc
+from pytest_specdecode.report.model import Report
 
 TITLE = "pytest-specdecode run"
 NO_PLOTLY = (
@@ -77,8 +78,8 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def render(report: Mapping[str, Any], *, js: str | None = None) -> str:
-    """The whole page for ``report`` (the dict the JSON report holds).
+def render(report: Report, *, js: str | None = None) -> str:
+    """The whole page for ``report`` (the run report the JSON report holds).
 
     ``js`` is Plotly's JavaScript (default: :func:`plotly_js`); without it the
     page has its tables and says why the charts are missing.
@@ -155,13 +156,13 @@ def render(report: Mapping[str, Any], *, js: str | None = None) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _subtitle(report: Mapping[str, Any]) -> str:
-    configs = html_sections.configs_of(report)
+def _subtitle(report: Report) -> str:
+    count = len(report.configs)
     facts = [
-        f"{len(configs)} config{'s' if len(configs) != 1 else ''}",
-        f"started {report.get('started')}" if report.get("started") else "",
-        f"hosts {', '.join(map(str, report.get('hosts') or []))}" if report.get("hosts") else "",
-        f"pytest-specdecode {report.get('plugin')}" if report.get("plugin") else "",
+        f"{count} config{'s' if count != 1 else ''}",
+        f"started {report.started}" if report.started else "",
+        f"hosts {', '.join(report.hosts)}" if report.hosts else "",
+        f"pytest-specdecode {report.plugin}" if report.plugin else "",
     ]
     return " · ".join(f for f in facts if f)
 
@@ -188,7 +189,7 @@ def _contents(body: list[str]) -> str:
     return '<nav id="contents">' + " · ".join(shown) + "</nav>"
 
 
-def write(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+def write(report: Report, path: str | os.PathLike[str]) -> Path:
     """Write the page to ``path`` atomically (readers never see half a page)."""
     target = Path(path)
     statefiles.write_text(target, render(report))

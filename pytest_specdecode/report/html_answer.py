@@ -14,19 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_specdecode.report import matrix, policy, tables, verdict
-from pytest_specdecode.report.html_sections import (
-    ChartSlot,
-    configs_of,
-    items,
-    para,
-    section,
-    table,
-)
+from pytest_specdecode.report.html_sections import ChartSlot, items, para, section, table
+from pytest_specdecode.report.model import Report, VerdictMember
 
 NOT_CHECKED = " (correctness not checked)"
 
 
-def answer(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def answer(report: Report, charts: ChartSlot) -> str:
     """The verdict per load and domain, then the policy per concurrency band."""
     return section(
         "answer",
@@ -36,21 +30,22 @@ def answer(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )
 
 
-def _verdict(report: Mapping[str, Any]) -> list[str]:
-    found = report.get("verdict") or {}
+def _verdict(report: Report) -> list[str]:
+    found = report.verdict
     header, rows = tables.verdict(report)
-    missing = str((report.get("speedup") or {}).get("missing") or "")
+    missing = (report.speedup.missing if report.speedup is not None else None) or ""
     if not rows:
-        measured = any(c.get("throughput") for c in configs_of(report))
+        measured = any(c.throughput for c in report.configs)
         reason = (
             "no group to rank"
-            if found
+            if found is not None
             else "this report has none (written by an older version)"
             if measured
             else "no throughput case was measured"
         )
         return ["<h3>Per load and domain</h3>", para(f"No verdict: {reason}."), para(missing)]
-    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
+    ranked_by = found.ranked_by if found is not None else ""
+    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
     note = (
         f"Per load and domain, the best {by} among the configs that passed every gate "
         "(geometric mean over contexts), with every config whose 95% interval overlaps it "
@@ -69,13 +64,16 @@ def _verdict(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def policy_rows(report: Mapping[str, Any], found: Mapping[str, Any]) -> list[list[str]]:
-    """One row per band: concurrency span, config, its lowest tok/s ratio over NONE,
-    the concurrencies measured, and the config's correctness coverage (as the verdict's)."""
-    configs = configs_of(report)
-    short = tables.short_labels(configs)
-    floor = (report.get("gates") or {}).get("min_accept_length")
-    covered = {str(c.get("label")): {"coverage": verdict.coverage(c, floor)} for c in configs}
+def policy_rows(report: Report, found: Mapping[str, Any]) -> list[list[str]]:
+    """One row per band of ``found`` (the policy :func:`policy.build` made): concurrency span,
+    config, its lowest tok/s ratio over NONE, the concurrencies measured, and the config's
+    correctness coverage (as the verdict's)."""
+    short = tables.short_labels(report.configs)
+    floor = report.gates.min_accept_length
+    covered = {
+        c.label: VerdictMember(config=c.label, coverage=verdict.coverage(c, floor))
+        for c in report.configs
+    }
     rows = []
     for band in found.get("bands") or []:
         label = str(band.get("label"))
@@ -96,7 +94,7 @@ def policy_rows(report: Mapping[str, Any], found: Mapping[str, Any]) -> list[lis
     return rows
 
 
-def _policy(report: Mapping[str, Any]) -> list[str]:
+def _policy(report: Report) -> list[str]:
     found = policy.build(report)
     head = "<h3>Speculation policy per concurrency band</h3>"
     if found is None:
@@ -122,7 +120,7 @@ def _policy(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def load_matrix(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def load_matrix(report: Report, charts: ChartSlot) -> str:
     """Per domain, configs down and loads (context x concurrency) across."""
     found = matrix.matrix(report)
     if not found:

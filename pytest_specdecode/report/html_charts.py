@@ -1,4 +1,4 @@
-"""The HTML report's charts as Plotly figure specs (``data`` and ``layout``), from the report dict.
+"""The HTML report's charts as Plotly figure specs (``data`` and ``layout``), from the report.
 
 Each builder reads the same report the tables read (speedups and intervals as
 :mod:`~pytest_specdecode.report.verdict` put them, the acceptance histogram as
@@ -19,7 +19,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_specdecode.report import tables
+from pytest_specdecode.report.model import (
+    BreakEven,
+    ConfigResults,
+    Metrics,
+    Pareto,
+    ParetoPoint,
+    Ratio,
+    Report,
+    RoundSummary,
+    ThroughputRecord,
+)
 from pytest_specdecode.report.verdict import case_shape, mean
+from pytest_specdecode.throughput.metrics import TOK_S
 
 Chart = dict[str, Any]
 """``{"id", "title", "note", "data", "layout"}``: one Plotly figure and its caption."""
@@ -45,10 +57,10 @@ def number(value: Any) -> float | None:
     return found if math.isfinite(found) else None
 
 
-def charts(report: Mapping[str, Any]) -> list[Chart]:
+def charts(report: Report) -> list[Chart]:
     """Every chart the report has data for, in the page's order."""
     colors = _colors(report)
-    simulated = bool(report.get("simulated"))
+    simulated = report.simulated
     found = [
         readiness(report),
         tok_s(report, colors),
@@ -77,28 +89,27 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
-def _short(report: Mapping[str, Any]) -> dict[str, str]:
-    return tables.short_labels(list(report.get("configs") or []))
+def _short(report: Report) -> dict[str, str]:
+    return tables.short_labels(report.configs)
 
 
-def _colors(report: Mapping[str, Any]) -> dict[str, str]:
+def _colors(report: Report) -> dict[str, str]:
     short = _short(report)
     return {
-        str(c.get("label")): _PALETTE[i % len(_PALETTE)]
-        for i, c in enumerate(report.get("configs") or [])
-        if str(c.get("label")) in short
+        c.label: _PALETTE[i % len(_PALETTE)]
+        for i, c in enumerate(report.configs)
+        if c.label in short
     }
 
 
-def _name(short: Mapping[str, str], config: Mapping[str, Any]) -> str:
+def _name(short: Mapping[str, str], config: ConfigResults) -> str:
     # ``short`` is worked out once per chart: it reads every config, so once per trace
     # made the page quadratic in the configs.
-    full = str(config.get("label"))
-    return label(short.get(full, full))
+    return label(short.get(config.label, config.label))
 
 
-def _case_order(case: Mapping[str, Any]) -> tuple[Any, ...]:
-    context, load, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
+def _case_order(case: ThroughputRecord) -> tuple[Any, ...]:
+    context, load, domain = case_shape(case.case, case.metrics)
     head = load.split("-")[0]
     try:
         load_key = (0 if head.startswith("c") else 1, float(head[1:]))
@@ -107,12 +118,12 @@ def _case_order(case: Mapping[str, Any]) -> tuple[Any, ...]:
     return (context if context is not None else 1 << 30, load_key, tables.domain_rank(domain), load)
 
 
-def _cases(report: Mapping[str, Any]) -> list[str]:
+def _cases(report: Report) -> list[str]:
     """Every case id measured, in table order (context, load, domain)."""
     found: dict[str, tuple[Any, ...]] = {}
-    for config in report.get("configs") or []:
-        for case in config.get("throughput") or []:
-            found.setdefault(str(case.get("case")), _case_order(case))
+    for config in report.configs:
+        for case in config.throughput:
+            found.setdefault(case.case, _case_order(case))
     return sorted(found, key=lambda c: found[c])
 
 
@@ -128,15 +139,15 @@ def _errors(values: Sequence[float | None], lows: Sequence[Any], highs: Sequence
     return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
 
 
-def readiness(report: Mapping[str, Any]) -> Chart | None:
+def readiness(report: Report) -> Chart | None:
     """Seconds in each readiness phase per config (stacked), from the gate's phase log."""
     phases: dict[str, dict[str, float]] = {}
     order: list[str] = []
-    for config in report.get("configs") or []:
-        spans = _phase_spans(config.get("service") or {})
+    for config in report.configs:
+        spans = _phase_spans(config.service)
         if spans is None:
             continue
-        name = label(config.get("label"))
+        name = label(config.label)
         order.append(name)
         for phase, seconds in spans:
             phases.setdefault(phase, {})[name] = seconds
@@ -184,34 +195,32 @@ def _phase_spans(service: Mapping[str, Any]) -> list[tuple[str, float]] | None:
     ]
 
 
-def _case_bars(config: Mapping[str, Any], cases: Sequence[str], found: Mapping[str, Any],
+def _case_bars(config: ConfigResults, cases: Sequence[str], found: Mapping[str, Ratio | None],
                name: str, colors: Mapping[str, str], hover: str) -> dict[str, Any]:  # fmt: skip
-    """One config's bar per case: ``found`` holds each case's ``value``, ``low`` and ``high``."""
-    values = [number((found.get(c) or {}).get("value")) for c in cases]
+    """One config's bar per case: ``found`` holds each case's value and 95% bounds."""
+    shown = [found.get(c) or Ratio() for c in cases]
+    values = [number(r.value) for r in shown]
     return {
         "type": "bar",
         "name": name,
         "x": [label(c) for c in cases],
         "y": values,
-        "error_y": _errors(values, [(found.get(c) or {}).get("low") for c in cases],
-                           [(found.get(c) or {}).get("high") for c in cases]),
-        "marker": {"color": colors.get(str(config.get("label")))},
+        "error_y": _errors(values, [r.low for r in shown], [r.high for r in shown]),
+        "marker": {"color": colors.get(config.label)},
         "hovertemplate": hover,
-    }  # fmt: skip
+    }
 
 
-def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+def tok_s(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Output tok/s per case and config, with the 95% interval over rounds as error bars."""
     short = _short(report)
     cases = _cases(report)
     data = []
-    for config in report.get("configs") or []:
-        by_case = {
-            str(c.get("case")): c.get("metrics") or {} for c in config.get("throughput") or []
-        }
+    for config in report.configs:
+        by_case = {c.case: c.metrics for c in config.throughput}
         if not by_case:
             continue
-        found = {case: _tok_s(by_case.get(case) or {}) for case in cases}
+        found = {case: _tok_s(by_case[case]) for case in cases if case in by_case}
         hover = "%{x}<br>%{y:,.0f} tok/s<extra>%{fullData.name}</extra>"
         data.append(_case_bars(config, cases, found, _name(short, config), colors, hover))
     if not data:
@@ -225,24 +234,21 @@ def tok_s(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
     }
 
 
-def _tok_s(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """A case's tok/s as ``value``, ``low``, ``high``: the mean over rounds, its interval."""
-    found = (metrics.get("intervals") or {}).get("tok_s") or {}
-    value = number(found.get("mean")) or number(mean(metrics, "tok_s"))
-    return {"value": value, "low": found.get("low"), "high": found.get("high")}
+def _tok_s(metrics: Metrics) -> Ratio:
+    """A case's tok/s: the mean over rounds and its 95% interval."""
+    found = metrics.interval(TOK_S) or RoundSummary()
+    value = number(found.mean) or number(mean(metrics, TOK_S))
+    return Ratio(value=value, low=found.low, high=found.high)
 
 
-def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+def speedup(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Speedup (baseline TPOT / config TPOT) per case, with its 95% interval."""
     short = _short(report)
     cases = _cases(report)
     data = []
-    for config in report.get("configs") or []:
-        by_case = {
-            str(c.get("case")): (c.get("speedup") or {}).get("tpot") or {}
-            for c in config.get("throughput") or []
-        }
-        if not any(number(f.get("value")) is not None for f in by_case.values()):
+    for config in report.configs:
+        by_case = {c.case: c.speedup.tpot if c.speedup else None for c in config.throughput}
+        if not any(f is not None and number(f.value) is not None for f in by_case.values()):
             continue
         hover = "%{x}<br>%{y:.2f}x<extra>%{fullData.name}</extra>"
         data.append(_case_bars(config, cases, by_case, _name(short, config), colors, hover))
@@ -263,12 +269,12 @@ def speedup(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | Non
     }  # fmt: skip
 
 
-def _crossing(record: Mapping[str, Any], name: str, color: str | None) -> Chart | None:
+def _crossing(record: BreakEven, name: str, color: str | None) -> Chart | None:
     """The X where a break-even curve crosses 1.0, its 95% interval as a bar."""
-    at = number(record.get("break_even"))
+    at = number(record.break_even)
     if at is None:
         return None
-    low, high = number(record.get("low")), number(record.get("high"))
+    low, high = number(record.low), number(record.high)
     return {
         "type": "scatter",
         "mode": "markers",
@@ -284,39 +290,39 @@ def _crossing(record: Mapping[str, Any], name: str, color: str | None) -> Chart 
     }  # fmt: skip
 
 
-def _curve(record: Mapping[str, Any], name: str, color: str | None) -> Chart:
+def _curve(record: BreakEven, name: str, color: str | None) -> Chart:
     """One config and domain's speedup against load, its 95% interval as error bars."""
-    values = [number(y) for y in record.get("speedups") or []]
-    lows, highs = list(record.get("lows") or []), list(record.get("highs") or [])
+    values = [number(y) for y in record.speedups]
+    lows, highs = record.lows, record.highs
     if not len(lows) == len(highs) == len(values):
         lows = highs = [None] * len(values)  # bounds that do not match the loads: none
     return {
         "type": "scatter",
         "mode": "lines+markers",
         "name": name,
-        "x": [number(x) for x in record.get("loads") or []],
+        "x": [number(x) for x in record.loads],
         "y": values,
         "error_y": _errors(values, lows, highs),
-        "line": {"color": color, "dash": _dash(str(record.get("domain")))},
+        "line": {"color": color, "dash": _dash(record.domain)},
         "hovertemplate": "load %{x}: %{y:.2f}x<extra>%{fullData.name}</extra>",
     }
 
 
-def break_even(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+def break_even(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Speedup against load per config and domain, an X where it crosses 1.0
     (the report's ``break_even`` records, as ``break_even.png`` draws them)."""
     short = _short(report)
     data = []
     kinds: set[str] = set()
     levels: set[float] = set()
-    for r in report.get("break_even") or []:
-        loads = [number(x) for x in r.get("loads") or []] if isinstance(r, Mapping) else []
+    for r in report.break_even:
+        loads = [number(x) for x in r.loads]
         if not loads or None in loads:
             continue
-        kinds.add(str(r.get("load_kind")))
+        kinds.add(r.load_kind)
         levels.update(x for x in loads if x is not None)
-        full = str(r.get("config"))
-        name = label(f"{short.get(full, full)} · {r.get('domain')}")
+        full = r.config
+        name = label(f"{short.get(full, full)} · {r.domain}")
         data.append(_curve(r, name, colors.get(full)))
         crossing = _crossing(r, name, colors.get(full))
         if crossing:
@@ -340,35 +346,33 @@ def break_even(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | 
     }  # fmt: skip
 
 
-def pareto(report: Mapping[str, Any], colors: Mapping[str, str]) -> list[Chart]:
+def pareto(report: Report, colors: Mapping[str, str]) -> list[Chart]:
     """Per context and domain: per-request against aggregate tok/s, the front drawn as a line."""
     short = _short(report)
-    groups = (report.get("verdict") or {}).get("pareto") or []
+    groups = report.verdict.pareto if report.verdict is not None else []
     found = [_pareto_panel(i, g, short, colors) for i, g in enumerate(groups[:MAX_PARETO_PANELS])]
     return [chart for chart in found if chart is not None]
 
 
 def _pareto_panel(
-    index: int, group: Mapping[str, Any], short: Mapping[str, str], colors: Mapping[str, str]
+    index: int, group: Pareto, short: Mapping[str, str], colors: Mapping[str, str]
 ) -> Chart | None:
-    points = [p for p in group.get("points") or [] if isinstance(p, Mapping)]
+    points = group.points
     # One pass groups the points by config (in first-seen order), not a scan per config.
-    by_config: dict[str, list[Mapping[str, Any]]] = {}
+    by_config: dict[str, list[ParetoPoint]] = {}
     for p in points:
-        by_config.setdefault(str(p.get("config")), []).append(p)
+        by_config.setdefault(p.config, []).append(p)
     data = [_pareto_points(short.get(full, full), mine, colors.get(full))
             for full, mine in by_config.items()]  # fmt: skip
-    front = sorted(
-        (p for p in points if p.get("front")), key=lambda p: number(p.get("req_tok_s")) or 0.0
-    )
+    front = sorted((p for p in points if p.front), key=lambda p: number(p.req_tok_s) or 0.0)
     if front:
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
                 "name": "Pareto front",
-                "x": [number(p.get("req_tok_s")) for p in front],
-                "y": [number(p.get("tok_s")) for p in front],
+                "x": [number(p.req_tok_s) for p in front],
+                "y": [number(p.tok_s) for p in front],
                 "line": {"color": "black", "dash": "dash", "width": 1},
                 "hoverinfo": "skip",
             }
@@ -377,7 +381,7 @@ def _pareto_panel(
         return None
     return {
         "id": f"chart-pareto-{index}",
-        "title": f"Pareto front: context {group.get('context')}, {group.get('domain')}",
+        "title": f"Pareto front: context {group.context}, {group.domain}",
         "note": "Filled: on the front (no other point beats it on both axes); "
         "open: dominated or not eligible. Text: the load.",
         "data": data,
@@ -388,30 +392,30 @@ def _pareto_panel(
     }
 
 
-def _pareto_points(name: str, mine: Sequence[Mapping[str, Any]], color: str | None) -> Chart:
+def _pareto_points(name: str, mine: Sequence[ParetoPoint], color: str | None) -> Chart:
     """One config's points of a Pareto panel, filled where on the front."""
     return {
         "type": "scatter",
         "mode": "markers+text",
         "name": label(name),
-        "x": [number(p.get("req_tok_s")) for p in mine],
-        "y": [number(p.get("tok_s")) for p in mine],
-        "text": [label(p.get("load")) for p in mine],
+        "x": [number(p.req_tok_s) for p in mine],
+        "y": [number(p.tok_s) for p in mine],
+        "text": [label(p.load) for p in mine],
         "textposition": "top center",
         "marker": {
             "size": 10,
             "color": color,
-            "symbol": ["circle" if p.get("front") else "circle-open" for p in mine],
+            "symbol": ["circle" if p.front else "circle-open" for p in mine],
         },
         "hovertemplate": "%{text}: %{x:,.0f} per-request, %{y:,.0f} aggregate "
         "tok/s<extra>%{fullData.name}</extra>",
     }
 
 
-def _histograms(report: Mapping[str, Any]) -> dict[tuple[str, str], list[int]]:
+def _histograms(report: Report) -> dict[tuple[str, str], list[int]]:
     """Per (config, domain), config by config: the summed histogram of correct drafts."""
     by_domain = tables.accept_histograms(report)
-    labels = [str(c.get("label")) for c in report.get("configs") or []]
+    labels = [c.label for c in report.configs]
     return {
         (label, domain): hists[label]
         for label in dict.fromkeys(labels)
@@ -424,7 +428,7 @@ def _dash(domain: str) -> str:
     return ("solid", "dash", "dot", "dashdot")[min(tables.domain_rank(domain), 3)]
 
 
-def acceptance(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Acceptance rate per draft position, per config and domain (from the histogram)."""
     short = _short(report)
     data = []
@@ -459,7 +463,7 @@ def acceptance(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | 
     }
 
 
-def histogram(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Share of verify steps by correct drafts, per config and domain."""
     short = _short(report)
     data = []
@@ -495,16 +499,16 @@ def histogram(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | N
     }
 
 
-def pass_rate(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | None:
+def pass_rate(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Coding pass rate (mean pass@1) per config."""
     short = _short(report)
     rows = []
-    for config in report.get("configs") or []:
-        found = config.get("pass_rate")
-        rate = number(found.get("rate")) if isinstance(found, Mapping) else None
-        if rate is None or not isinstance(found, Mapping):
+    for config in report.configs:
+        found = config.pass_rate
+        rate = number(found.rate) if found is not None else None
+        if found is None or rate is None:
             continue
-        rows.append((config, rate, f"{found.get('passed')}/{found.get('total')}"))
+        rows.append((config, rate, f"{found.passed}/{found.total}"))
     if not rows:
         return None
     return {
@@ -518,7 +522,7 @@ def pass_rate(report: Mapping[str, Any], colors: Mapping[str, str]) -> Chart | N
                 "y": [r for _, r, _ in rows],
                 "text": [label(t) for _, _, t in rows],
                 "textposition": "auto",
-                "marker": {"color": [colors.get(str(c.get("label"))) for c, _, _ in rows]},
+                "marker": {"color": [colors.get(c.label) for c, _, _ in rows]},
                 "hovertemplate": "%{x}: %{y:.0%} (%{text})<extra></extra>",
             }
         ],

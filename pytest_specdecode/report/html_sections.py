@@ -17,8 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from pytest_specdecode.output import figures
 from pytest_specdecode.report import summary, tables
+from pytest_specdecode.report.model import ConfigResults, PassRate, Report
 
 MAX_FAILURES = 500
 """Coding failures listed on the page; the JSON report keeps every one."""
@@ -85,32 +88,26 @@ def items(lines: Sequence[str], cls: str = "") -> str:
     return f"<ul{attr}>" + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul>"
 
 
-def simulated(report: Mapping[str, Any]) -> bool:
+def simulated(report: Report) -> bool:
     """Whether any figure of the report came from the simulator."""
-    return bool(report.get("simulated")) or any(
-        _service(c).get("simulated") for c in report.get("configs") or []
-    )
-
-
-def configs_of(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [c for c in report.get("configs") or [] if isinstance(c, Mapping)]
+    return report.simulated or any(c.service.get("simulated") for c in report.configs)
 
 
 # --- the top of the page -----------------------------------------------------------
 
 
-def banner(report: Mapping[str, Any]) -> str:
+def banner(report: Report) -> str:
     if not simulated(report):
         return ""
     return f'<div class="banner" id="simulated" role="note">{esc(SIM_BANNER)}</div>'
 
 
-def status(report: Mapping[str, Any]) -> str:
+def status(report: Report) -> str:
     """One line: the exit status and how many gates failed."""
-    failed = [str(line) for line in (report.get("gates") or {}).get("failed") or []]
-    code = report.get("exitstatus")
+    failed = list(report.gates.failed)
+    code = report.exitstatus
     parts = []
-    if report.get("interrupted"):
+    if report.interrupted:
         parts.append("run interrupted: the figures are what it measured before that")
     if failed:
         parts.append(f"{len(failed)} gate{'s' if len(failed) != 1 else ''} failed")
@@ -161,25 +158,24 @@ class CardIndex:
     """The failed gate lines naming each config."""
 
 
-def card_index(report: Mapping[str, Any]) -> CardIndex:
-    labels = [str(c.get("label")) for c in configs_of(report)]
-    gates = report.get("gates") or {}
+def card_index(report: Report) -> CardIndex:
+    labels = [c.label for c in report.configs]
     return CardIndex(
         tables.standing(report),
-        named_in([str(line) for line in gates.get("summary") or []], labels),
-        named_in([str(line) for line in gates.get("failed") or []], labels),
+        named_in(report.gates.summary, labels),
+        named_in(report.gates.failed, labels),
     )
 
 
 def gate_rows(
-    report: Mapping[str, Any], config: Mapping[str, Any], index: CardIndex | None = None
+    report: Report, config: ConfigResults, index: CardIndex | None = None
 ) -> list[list[str]]:
     """Every gate's word on one config: readiness, verified config, lossless, the run's
     gates that name it, and whether the verdict could choose it (``index``: the page's
     :func:`card_index`, built once for every card)."""
     index = card_index(report) if index is None else index
-    label = str(config.get("label"))
-    rows = [*_readiness(config), *_verified(_service(config)), *_died(config), *_lossless(config)]
+    label = config.label
+    rows = [*_readiness(config), *_verified(config.service), *_died(config), *_lossless(config)]
     for line in index.summary.get(label) or []:
         word = "FAILED" if " gate FAILED" in line else "passed"
         rows.append([line.split(" gate ")[0], word, line.split(": ", 1)[-1]])
@@ -189,19 +185,15 @@ def gate_rows(
         for line in index.failed.get(label) or []
         if line.split(": ", 1)[-1] not in details
     ]
-    if report.get("verdict"):
+    if report.verdict is not None:
         rows.append(_eligible(index.standing, label))
     return rows
 
 
-def _service(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    return config.get("service") or {}
-
-
-def _readiness(config: Mapping[str, Any]) -> list[list[str]]:
-    service = _service(config)
-    if config.get("errors"):
-        return [["readiness", "FAILED", f"{len(config['errors'])} test(s) errored at setup"]]
+def _readiness(config: ConfigResults) -> list[list[str]]:
+    service = config.service
+    if config.errors:
+        return [["readiness", "FAILED", f"{len(config.errors)} test(s) errored at setup"]]
     if not service:
         return []
     phases = [str(p[0]) for p in service.get("phases") or [] if isinstance(p, Sequence) and p]
@@ -221,20 +213,18 @@ def _verified(service: Mapping[str, Any]) -> list[list[str]]:
     return [["config verified", "unknown", "the report does not say (written by an older version)"]]
 
 
-def _died(config: Mapping[str, Any]) -> list[list[str]]:
-    died = config.get("server_died")
-    if not isinstance(died, Mapping):
+def _died(config: ConfigResults) -> list[list[str]]:
+    died = config.server_died
+    if died is None:
         return []
-    return [["server alive", "FAILED",
-             f"died after {died.get('after_tests')} tests: {died.get('reason')}"]]  # fmt: skip
+    return [["server alive", "FAILED", f"died after {died.after_tests} tests: {died.reason}"]]
 
 
-def _lossless(config: Mapping[str, Any]) -> list[list[str]]:
-    lossless = config.get("lossless") or []
-    if not lossless:
+def _lossless(config: ConfigResults) -> list[list[str]]:
+    if not config.lossless:
         return []
-    bad = [v for v in lossless if not v.get("passed")]
-    detail = "; ".join(str(v.get("detail")) for v in lossless)
+    bad = [v for v in config.lossless if not v.passed]
+    detail = "; ".join(v.detail for v in config.lossless)
     return [["lossless", "FAILED" if bad else "passed", detail]]
 
 
@@ -245,7 +235,7 @@ def _eligible(standing: tables.Standing, label: str) -> list[str]:
         return ["verdict eligible", "no", ", ".join(map(str, reasons))]
     members = standing.members.get(label) or []
     if any(tables.checked(m) is False for m in members):
-        named = any(m.get("best") for m in members)
+        named = any(m.best for m in members)
         said = "fastest, correctness not checked" if named else "correctness not checked"
         return ["verdict eligible", "not checked", f"{said}: no coding or lossless result"]
     return ["verdict eligible", "yes", "-"]
@@ -265,12 +255,10 @@ _FACTS = (
 )
 
 
-def config_card(
-    report: Mapping[str, Any], config: Mapping[str, Any], index: CardIndex | None = None
-) -> str:
-    label = str(config.get("label"))
-    service = _service(config)
-    values = config.get("config") or {}
+def config_card(report: Report, config: ConfigResults, index: CardIndex | None = None) -> str:
+    label = config.label
+    service = config.service
+    values = msgspec.structs.asdict(config.config)
     shown = ", ".join(f"{k}={v}" for k, v in values.items() if v not in (None, [], {}))
     phases = [
         [str(p[0]), figures.number(p[1], 3)]
@@ -285,12 +273,11 @@ def config_card(
         ("server", service.get("base_url")),
     ]
     facts = [(k, service.get(k)) for k in _FACTS if service.get(k) is not None]
-    rate = config.get("pass_rate")
     summary = [
         ("ready", _secs(service.get("ready_seconds"))),
-        ("pass rate", _rate(rate)),
-        ("accept length", figures.number(config.get("accept_length"), 2)),
-        ("throughput cases", str(len(config.get("throughput") or []))),
+        ("pass rate", _rate(config.pass_rate)),
+        ("accept length", figures.number(config.accept_length, 2)),
+        ("throughput cases", str(len(config.throughput))),
     ]
     return "\n".join(
         [
@@ -308,19 +295,17 @@ def config_card(
     )
 
 
-def _start_phases(config: Mapping[str, Any]) -> str:
+def _start_phases(config: ConfigResults) -> str:
     header, rows = tables.start_phases([config])
     if not rows:
         return ""
     return table(header[1:], [row[1:] for row in rows], caption="start phases (seconds)")
 
 
-def _rate(rate: Any) -> str:
-    if not isinstance(rate, Mapping):
+def _rate(rate: PassRate | None) -> str:
+    if rate is None:
         return figures.MISSING
-    value = rate.get("rate")
-    percent = f" ({value:.0%})" if isinstance(value, (int, float)) else ""
-    return f"{rate.get('passed')}/{rate.get('total')}{percent}"
+    return f"{rate.passed}/{rate.total} ({rate.rate:.0%})"
 
 
 def _pairs(pairs: Sequence[tuple[str, Any]], caption: str = "") -> str:
@@ -331,8 +316,8 @@ def _pairs(pairs: Sequence[tuple[str, Any]], caption: str = "") -> str:
     return f'{head}<dl class="pairs">{body}</dl>'
 
 
-def configs(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    found = configs_of(report)
+def configs(report: Report, charts: ChartSlot) -> str:
+    found = report.configs
     if not found:
         return section("configs", "Configs", para("No config was measured."))
     index = card_index(report)
@@ -348,7 +333,7 @@ def configs(report: Mapping[str, Any], charts: ChartSlot) -> str:
 # --- figures ---------------------------------------------------------------------------
 
 
-def throughput(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def throughput(report: Report, charts: ChartSlot) -> str:
     header, rows = tables.throughput(report)
     if not rows:
         return ""
@@ -371,7 +356,7 @@ def _table_section(name: str, title: str, note: str, found: tables.Table) -> str
     return section(name, title, para(note, "note"), table(header, rows, ident=f"{name}-table"))
 
 
-def latency(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def latency(report: Report, charts: ChartSlot) -> str:
     return _table_section(
         "latency",
         "Latency per case",
@@ -380,23 +365,23 @@ def latency(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )
 
 
-def warnings(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def warnings(report: Report, charts: ChartSlot) -> str:
     """The run's warnings about its own figures: the client, the calibration, the baseline."""
-    if not any(c.get("throughput") for c in configs_of(report)):
+    if not any(c.throughput for c in report.configs):
         return ""
-    short = tables.short_labels(configs_of(report))
+    short = tables.short_labels(report.configs)
     found = [line.removeprefix("WARNING: ") for line in summary.client_warning(report, short)]
-    calibration = report.get("calibration")
-    if isinstance(calibration, Mapping) and calibration.get("error"):
-        found.append(f"the client calibration could not run: {calibration['error']}")
-    missing = (report.get("speedup") or {}).get("missing")
+    calibration = report.calibration
+    if calibration is not None and calibration.error:
+        found.append(f"the client calibration could not run: {calibration.error}")
+    missing = report.speedup.missing if report.speedup is not None else None
     if missing:
-        found.append(str(missing))
+        found.append(missing)
     body = items(found, "bad") if found else para("No warning about the run's figures.", "muted")
     return section("warnings", "Warnings", body)
 
 
-def repetition(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def repetition(report: Report, charts: ChartSlot) -> str:
     return _table_section(
         "repetition",
         "Output repetition",
@@ -406,8 +391,8 @@ def repetition(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )
 
 
-def break_even(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    found = [r for r in report.get("break_even") or [] if isinstance(r, Mapping) and r.get("line")]
+def break_even(report: Report, charts: ChartSlot) -> str:
+    found = [r for r in report.break_even if r.line]
     if not found:
         return ""
     return section(
@@ -416,11 +401,11 @@ def break_even(report: Mapping[str, Any], charts: ChartSlot) -> str:
         para("Per config and domain, the load where the speedup (baseline TPOT / config TPOT, "
              "geometric mean over contexts) crosses 1.0, interpolated on log scales.", "note"),
         charts("chart-break-even"),
-        items([str(r["line"]) for r in found]),
+        items([r.line for r in found]),
     )  # fmt: skip
 
 
-def pareto(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def pareto(report: Report, charts: ChartSlot) -> str:
     header, rows = tables.pareto(report)
     if not rows:
         return ""
@@ -436,7 +421,7 @@ def pareto(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )
 
 
-def acceptance(report: Mapping[str, Any], charts: ChartSlot) -> str:
+def acceptance(report: Report, charts: ChartSlot) -> str:
     header, rows = tables.acceptance(report)
     if not rows:
         return ""
@@ -449,9 +434,8 @@ def acceptance(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )
 
 
-def coding(report: Mapping[str, Any], charts: ChartSlot) -> str:
-    found = configs_of(report)
-    rated = [c for c in found if c.get("coding")]
+def coding(report: Report, charts: ChartSlot) -> str:
+    rated = [c for c in report.configs if c.coding]
     if not rated:
         return ""
     header = ["config", "pass rate", "pass@k", "failed"]
@@ -470,23 +454,21 @@ def coding(report: Mapping[str, Any], charts: ChartSlot) -> str:
     )  # fmt: skip
 
 
-def _pass_rate_row(config: Mapping[str, Any]) -> list[str]:
+def _pass_rate_row(config: ConfigResults) -> list[str]:
     return [
-        str(config.get("label")),
-        _rate(config.get("pass_rate")),
-        ", ".join(f"pass@{p.get('k')} {figures.number(p.get('value'), 2)}"
-                  for p in config.get("pass_at_k") or []) or "-",
-        str(sum(1 for r in config.get("coding") or [] if not r.get("passed"))),
-    ]  # fmt: skip
+        config.label,
+        _rate(config.pass_rate),
+        ", ".join(f"pass@{p.k} {figures.number(p.value, 2)}" for p in config.pass_at_k) or "-",
+        str(sum(1 for r in config.coding if not r.passed)),
+    ]
 
 
-def _failed_problems(config: Mapping[str, Any]) -> list[list[str]]:
+def _failed_problems(config: ConfigResults) -> list[list[str]]:
     return [
-        [str(config.get("label")), str(r.get("problem")), str(r.get("status")),
-         _one_line(r.get("reason"))]
-        for r in config.get("coding") or []
-        if isinstance(r, Mapping) and not r.get("passed")
-    ]  # fmt: skip
+        [config.label, r.problem, r.status, _one_line(r.reason)]
+        for r in config.coding
+        if not r.passed
+    ]
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -510,36 +492,33 @@ def _text_table(text: str) -> tuple[list[str], list[list[str]]] | None:
     return split(lines[0]), [split(line) for line in lines[2:]]
 
 
-def compare(report: Mapping[str, Any]) -> str:
-    found = report.get("compare")
-    if not isinstance(found, Mapping):
+def compare(report: Report) -> str:
+    found = report.compare
+    if found is None:
         return ""
     findings: dict[str, list[str]] = {}
-    for f in found.get("findings") or []:
-        if isinstance(f, Mapping):
-            findings.setdefault(str(f.get("case")), []).append(
-                f"{f.get('status')}: {f.get('line')}"
-            )
-    parsed = _text_table(str(found.get("table") or ""))
+    for f in found.findings:
+        findings.setdefault(str(f.case), []).append(f"{f.status}: {f.line}")
+    parsed = _text_table(found.table)
     if parsed is not None:
         header, rows = parsed
         words = [" | ".join(findings.get(r[0], [])) or "-" for r in rows]
         body = table([*header, "gate"], [[*r, w] for r, w in zip(rows, words, strict=True)],
                      ident="compare-table")  # fmt: skip
     else:
-        body = f"<pre>{esc(found.get('table') or '')}</pre>"
-    saved = ", ".join(str(c) for c in found.get("baseline_configs") or [])
+        body = f"<pre>{esc(found.table)}</pre>"
+    saved = ", ".join(found.baseline_configs)
     return section(
         "compare",
-        f"Compared with the saved run {found.get('baseline')}",
+        f"Compared with the saved run {found.baseline}",
         para(f"The saved run measured: {saved}." if saved else ""),
         body,
     )
 
 
-def search(report: Mapping[str, Any]) -> str:
-    """The search's path (``report["search"]``), shown whatever its shape."""
-    found = report.get("search")
+def search(report: Report) -> str:
+    """The search's path (``report.search``, search/record.py's), shown whatever its shape."""
+    found = report.search
     if found is None:
         return ""
     return section("search", "Search path", _generic(found, 0))
@@ -587,22 +566,18 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def provenance(report: Mapping[str, Any]) -> str:
+def provenance(report: Report) -> str:
     run = _run_facts(report)
-    found = configs_of(report)
+    found = report.configs
     launch = [
         [
-            str(c.get("label")),
-            str(_service(c).get("host") or "-"),
-            str(_service(c).get("launch_command") or report.get("launch") or "-"),
+            c.label,
+            str(c.service.get("host") or "-"),
+            str(c.service.get("launch_command") or report.launch or "-"),
         ]
         for c in found
     ]
-    facts = [
-        [str(c.get("label")), *(_scalar(_service(c).get(k)) for k in _FACTS)]
-        for c in found
-        if c.get("service")
-    ]
+    facts = [[c.label, *(_scalar(c.service.get(k)) for k in _FACTS)] for c in found if c.service]
     return section(
         "provenance",
         "Provenance",
@@ -614,26 +589,25 @@ def provenance(report: Mapping[str, Any]) -> str:
     )  # fmt: skip
 
 
-def _run_facts(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _run_facts(report: Report) -> list[tuple[str, Any]]:
     """What the whole run ran on and when (a missing fact is None)."""
-    settings = report.get("settings") or {}
-    versions = {str(v) for c in configs_of(report) if (v := _service(c).get("version"))}
+    asked = report.settings.sglang_version if report.settings is not None else None
+    versions = {str(v) for c in report.configs if (v := c.service.get("version"))}
     return [
         ("simulated", "yes" if simulated(report) else "no"),
-        ("pytest-specdecode", report.get("plugin")),
+        ("pytest-specdecode", report.plugin),
         ("SGLang (server version)", _joined(", ", sorted(versions))),
-        ("SGLang dialect / version asked", f"{report.get('dialect')} / "
-         f"{settings.get('sglang_version') or 'auto'}"),
-        ("pytest / Python", f"{report.get('pytest')} / {report.get('python')}"),
-        ("git commit", report.get("git_commit") or "not a git checkout"),
-        ("hosts", _joined(", ", report.get("hosts"))),
-        ("control", report.get("control")),
-        ("started", report.get("started")),
-        ("finished", report.get("finished")),
-        ("simulator defaults", _joined("; ", report.get("simulator_defaults"))),
-        ("intervals", report.get("intervals")),
-        ("speedup method", (report.get("speedup") or {}).get("method")),
-    ]  # fmt: skip
+        ("SGLang dialect / version asked", f"{report.dialect} / {asked or 'auto'}"),
+        ("pytest / Python", f"{report.pytest} / {report.python}"),
+        ("git commit", report.git_commit or "not a git checkout"),
+        ("hosts", _joined(", ", report.hosts)),
+        ("control", report.control),
+        ("started", report.started),
+        ("finished", report.finished),
+        ("simulator defaults", _joined("; ", report.simulator_defaults)),
+        ("intervals", report.intervals),
+        ("speedup method", report.speedup.method if report.speedup is not None else None),
+    ]
 
 
 def _joined(sep: str, values: Any) -> str | None:

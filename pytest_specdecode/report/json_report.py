@@ -22,11 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from pytest_specdecode import __version__, statefiles
 from pytest_specdecode.config.load_options import slo_text
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report.model import Report
 
 REPORT_FORMAT = 2  # 1: spaced setting names, dicts keyed by label (report/upgrade.py)
 READ_FORMATS = (1, REPORT_FORMAT)  # what load() reads; a format-1 file is upgraded
@@ -183,7 +185,7 @@ def run_paths(template: str, root: Path, started: datetime) -> tuple[Path, Path 
 
 
 def claim_paths(
-    template: str, root: Path, started: datetime, data: dict[str, Any]
+    template: str, root: Path, started: datetime, data: Report
 ) -> tuple[Path, Path | None]:
     """:func:`run_paths`, each run's own file claimed by writing ``data`` to it only if
     no other run did first: the next number for ``{n}``, a unique part after ``{now}``
@@ -203,7 +205,7 @@ def claim_paths(
                 return unique, None
 
 
-def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+def write_atomic(path: str | os.PathLike[str], data: Report) -> None:
     """Write ``data`` as JSON to ``path`` so that readers never see a partial file.
 
     The file gets the usual permissions (0666 less the umask, like any file the
@@ -212,18 +214,18 @@ def write_atomic(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     statefiles.write_text(path, _dump(data))
 
 
-def _dump(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+def _dump(data: Report) -> str:
+    return json.dumps(data.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
 
 
-def write_new(path: str | os.PathLike[str], data: dict[str, Any]) -> bool:
+def write_new(path: str | os.PathLike[str], data: Report) -> bool:
     """Write ``data`` to ``path`` as :func:`write_atomic` does, but only if no file has
     that name yet (False then): the whole file appears at once, and of two runs
     choosing one name only one gets it (a hard link never replaces a file)."""
     return statefiles.write_new(path, _dump(data).encode("utf-8"))
 
 
-def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load(path: str | os.PathLike[str]) -> Report:
     """Read a saved report (format 1 read as format 2); ``ValueError`` with a one-line reason
     if it is not one."""
     try:
@@ -237,4 +239,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     # Imported here: only a reader of saved reports needs it.
     from pytest_specdecode.report.upgrade import upgrade
 
-    return upgrade(data)
+    try:
+        return Report.from_dict(upgrade(data))
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{str(path)!r} is not a valid pytest-specdecode report: {exc}") from None

@@ -11,9 +11,9 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_specdecode.report import tables
+from pytest_specdecode.report.model import CodingRecord, Compare, ConfigResults, Report
 
 TITLE = "pytest-specdecode run"
 SIM_NOTE = (
@@ -25,9 +25,9 @@ MAX_FAILURES = 50
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     """The report as GFM: gates, per-config results, throughput, comparison, metadata."""
-    configs: list[dict[str, Any]] = list(report.get("configs") or [])
+    configs = report.configs
     out: list[str] = [f"## {TITLE}", ""]
     if _simulated(report, configs):
         out += [f"> {SIM_NOTE}", ""]
@@ -35,20 +35,20 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     out += _sweep(report)
     out += _configs(configs)
     simulated = " (simulated)" if _simulated(report, configs) else ""
-    if any(c.get("throughput") for c in configs):
+    if any(c.throughput for c in configs):
         out += _throughput(report, simulated)
     out += _coding_failures(configs)
-    out += _compare(report.get("compare"))
+    out += _compare(report.compare)
     if tables.ranks_several(report):
         out += _verdict(report, simulated)
     from pytest_specdecode.report.search_summary import markdown_lines
 
-    out += [*markdown_lines(report), *([""] if report.get("search") else [])]
+    out += [*markdown_lines(report), *([""] if report.search else [])]
     out.append(_footer(report))
     return "\n".join(out) + "\n"
 
 
-def append_step_summary(report: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> bool:
+def append_step_summary(report: Report, environ: Mapping[str, str] = os.environ) -> bool:
     """Append :func:`render_markdown` to ``$GITHUB_STEP_SUMMARY``; False when it is unset.
 
     An unwritable summary file raises ``OSError``.
@@ -64,13 +64,11 @@ def append_step_summary(report: Mapping[str, Any], environ: Mapping[str, str] = 
 # --- sections ----------------------------------------------------------------
 
 
-def _simulated(report: Mapping[str, Any], configs: list[dict[str, Any]]) -> bool:
-    return bool(report.get("simulated")) or any(
-        (c.get("service") or {}).get("simulated") for c in configs
-    )
+def _simulated(report: Report, configs: list[ConfigResults]) -> bool:
+    return report.simulated or any(c.service.get("simulated") for c in configs)
 
 
-def _sweep(report: Mapping[str, Any]) -> list[str]:
+def _sweep(report: Report) -> list[str]:
     """Long sweeps: progress, what a resume carried, moved configs, retried starts."""
     from pytest_specdecode.report.sweep_progress import notes
 
@@ -78,8 +76,8 @@ def _sweep(report: Mapping[str, Any]) -> list[str]:
     return ["### Sweep", "", *(f"- {_esc(line)}" for line in found), ""] if found else []
 
 
-def _gates(report: Mapping[str, Any]) -> list[str]:
-    failed = [str(line) for line in (report.get("gates") or {}).get("failed") or []]
+def _gates(report: Report) -> list[str]:
+    failed = list(report.gates.failed)
     if not failed:
         return ["### Gates", "", ":white_check_mark: all gates passed", ""]
     noun = "gate" if len(failed) == 1 else "gates"
@@ -88,7 +86,7 @@ def _gates(report: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _config_table(configs: list[dict[str, Any]]) -> list[str]:
+def _config_table(configs: list[ConfigResults]) -> list[str]:
     header, rows = tables.configs(configs)
     right = set(range(1, len(header)))
     cells = [[_esc(c) for c in row] for row in rows]
@@ -98,7 +96,7 @@ def _config_table(configs: list[dict[str, Any]]) -> list[str]:
     return _table([_esc(h) for h in header], cells, right)
 
 
-def _configs(configs: list[dict[str, Any]]) -> list[str]:
+def _configs(configs: list[ConfigResults]) -> list[str]:
     if not configs:
         return ["No config was measured.", ""]
     out = ["### Configs", "", *_config_table(configs), ""]
@@ -108,14 +106,14 @@ def _configs(configs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _compare(compare: Any) -> list[str]:
+def _compare(compare: Compare | None) -> list[str]:
     """The comparison with a saved run: its table, then the inconclusive findings."""
-    if not compare:
+    if compare is None:
         return []
-    out = [f"### Compared with {_esc(str(compare.get('baseline')))}", ""]
-    out += [*_text_table(str(compare.get("table", ""))), ""]
-    notes = [f for f in compare.get("findings") or [] if f.get("status") == "inconclusive"]
-    return [*out, *(f"- {_esc(str(f.get('line')))}" for f in notes), *([""] if notes else [])]
+    out = [f"### Compared with {_esc(str(compare.baseline))}", ""]
+    out += [*_text_table(compare.table), ""]
+    notes = [f for f in compare.findings if f.status == "inconclusive"]
+    return [*out, *(f"- {_esc(f.line)}" for f in notes), *([""] if notes else [])]
 
 
 def _cells(table: tables.Table) -> list[str]:
@@ -124,12 +122,12 @@ def _cells(table: tables.Table) -> list[str]:
     return _table([_esc(h) for h in header], [[_esc(c) for c in r] for r in rows], right)
 
 
-def _throughput(report: Mapping[str, Any], simulated: str) -> list[str]:
+def _throughput(report: Report, simulated: str) -> list[str]:
     out = [f"### Throughput{simulated}", "", _esc(tables.rounds_note(report)), ""]
     out += [*_cells(tables.throughput(report)), ""]
-    missing = (report.get("speedup") or {}).get("missing")
+    missing = report.speedup.missing if report.speedup else None
     if missing:
-        out += [_esc(str(missing)), ""]
+        out += [_esc(missing), ""]
     header, rows = tables.acceptance(report)
     if rows:
         out += [f"### Acceptance per config and domain{simulated}", ""]
@@ -145,9 +143,9 @@ def _throughput(report: Mapping[str, Any], simulated: str) -> list[str]:
     return out
 
 
-def _verdict(report: Mapping[str, Any], simulated: str) -> list[str]:
-    found = report.get("verdict") or {}
-    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
+def _verdict(report: Report, simulated: str) -> list[str]:
+    ranked_by = report.verdict.ranked_by if report.verdict else ""
+    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
     out = [f"### Verdict{simulated}", ""]
     out += [f"Per load and domain, the best {by} among the configs that passed every gate "
             "(geometric mean over contexts), with every config whose 95% interval overlaps "
@@ -164,22 +162,16 @@ def _verdict(report: Mapping[str, Any], simulated: str) -> list[str]:
     return out
 
 
-def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
-    failures = [
-        (str(c.get("label", "?")), r)
-        for c in configs
-        for r in c.get("coding") or []
-        if not r.get("passed")
+def _coding_failures(configs: list[ConfigResults]) -> list[str]:
+    failures: list[tuple[str, CodingRecord]] = [
+        (c.label, r) for c in configs for r in c.coding if not r.passed
     ]
     if not failures:
         return []
     lines = ["### Coding failures", ""]
     for label, r in failures[:MAX_FAILURES]:
-        reason = f": {r['reason']}" if r.get("reason") else ""
-        lines.append(
-            f"- {_esc(str(r.get('problem')))} under {_esc(label)}: "
-            f"{_esc(str(r.get('status')))}{_esc(str(reason))}"
-        )
+        reason = f": {r.reason}" if r.reason else ""
+        lines.append(f"- {_esc(r.problem)} under {_esc(label)}: {_esc(r.status)}{_esc(reason)}")
     if len(failures) > MAX_FAILURES:
         lines.append(f"- ... and {len(failures) - MAX_FAILURES} more (see the JSON report)")
     return [*lines, ""]
@@ -202,19 +194,23 @@ def _text_table(text: str) -> list[str]:
     return _table(split(lines[0]), [split(line) for line in lines[2:]], set(range(1, len(spans))))
 
 
-def _footer(report: Mapping[str, Any]) -> str:
+def _known(value: str | None) -> str:
+    return "?" if value is None else value
+
+
+def _footer(report: Report) -> str:
     facts = [
-        f"pytest-specdecode {report.get('plugin', '?')}",
-        f"pytest {report.get('pytest', '?')}",
-        f"Python {report.get('python', '?')}",
-        f"hosts {', '.join(str(h) for h in report.get('hosts') or []) or '?'}",
-        f"control {report.get('control', '?')}",
-        f"dialect {report.get('dialect', '?')}",
+        f"pytest-specdecode {_known(report.plugin)}",
+        f"pytest {_known(report.pytest)}",
+        f"Python {_known(report.python)}",
+        f"hosts {', '.join(report.hosts) or '?'}",
+        f"control {_known(report.control)}",
+        f"dialect {_known(report.dialect)}",
     ]
-    if report.get("git_commit"):
-        facts.append(f"commit {str(report['git_commit'])[:12]}")
-    if report.get("started"):
-        facts.append(f"started {report['started']}")
+    if report.git_commit:
+        facts.append(f"commit {report.git_commit[:12]}")
+    if report.started:
+        facts.append(f"started {report.started}")
     return "<sub>" + " · ".join(_esc(f) for f in facts) + "</sub>"
 
 

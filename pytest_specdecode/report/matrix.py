@@ -10,46 +10,44 @@ is ``-``, a client-limited one says so (the verdict left it out).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pytest_specdecode.output import figures
 from pytest_specdecode.report import tables
-from pytest_specdecode.report.verdict import SPEEDUP_TPOT, case_shape, mean
+from pytest_specdecode.report.model import ConfigResults, Metrics, Report, ThroughputRecord
+from pytest_specdecode.report.verdict import case_shape, mean
 from pytest_specdecode.throughput.metrics import TOK_S
 
 Load = tuple[int | None, str]
 """(context, load point) of a column."""
 
 
-def _tok_s(metrics: Mapping[str, Any]) -> str:
-    found = (metrics.get("intervals") or {}).get(TOK_S)
-    value = found.get("mean") if isinstance(found, Mapping) else None
-    if not isinstance(value, (int, float)):
-        value = mean(metrics, TOK_S) if isinstance(found, Mapping) else metrics.get(TOK_S)
+def _tok_s(metrics: Metrics) -> str:
+    found = metrics.interval(TOK_S)
+    value = found.mean if found else None
+    if value is None:
+        value = mean(metrics, TOK_S) if found else metrics.tok_s
     return figures.tok_s(value)
 
 
-def speed_cell(config: Mapping[str, Any], case: Mapping[str, Any]) -> str:
+def speed_cell(config: ConfigResults, case: ThroughputRecord) -> str:
     """``2.41x · 3,930 tok/s``: the speedup over NONE and the output tok/s of one case."""
-    metrics = case.get("metrics") or {}
-    baseline = (config.get("config") or {}).get("algorithm") == "NONE"
+    metrics = case.metrics
+    baseline = config.config.algorithm == "NONE"
     # The interval is the throughput table's: here the figures side by side.
-    speedup = (case.get("speedup") or {}).get(SPEEDUP_TPOT)
+    speedup = case.speedup.tpot if case.speedup else None
     ratio = "1.00x" if baseline else tables.ratio_cell(speedup, interval=False)
     cell = f"{ratio} · {_tok_s(metrics)}"
-    if metrics.get("errors"):
-        cell += f" ({metrics['errors']} errors)"
-    if case.get("client_limited"):
+    if metrics.errors:
+        cell += f" ({metrics.errors} errors)"
+    if case.client_limited:
         cell += " (client-limited)"
     return cell
 
 
-def tail_cell(case: Mapping[str, Any]) -> str:
+def tail_cell(case: ThroughputRecord) -> str:
     """``120.4 / 8.12``: p99 TTFT and p99 ITL in ms."""
-    metrics = case.get("metrics") or {}
-    ttft = figures.number(metrics.get("ttft_ms_p99"), 1)
-    return f"{ttft} / {figures.number(metrics.get('itl_ms_p99'), 2)}"
+    metrics = case.metrics
+    ttft = figures.number(metrics.ttft_ms_p99, 1)
+    return f"{ttft} / {figures.number(metrics.itl_ms_p99, 2)}"
 
 
 def load_name(load: Load) -> str:
@@ -57,15 +55,15 @@ def load_name(load: Load) -> str:
     return point if context is None else f"ctx{context} {point}"
 
 
-def matrix(report: Mapping[str, Any]) -> list[tuple[str, tables.Table]]:
+def matrix(report: Report) -> list[tuple[str, tables.Table]]:
     """Per domain (the shipped domains first), the matrix's header and rows."""
-    short = tables.short_labels(list(report.get("configs") or []))
+    short = tables.short_labels(report.configs)
     loads: dict[str, dict[Load, None]] = {}  # domain -> its loads in table order
-    rows: dict[str, dict[str, dict[Load, Mapping[str, Any]]]] = {}  # domain -> config -> cases
-    configs: dict[str, Mapping[str, Any]] = {}
+    rows: dict[str, dict[str, dict[Load, ThroughputRecord]]] = {}  # domain -> config -> cases
+    configs: dict[str, ConfigResults] = {}
     for _, _, config, case in tables.ordered_cases(report):
-        context, point, domain = case_shape(str(case.get("case")), case.get("metrics") or {})
-        label = str(config.get("label"))
+        context, point, domain = case_shape(case.case, case.metrics)
+        label = config.label
         loads.setdefault(domain, {})[(context, point)] = None
         rows.setdefault(domain, {}).setdefault(label, {})[(context, point)] = case
         configs[label] = config
@@ -79,8 +77,8 @@ def matrix(report: Mapping[str, Any]) -> list[tuple[str, tables.Table]]:
         for label, cases in rows[domain].items():
             row = [short.get(label, label)]
             for load in columns:
-                case = cases.get(load)
-                row += [speed_cell(configs[label], case), tail_cell(case)] if case else ["-", "-"]
+                at = cases.get(load)
+                row += [speed_cell(configs[label], at), tail_cell(at)] if at else ["-", "-"]
             body.append(row)
         out.append((domain, (header, body)))
     return out

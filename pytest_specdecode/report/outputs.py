@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
 from pytest_specdecode.output import redact
-from pytest_specdecode.report import break_even, client_limit, degenerate, digest, gates, verdict
-from pytest_specdecode.report import json_report as report
+from pytest_specdecode.report import (
+    break_even,
+    client_limit,
+    degenerate,
+    digest,
+    gates,
+    json_report,
+    verdict,
+)
+from pytest_specdecode.report.model import ConfigResults, Report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput import comparison as compare
 from pytest_specdecode.throughput import fingerprint, stats
@@ -76,12 +86,12 @@ class RunOutputs:
         for it (it asks git for the commit)."""
         if self._meta is None:
             self._meta = {
-                **report.metadata(self.settings, cwd=self.root),
+                **json_report.metadata(self.settings, cwd=self.root),
                 "started": self._started,
             }
             found = self.problem_set() if self.problem_set else None
             if found is not None:  # --dflash-resume compares it (report.resume)
-                self._meta["settings"]["problem_set"] = report.problem_records(found)
+                self._meta["settings"]["problem_set"] = json_report.problem_records(found)
         return self._meta
 
     @property
@@ -99,17 +109,20 @@ class RunOutputs:
         ``{now}``/``{n}`` path: that file is the run's own already)."""
         return self._run_paths()[1] if self.report_path is not None else None
 
-    def _run_paths(self, data: dict[str, Any] | None = None) -> tuple[Path, Path | None]:
+    def _run_paths(self, data: Report | None = None) -> tuple[Path, Path | None]:
         # Chosen once, at the first write, which claims them: {n} is the next free
         # number then, and a copy's name is one no other run can take.
         if self._paths is None:
             if data is None:
-                return report.run_paths(self.settings.report, self.root, self._start)
-            self._paths = report.claim_paths(self.settings.report, self.root, self._start, data)
+                return json_report.run_paths(self.settings.report, self.root, self._start)
+            self._paths = json_report.claim_paths(
+                self.settings.report, self.root, self._start, data
+            )
         return self._paths
 
-    def data(self) -> dict[str, Any]:
-        """The JSON report: metadata, per-config results, comparison, gates, outcome."""
+    def report(self) -> Report:
+        """The run report as it stands: metadata, per-config results, comparison, gates,
+        outcome, and the values judged from them (speedups, verdict, break-even)."""
         s = self.settings
         data = {
             **self.meta(),
@@ -128,42 +141,53 @@ class RunOutputs:
             },
             **self.final,
         }
-        self._judge(data)
         masked: dict[str, Any] = self.redactor.value(data)
+        # The one conversion: every reader below (renderers, gates, resume, search) takes it.
+        found = Report.from_dict(masked)
+        self._judge(found)
         # Digests of the records as written (masked): --dflash-resume checks them.
-        digest.sign(masked)
-        return masked
+        digest.sign(found)
+        return found
 
-    def _judge(self, data: dict[str, Any]) -> None:
-        """Speedups against the baseline, the verdict and the Pareto front."""
+    def _judge(self, report: Report) -> None:
+        """The values judged from ``report``, set on it (:func:`judge`); what comes from
+        outside it (a saved run's rows, the gates the configs failed) is masked first, as
+        the report's own text is."""
         saved = self.speedup_rows or self.baseline or []
         label = self.speedup_label if self.speedup_rows else self.baseline_label
-        verdict.annotate_speedups(data, saved, label)
-        degenerate.annotate(data, self.settings.max_repetition)
-        client_limit.mark(data)
-        # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
-        data["break_even"] = break_even.records(data)
-        if any(c.get("throughput") for c in data.get("configs") or []):
-            excluded = gates.config_failures(self.settings, self.results)
+        excluded: dict[str, list[str]] = {}
+        compared: list[ConfigResults] = []
+        name = self.redactor.text(saved_name(self.baseline_label))
+        if any(c.throughput for c in report.configs):
+            excluded = self.redactor.value(gates.config_failures(self.settings, self.results))
             # A compared run's configs are ranked beside this run's: "(saved run NNNN)".
-            compared = verdict.saved_configs(
-                data, self.baseline or [], saved_name(self.baseline_label)
+            found = verdict.saved_configs(report, self.baseline or [], name)
+            compared = msgspec.convert(
+                self.redactor.value(msgspec.to_builtins(found)), list[ConfigResults]
             )
-            data["verdict"] = verdict.decide(data, excluded, compared)
+        judge(
+            report,
+            self.settings.max_repetition,
+            saved=saved,
+            saved_label=None if label is None else self.redactor.text(label),
+            excluded=excluded,
+            compared=compared,
+            compared_name=name,
+        )
 
     def update(self) -> None:
         """Rewrite the report (after each test)."""
         if self.report_path is None:
             return
-        data = self.data()
+        data = self.report()
         with self._warn_on_failure("the report", self.settings.report):
             first = self._paths is None  # this write claims the run's own file
             path, copy = self._run_paths(data)
             if copy is not None or not first:
                 # The latest report is replaced atomically: readers see the old or the new.
-                report.write_atomic(path, data)
+                json_report.write_atomic(path, data)
             if copy is not None and not first:
-                report.write_atomic(copy, data)
+                json_report.write_atomic(copy, data)
 
     @contextlib.contextmanager
     def _warn_on_failure(self, what: str, where: str) -> Iterator[None]:
@@ -207,7 +231,7 @@ class RunOutputs:
         from pytest_specdecode import statefiles
         from pytest_specdecode.report import policy
 
-        found = policy.build(self.data())
+        found = policy.build(self.report())
         if found is None:
             return
         with self._warn_on_failure("the policy", self.settings.policy):
@@ -243,10 +267,10 @@ class RunOutputs:
                 fullname=t.key,
                 case=t.case,
                 config=r.label,
-                tok_s=t.metrics.get("tok_s"),
-                accept_length=t.metrics.get("accept_length"),
+                tok_s=t.metrics.tok_s,
+                accept_length=t.metrics.accept_length,
                 extra_info={
-                    **t.metrics,
+                    **msgspec.to_builtins(t.metrics),
                     fingerprint.KEY: here[bool(r.service.get("simulated"))],
                 },
             )
@@ -299,7 +323,7 @@ class RunOutputs:
 
         written: list[Path] = []
         with self._warn_on_failure("the plots", self.settings.plot):
-            written = write_plots(self.data(), self.root / self.settings.plot)
+            written = write_plots(self.report(), self.root / self.settings.plot)
         if written:
             self.notes.append(f"dflash plots: {len(written)} PNGs in {self.settings.plot}")
 
@@ -318,7 +342,7 @@ class RunOutputs:
         try:
             from pytest_specdecode.report import html
 
-            written = html.write(self.data(), path)
+            written = html.write(self.report(), path)
             size = written.stat().st_size
         except Exception as exc:  # an output never crashes the run (docs/report.md)
             reason = (exc.strerror if isinstance(exc, OSError) else None) or exc
@@ -333,10 +357,43 @@ class RunOutputs:
         from pytest_specdecode.report.markdown import append_step_summary
 
         try:
-            if append_step_summary(self.data()):
+            if append_step_summary(self.report()):
                 self.notes.append("dflash: summary appended to GITHUB_STEP_SUMMARY")
         except OSError as exc:
             self.notes.append(f"dflash: could not write GITHUB_STEP_SUMMARY: {exc}")
+
+
+def judge(
+    report: Report,
+    bound: float,
+    *,
+    saved: Iterable[compare.CaseRow] = (),
+    saved_label: str | None = None,
+    excluded: Mapping[str, Sequence[str]] | None = None,
+    compared: Sequence[ConfigResults] = (),
+    compared_name: str | None = None,
+) -> None:
+    """Set on ``report`` the values judged from it, each from the report as set so far:
+    every throughput case's speedup (against this run's NONE, else the saved run's rows
+    ``saved``), repetition (``bound``: ``--dflash-max-repetition``) and client limit,
+    then the break-even loads and, with throughput cases, the verdict and the Pareto
+    front (``excluded``: the gates each config failed; ``compared``: a compared run's
+    configs, :func:`verdict.saved_configs` of the run ``compared_name``).
+    The one place the judged values are set."""
+    cases = [case for _, case in verdict.throughput_cases(report)]
+    found = verdict.speedups(report, saved, saved_label)
+    for case, speedup in zip(cases, found, strict=True):
+        case.speedup = speedup
+    report.speedup = verdict.speedup_method(report, found)
+    for case, repetition in zip(cases, degenerate.case_repetitions(report, bound), strict=True):
+        case.repetition = repetition
+    report.repetition = degenerate.repetition(report, bound)
+    for case, limited in zip(cases, client_limit.client_limited(report), strict=True):
+        case.client_limited = limited
+    # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
+    report.break_even = break_even.records(report)
+    if cases:
+        report.verdict = verdict.decide(report, excluded or {}, compared, compared_name)
 
 
 def saved_name(label: str | None) -> str:

@@ -18,10 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.output import figures
 from pytest_specdecode.report import verdict
+from pytest_specdecode.report.model import Config, Metrics, PassRate, Report
+from pytest_specdecode.throughput.metrics import TOK_S
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -65,48 +69,45 @@ class Point:
         return (self.context, self.domain)
 
 
-def is_simulated(report: dict[str, Any]) -> bool:
+def is_simulated(report: Report) -> bool:
     """Whether the report's figures come from the bundled simulator."""
-    configs = report.get("configs") or []
-    return bool(report.get("simulated")) or any(
-        (c.get("service") or {}).get("simulated") for c in configs
-    )
+    return report.simulated or any(c.service.get("simulated") for c in report.configs)
 
 
-def throughput_points(report: dict[str, Any]) -> list[Point]:
+def throughput_points(report: Report) -> list[Point]:
     """Every throughput case with a known context and concurrency, in report order."""
     points: list[Point] = []
-    for config in report.get("configs") or []:
-        for case in config.get("throughput") or []:
-            metrics = case.get("metrics") or {}
-            context, concurrency = _case_shape(str(case.get("case", "")), metrics)
+    for config in report.configs:
+        for case in config.throughput:
+            metrics = case.metrics
+            context, concurrency = _case_shape(case.case, metrics)
             if context is None or concurrency is None:
                 continue
-            _, load, domain = verdict.case_shape(str(case.get("case", "")), metrics)
-            spread = (metrics.get("intervals") or {}).get("tok_s") or {}
+            _, load, domain = verdict.case_shape(case.case, metrics)
+            spread = metrics.interval(TOK_S)
             points.append(
                 Point(
-                    config=str(config["label"]),
+                    config=config.label,
                     context=context,
                     concurrency=concurrency,
-                    tok_s=_number(verdict.mean(metrics, "tok_s")),
-                    accept_length=_number(metrics.get("accept_length")),
-                    completion_tokens=_number(metrics.get("completion_tokens")),
-                    spec_verify_ct=_number(metrics.get("spec_verify_ct")),
+                    tok_s=_number(verdict.mean(metrics, TOK_S)),
+                    accept_length=_number(metrics.accept_length),
+                    completion_tokens=_number(metrics.completion_tokens),
+                    spec_verify_ct=_number(metrics.spec_verify_ct),
                     domain=domain,
                     load=load,
-                    low=_number(spread.get("low")),
-                    high=_number(spread.get("high")),
+                    low=_number(spread.low if spread else None),
+                    high=_number(spread.high if spread else None),
                 )
             )
     return points
 
 
-def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
+def build_figures(report: Report) -> dict[str, Figure]:
     """The report's figures by file stem; a plot whose data is absent is left out."""
     require_matplotlib()
     simulated = is_simulated(report)
-    configs = [str(c["label"]) for c in report.get("configs") or []]
+    configs = [c.label for c in report.configs]
     colors = {label: f"C{i % 10}" for i, label in enumerate(configs)}
     points = throughput_points(report)
     figures: dict[str, Figure] = {}
@@ -115,11 +116,7 @@ def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
     accept = _accept_by_context(points)
     if accept:
         figures["accept_length"] = _accept_figure(accept, colors, simulated)
-    rates = [
-        (str(c["label"]), c["pass_rate"])
-        for c in report.get("configs") or []
-        if c.get("pass_rate") and c["pass_rate"].get("total")
-    ]
+    rates = [(c.label, c.pass_rate) for c in report.configs if c.pass_rate and c.pass_rate.total]
     if rates:
         figures["pass_rate"] = _pass_rate_figure(rates, colors, simulated)
     for sweep in sweeps(report):
@@ -138,7 +135,7 @@ def build_figures(report: dict[str, Any]) -> dict[str, Figure]:
     return figures
 
 
-def write_plots(report: dict[str, Any], out_dir: Path) -> list[Path]:
+def write_plots(report: Report, out_dir: Path) -> list[Path]:
     """Write the report's plots as PNG files into ``out_dir``; return their paths.
 
     Raises :class:`PlotsUnavailable` when matplotlib is not installed.
@@ -167,19 +164,19 @@ class Sweep:
     """config label -> (row value, column value)"""
 
 
-def sweeps(report: dict[str, Any]) -> list[Sweep]:
+def sweeps(report: Report) -> list[Sweep]:
     """Two-key sweeps among the configs that measured throughput, one per algorithm.
 
     A non-speculative baseline beside a sweep is a different algorithm, so it
     does not count as a third varying key.
     """
     groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for config in report.get("configs") or []:
-        if not config.get("throughput"):
+    for config in report.configs:
+        if not config.throughput:
             continue
-        flat = _flat_config(config.get("config") or {})
-        algorithm = str(flat.pop("algorithm", "?"))
-        groups.setdefault(algorithm, []).append((str(config["label"]), flat))
+        flat = _flat_config(config.config)
+        algorithm = str(flat.pop("algorithm"))
+        groups.setdefault(algorithm, []).append((config.label, flat))
     found: list[Sweep] = []
     for algorithm, members in groups.items():
         if len(members) < 2:
@@ -194,9 +191,10 @@ def sweeps(report: dict[str, Any]) -> list[Sweep]:
     return found
 
 
-def _flat_config(config: dict[str, Any]) -> dict[str, Any]:
-    flat = {k: v for k, v in config.items() if k != "extra"}
-    for pair in config.get("extra") or []:
+def _flat_config(config: Config) -> dict[str, Any]:
+    """The config's values by key, each ``extra`` flag a key of its own."""
+    flat = {k: v for k, v in msgspec.structs.asdict(config).items() if k != "extra"}
+    for pair in config.extra:
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             flat[str(pair[0])] = pair[1]
     return flat
@@ -380,11 +378,11 @@ def _accept_figure(
 
 
 def _pass_rate_figure(
-    rates: list[tuple[str, dict[str, Any]]], colors: dict[str, str], simulated: bool
+    rates: list[tuple[str, PassRate]], colors: dict[str, str], simulated: bool
 ) -> Figure:
     figure = _new_figure(max(5.5, 1.5 * len(rates) + 2), 4.8)
     ax: Axes = figure.add_subplot()
-    heights = [float(rate["rate"]) * 100 for _, rate in rates]
+    heights = [rate.rate * 100 for _, rate in rates]
     bars = ax.bar(
         range(len(rates)),
         heights,
@@ -394,8 +392,7 @@ def _pass_rate_figure(
     ax.bar_label(
         bars,
         labels=[
-            f"{r['passed']}/{r['total']} ({h:.0f}%)"
-            for (_, r), h in zip(rates, heights, strict=True)
+            f"{r.passed}/{r.total} ({h:.0f}%)" for (_, r), h in zip(rates, heights, strict=True)
         ],
         padding=2,
     )
@@ -475,22 +472,19 @@ def require_matplotlib() -> None:
         ) from None
 
 
-def _case_shape(case: str, metrics: dict[str, Any]) -> tuple[int | None, int | None]:
-    context, concurrency = metrics.get("context"), metrics.get("concurrency")
+def _case_shape(case: str, metrics: Metrics) -> tuple[int | None, int | None]:
+    """(context, concurrency) of a case: from its metrics, else from its id."""
+    context, concurrency = metrics.context, metrics.concurrency
     match = _CASE_RE.search(case)
-    if not isinstance(context, int) and match:
+    if context is None and match:
         context = int(match["context"])
-    if not isinstance(concurrency, int) and match:
+    if concurrency is None and match:
         concurrency = int(match["concurrency"])
-    return (
-        context if isinstance(context, int) else None,
-        concurrency if isinstance(concurrency, int) else None,
-    )
+    return context, concurrency
 
 
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return float(value) if ok and math.isfinite(value) else None
+def _number(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _fmt(value: float, digits: int) -> str:

@@ -10,11 +10,12 @@ bar. Built from the report's ``break_even`` records (see
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.report import plots
+from pytest_specdecode.report.model import BreakEven, Report
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -24,20 +25,20 @@ YTICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0, 10.
 XLABEL = {"concurrency": "concurrent requests", "rate": "request rate (req/s)"}
 
 
-def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) -> dict[str, Figure]:
+def build(report: Report, colors: dict[str, str], simulated: bool) -> dict[str, Figure]:
     """``{"break_even": figure}`` when the report has break-even records, else empty."""
-    found = [r for r in report.get("break_even") or [] if isinstance(r, Mapping) and r.get("loads")]
+    found = [r for r in report.break_even if r.loads]
     if not found:
         return {}
     return {"break_even": _figure(found, colors, simulated)}
 
 
-def _panels(found: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    keys = {(str(r.get("domain")), str(r.get("load_kind"))) for r in found}
+def _panels(found: Sequence[BreakEven]) -> list[tuple[str, str]]:
+    keys = {(r.domain, r.load_kind) for r in found}
     return sorted(keys, key=lambda k: (DOMAINS.index(k[0]) if k[0] in DOMAINS else 9, k))
 
 
-def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulated: bool) -> Figure:
+def _figure(found: Sequence[BreakEven], colors: dict[str, str], simulated: bool) -> Figure:
     keys = _panels(found)
     figure = plots._new_figure(max(8.0, 4.8 * len(keys)), 5.2)
     axes: Sequence[Axes] = figure.subplots(1, len(keys), squeeze=False)[0]
@@ -45,8 +46,8 @@ def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulate
     for ax, (domain, kind) in zip(axes, keys, strict=True):
         loads: set[float] = set()
         for r in found:
-            if (str(r.get("domain")), str(r.get("load_kind"))) == (domain, kind):
-                label = str(r.get("config"))
+            if (r.domain, r.load_kind) == (domain, kind):
+                label = r.config
                 line, xs = _curve(ax, r, colors.get(label, "C0"))
                 loads.update(xs)
                 handles.setdefault(label, line)
@@ -72,18 +73,18 @@ def _figure(found: Sequence[Mapping[str, Any]], colors: dict[str, str], simulate
     return figure
 
 
-def _curve(ax: Axes, r: Mapping[str, Any], color: str) -> tuple[Any, list[float]]:
+def _curve(ax: Axes, r: BreakEven, color: str) -> tuple[Any, list[float]]:
     """One record's speedups against load, its band, its crossing; the line and loads."""
-    xs = [float(x) for x in r["loads"]]
-    (line,) = ax.plot(xs, r["speedups"], marker="o", color=color, label=str(r.get("config")))
-    lows, highs = r.get("lows") or [], r.get("highs") or []
-    if len(lows) == len(xs) == len(highs) and None not in (*lows, *highs):
+    xs = list(r.loads)
+    (line,) = ax.plot(xs, r.speedups, marker="o", color=color, label=r.config)
+    lows = [y for y in r.lows if y is not None]
+    highs = [y for y in r.highs if y is not None]
+    if len(lows) == len(xs) == len(highs) == len(r.lows) == len(r.highs):  # none missing
         ax.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
-    at = r.get("break_even")
-    if isinstance(at, (int, float)):
-        low, high = r.get("low"), r.get("high")
-        left = at - (low if isinstance(low, (int, float)) else min(xs))
-        right = (high if isinstance(high, (int, float)) else max(xs)) - at
+    at = r.break_even
+    if at is not None:
+        left = at - (r.low if r.low is not None else min(xs))
+        right = (r.high if r.high is not None else max(xs)) - at
         ax.errorbar(
             [at], [1.0], xerr=[[left], [right]], fmt="X", color=color, markersize=11,
             capsize=4, zorder=5,
@@ -95,8 +96,7 @@ def _curve(ax: Axes, r: Mapping[str, Any], color: str) -> tuple[Any, list[float]
     return line, xs
 
 
-def _yticks(found: Sequence[Mapping[str, Any]]) -> list[float]:
+def _yticks(found: Sequence[BreakEven]) -> list[float]:
     """The ticks of :data:`YTICKS` that every record's speedups and bounds span."""
-    ys = [float(y) for r in found for y in (*r["speedups"], *(r.get("lows") or []),
-          *(r.get("highs") or [])) if isinstance(y, (int, float)) and y > 0]  # fmt: skip
+    ys = [y for r in found for y in (*r.speedups, *r.lows, *r.highs) if y is not None and y > 0]
     return [t for t in YTICKS if min(ys, default=1.0) / 1.2 <= t <= max(ys, default=1.0) * 1.2]

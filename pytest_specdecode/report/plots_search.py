@@ -2,8 +2,9 @@
 
 ``search.png``: one point per visited config in the order started, with its
 95% interval as an error bar; infeasible configs as crosses; the best
-feasible objective so far as a step line. Built from the report dict like
-the other plots (see :mod:`.plots`); no ``search`` section, no plot.
+feasible objective so far as a step line. Built from the typed report like
+the other plots (see :mod:`.plots`); its ``search`` section is the open dict
+``search/record.py`` writes. No ``search`` section, no plot.
 """
 
 from __future__ import annotations
@@ -12,21 +13,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_specdecode.report import plots
+from pytest_specdecode.report.model import Report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def build(report: Mapping[str, Any], simulated: bool) -> dict[str, Figure]:
-    found = report.get("search")
-    visits = [
-        v
-        for v in (found.get("visited") or [] if isinstance(found, Mapping) else [])
-        if isinstance(v, Mapping)
-    ]
+def build(report: Report, simulated: bool) -> dict[str, Figure]:
+    """``{"search": figure}`` when the report's search visited a config, else empty."""
+    found = report.search or {}
+    visits = [v for v in found.get("visited") or [] if isinstance(v, Mapping)]
     if not visits:
         return {}
-    return {"search": _figure(visits, str(found.get("metric")), simulated)}  # type: ignore[union-attr]
+    return {"search": _figure(visits, str(found.get("metric")), simulated)}
 
 
 def _figure(visits: list[Mapping[str, Any]], metric: str, simulated: bool) -> Figure:

@@ -9,29 +9,31 @@
   of correct drafts (SGLang's ``spec_correct_drafts_histogram``) and the
   acceptance rate per draft position, per config.
 
-Built from the report dict like the other plots (see :mod:`.plots`); absent
+Built from the typed report like the other plots (see :mod:`.plots`); absent
 data means an absent plot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_specdecode.report import plots, tables, verdict
+from pytest_specdecode.report.model import Pareto, ParetoPoint, Report
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 
-def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) -> dict[str, Figure]:
+def build(report: Report, colors: dict[str, str], simulated: bool) -> dict[str, Figure]:
     """The decision figures by file stem; those without data are left out."""
     out: dict[str, Figure] = {}
     speedups = _speedup_points(report)
     if speedups:
         out["speedup"] = _speedup_figure(speedups, colors, simulated)
-    fronts = [g for g in (report.get("verdict") or {}).get("pareto") or [] if g.get("points")]
+    groups = report.verdict.pareto if report.verdict else []
+    fronts = [g for g in groups if g.context is not None and _dots(g)]
     if fronts:
         out["pareto"] = _pareto_figure(fronts, colors, simulated)
     histograms = tables.accept_histograms(report)
@@ -43,20 +45,19 @@ def build(report: Mapping[str, Any], colors: dict[str, str], simulated: bool) ->
 # --- speedup --------------------------------------------------------------------
 
 
-def _speedup_points(report: Mapping[str, Any]) -> list[plots.Level]:
+def _speedup_points(report: Report) -> list[plots.Level]:
     points = []
-    for config in report.get("configs") or []:
-        for case in config.get("throughput") or []:
-            found = (case.get("speedup") or {}).get("tpot") or {}
-            metrics = case.get("metrics") or {}
-            context, load, domain = verdict.case_shape(str(case.get("case")), metrics)
-            value = found.get("value")
-            if not isinstance(value, (int, float)) or context is None or load.startswith("r"):
+    for config in report.configs:
+        for case in config.throughput:
+            found = case.speedup.tpot if case.speedup else None
+            context, load, domain = verdict.case_shape(case.case, case.metrics)
+            value = found.value if found else None
+            if found is None or value is None or context is None or load.startswith("r"):
                 continue
             concurrency = int(load.split("-")[0][1:])
             points.append(
-                plots.Level(str(config.get("label")), (context, domain), concurrency,
-                            float(value), found.get("low"), found.get("high"))
+                plots.Level(config.label, (context, domain), concurrency, value, found.low,
+                            found.high)
             )  # fmt: skip
     return points
 
@@ -74,22 +75,34 @@ def _speedup_figure(points: list[plots.Level], colors: dict[str, str], simulated
 # --- Pareto front -------------------------------------------------------------------
 
 
-def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulated: bool) -> Figure:
-    keys = [(int(g["context"]), str(g["domain"])) for g in groups]
+Dot = tuple[ParetoPoint, float, float]
+"""A Pareto point that has both figures: the point, its per-request and aggregate tok/s."""
+
+
+def _dots(group: Pareto) -> list[Dot]:
+    return [
+        (p, p.req_tok_s, p.tok_s)
+        for p in group.points
+        if p.req_tok_s is not None and p.tok_s is not None
+    ]
+
+
+def _pareto_figure(groups: list[Pareto], colors: dict[str, str], simulated: bool) -> Figure:
+    keys = [(g.context or 0, g.domain) for g in groups]
     figure = plots._new_figure(max(7.0, 5.0 * len(groups)), 5.6)
     axes: Sequence[Axes] = figure.subplots(1, len(groups), squeeze=False)[0]
     handles: dict[str, Any] = {}
     for ax, group, key in zip(axes, groups, keys, strict=True):
-        points = group["points"]
+        dots = _dots(group)
         for label in colors:
-            mine = [p for p in points if p["config"] == label]
+            mine = [d for d in dots if d[0].config == label]
             if mine:
                 handles.setdefault(label, _config_points(ax, mine, colors[label]))
-        front = sorted((p for p in points if p.get("front")), key=lambda p: p["req_tok_s"])
+        front = sorted((d for d in dots if d[0].front), key=lambda d: d[1])
         if front:
             (line,) = ax.plot(
-                [p["req_tok_s"] for p in front],
-                [p["tok_s"] for p in front],
+                [x for _, x, _ in front],
+                [y for _, _, y in front],
                 color="black",
                 linewidth=1.2,
                 zorder=2,
@@ -112,22 +125,22 @@ def _pareto_figure(groups: list[dict[str, Any]], colors: dict[str, str], simulat
     return figure
 
 
-def _config_points(ax: Axes, mine: list[dict[str, Any]], color: str) -> Any:
+def _config_points(ax: Axes, mine: list[Dot], color: str) -> Any:
     """One config's (load) points of a Pareto panel, each labelled with its load;
     crosses when one of them failed a gate."""
-    marker = "o" if all(p.get("eligible", True) for p in mine) else "x"
+    marker = "o" if all(p.eligible for p, _, _ in mine) else "x"
     handle = ax.scatter(
-        [p["req_tok_s"] for p in mine],
-        [p["tok_s"] for p in mine],
+        [x for _, x, _ in mine],
+        [y for _, _, y in mine],
         color=color,
         marker=marker,
-        label=mine[0]["config"],
+        label=mine[0][0].config,
         zorder=3,
     )
-    for p in mine:
+    for p, x, y in mine:
         ax.annotate(
-            str(p["load"]),
-            (p["req_tok_s"], p["tok_s"]),
+            p.load,
+            (x, y),
             textcoords="offset points",
             xytext=(4, 4),
             fontsize=7,

@@ -26,7 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_specdecode.report.verdict import SPEEDUP_TOK_S
+import msgspec
+
+from pytest_specdecode.report.model import Config, Metrics, Report, ThroughputRecord
 
 FLOOR = 0.95
 """A band never runs a config whose tok/s ratio over NONE may be below this (its 95% low)."""
@@ -48,49 +50,48 @@ class LoadPoint:
     unsure: set[str] = field(default_factory=set)
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
-def _ratio(case: Mapping[str, Any]) -> tuple[float, float | None] | None:
-    found = (case.get("speedup") or {}).get(SPEEDUP_TOK_S) or {}
-    value = _finite(found.get("value"))
-    return None if value is None else (value, _finite(found.get("low")))
+def _ratio(case: ThroughputRecord) -> tuple[float, float | None] | None:
+    found = case.speedup.tok_s if case.speedup else None
+    value = _finite(found.value) if found else None
+    return None if found is None or value is None else (value, _finite(found.low))
 
 
 def load_points(
-    report: Mapping[str, Any], excluded: Sequence[str] = ()
-) -> tuple[list[LoadPoint], dict[str, dict[str, Any]]]:
-    """The report's closed-loop load points, and each config's SpecConfig dict by label."""
+    report: Report, excluded: Sequence[str] = ()
+) -> tuple[list[LoadPoint], dict[str, Config]]:
+    """The report's closed-loop load points, and each config's values by label."""
     points: dict[int, LoadPoint] = {}
-    configs: dict[str, dict[str, Any]] = {}
-    for config in report.get("configs") or []:
-        label = str(config.get("label"))
-        spec = configs[label] = dict(config.get("config") or {})
-        for case in config.get("throughput") or []:
-            concurrency = _concurrency(case.get("metrics") or {})
+    configs: dict[str, Config] = {}
+    for config in report.configs:
+        label = config.label
+        configs[label] = config.config
+        for case in config.throughput:
+            concurrency = _concurrency(case.metrics)
             if concurrency is not None:  # else a request-rate case: no concurrency band
                 point = points.setdefault(concurrency, LoadPoint(concurrency))
-                _add(point, label, spec.get("algorithm") == "NONE", case, label in excluded)
+                _add(point, label, config.config.algorithm == "NONE", case, label in excluded)
     return [points[c] for c in sorted(points)], configs
 
 
-def _concurrency(metrics: Mapping[str, Any]) -> int | None:
-    load = re.fullmatch(r"c(\d+)", str(metrics.get("load") or ""))
+def _concurrency(metrics: Metrics) -> int | None:
+    load = re.fullmatch(r"c(\d+)", metrics.load or "")
     return int(load[1]) if load is not None and int(load[1]) >= 1 else None
 
 
-def _add(point: LoadPoint, label: str, none: bool, case: Mapping[str, Any], excluded: bool) -> None:
+def _add(point: LoadPoint, label: str, none: bool, case: ThroughputRecord, excluded: bool) -> None:
     """File one case of a config at its load point."""
-    metrics = case.get("metrics") or {}
-    shape = f"ctx{metrics.get('context')}-{metrics.get('domain')}"
+    metrics = case.metrics
+    shape = f"ctx{metrics.context}-{metrics.domain}"
     point.shapes.add(shape)
-    if none and case.get("client_limited"):
+    limited = case.client_limited is not None
+    if none and limited:
         point.unsure.add(shape)
     ratio = (1.0, 1.0) if none else _ratio(case)
-    usable = not (excluded or case.get("client_limited") or metrics.get("errors"))
+    usable = not (excluded or limited or metrics.errors)
     if usable and ratio is not None:
         point.ratios.setdefault(label, {})[shape] = ratio
 
@@ -114,14 +115,21 @@ def choose(point: LoadPoint) -> tuple[str | None, float]:
     return (best[1], best[0]) if best else (None, 1.0)
 
 
-def bands(
-    points: Sequence[LoadPoint], configs: Mapping[str, Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+def _spec(configs: Mapping[str, Config], label: str | None) -> dict[str, Any]:
+    """The config's values as the policy file holds them (NONE's when none qualifies)."""
+    found = configs.get(label) if label else None
+    spec: dict[str, Any] = msgspec.to_builtins(found) if found else dict(NONE_CONFIG)
+    if spec.get("steps") is None:  # as config_to_dict writes it: steps only where set
+        spec.pop("steps", None)
+    return spec
+
+
+def bands(points: Sequence[LoadPoint], configs: Mapping[str, Config]) -> list[dict[str, Any]]:
     """Contiguous bands of concurrency, each with its config (NONE when none qualifies)."""
     out: list[dict[str, Any]] = []
     for point in points:
         label, score = choose(point)
-        spec = dict(configs.get(label) or NONE_CONFIG) if label else dict(NONE_CONFIG)
+        spec = _spec(configs, label)
         name = label or "NONE"
         evidence = {
             shape: {"ratio": value, "low": low}
@@ -148,17 +156,15 @@ def bands(
     return out
 
 
-def build(report: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The policy of a report (None when it has no closed-loop case or no NONE baseline)."""
-    verdict = report.get("verdict") or {}
-    excluded = [str(e.get("config")) for e in verdict.get("excluded") or [] if isinstance(e, dict)]
+def build(report: Report) -> dict[str, Any] | None:
+    """The policy of a report (None when it has no closed-loop case or no NONE baseline):
+    the policy file's content."""
+    excluded = [e.config for e in report.verdict.excluded] if report.verdict else []
     points, configs = load_points(report, excluded)
-    has_none = any(spec.get("algorithm") == "NONE" for spec in configs.values())
-    if not points or not (has_none or (report.get("speedup") or {}).get("baseline")):
+    has_none = any(spec.algorithm == "NONE" for spec in configs.values())
+    if not points or not (has_none or (report.speedup and report.speedup.baseline)):
         return None
-    simulated = bool(report.get("simulated")) or any(
-        (c.get("service") or {}).get("simulated") for c in report.get("configs") or []
-    )
+    simulated = report.simulated or any(c.service.get("simulated") for c in report.configs)
     return {
         "format": 1,
         "simulated": simulated,
@@ -166,7 +172,7 @@ def build(report: Mapping[str, Any]) -> dict[str, Any] | None:
         "method": "per concurrency, the config with the best geometric-mean output tok/s ratio "
         f"over NONE among those whose 95% low bound is >= {FLOOR:g} in every domain and "
         "context measured there (else NONE); 'speedup' is a band's lowest such ratio",
-        "started": report.get("started"),
+        "started": report.started,
         "bands": bands(points, configs),
     }
 

@@ -9,8 +9,10 @@ code aggregates a plain run and a distributed one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
 
 from pytest_specdecode.records import (
     BASELINE_CASES,
@@ -22,51 +24,9 @@ from pytest_specdecode.records import (
     RECORD,
     SERVICE,
 )
+from pytest_specdecode.report.model import CodingRecord, LosslessRecord, ThroughputRecord
 
-
-@dataclass
-class CodingRecord:
-    """One coding problem under one config."""
-
-    problem: str
-    passed: bool
-    status: str
-    reason: str
-    samples: int = 1
-    correct: int = 0
-    latency: float | None = None
-    completion_tokens: int | None = None
-    accept_length: float | None = None
-    generate_seconds: float | None = None  # asking for the samples (the requests' wall time)
-    check_seconds: float | None = None  # judging them (the verdicts' durations, summed)
-    rechecked: int = 0  # answers checked again after running into the time limit
-    nodeid: str = ""  # the test that recorded it (a resumed run carries records by test)
-    # Each failed answer: sample number, status, reason and its reply (the evidence).
-    failed_answers: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class ThroughputRecord:
-    """One throughput case under one config; ``metrics`` as in extra_info."""
-
-    case: str
-    metrics: dict[str, Any]
-    key: str = ""
-    nodeid: str = ""
-
-
-@dataclass
-class LosslessRecord:
-    """Greedy outputs of one config compared with the baseline."""
-
-    passed: bool
-    detail: str
-    # The numerics-aware gate's counts and each first divergence (throughput/lossless.py).
-    replies: int | None = None
-    defects: int | None = None
-    numerics: int | None = None
-    divergences: list[dict[str, Any]] | None = None
-    seconds: float | None = None
+Record = TypeVar("Record", CodingRecord, ThroughputRecord, LosslessRecord)
 
 
 @dataclass
@@ -138,15 +98,17 @@ class ConfigResults:
         # Keyed by test id: two tests measuring one case (or problem) under one
         # config are two records, each naming its case as a field.
         if kind == "coding":
-            self.coding[nodeid] = CodingRecord(**{**record, "nodeid": nodeid})
+            found = self._convert(nodeid, {**record, "nodeid": nodeid}, CodingRecord)
+            if found is not None:
+                self.coding[nodeid] = found
         elif kind == "throughput":
-            self.throughput[nodeid] = ThroughputRecord(
-                record["case"], record["metrics"], record.get("key", ""), nodeid
-            )
+            case = self._convert(nodeid, _case(record, nodeid), ThroughputRecord)
+            if case is not None:
+                self.throughput[nodeid] = case
         elif kind == "lossless":
-            self.lossless[nodeid] = LosslessRecord(
-                **{k: v for k, v in record.items() if k in LOSSLESS_FIELDS}
-            )
+            checked = self._convert(nodeid, {**record, "nodeid": nodeid}, LosslessRecord)
+            if checked is not None:
+                self.lossless[nodeid] = checked
 
     def _baseline_cases(self, nodeid: str, measured: list[Any]) -> None:
         """The lossless baseline's throughput cases, for speedup."""
@@ -154,15 +116,30 @@ class ConfigResults:
             if isinstance(found, dict) and isinstance(found.get("case"), str):
                 # One test measures many cases here: the case's own test id is its key.
                 key = str(found.get("key") or f"{nodeid}[{found['case']}]")
-                metrics = dict(found.get("metrics") or {})
-                self.throughput[key] = ThroughputRecord(
-                    found["case"], metrics, str(found.get("key")), nodeid
-                )
+                data = {
+                    **_case(found, nodeid),
+                    "metrics": found.get("metrics") or {},
+                    "key": str(found.get("key")),
+                }
+                case = self._convert(nodeid, data, ThroughputRecord)
+                if case is not None:
+                    self.throughput[key] = case
+
+    def _convert(self, nodeid: str, data: dict[str, Any], kind: type[Record]) -> Record | None:
+        """The test's record as the report's type, converted once; a record that does not
+        convert (the test's properties are what a server replied) is an error of this
+        config, never the run's crash."""
+        try:
+            return msgspec.convert(data, kind)
+        except msgspec.ValidationError:
+            if nodeid not in self.errors:
+                self.errors.append(nodeid)
+            return None
 
     def accept_length(self) -> float | None:
         """Tokens per verify step over the throughput cases (else the coding answers)."""
-        pairs = [
-            (r.metrics.get("completion_tokens"), r.metrics.get("spec_verify_ct"))
+        pairs: list[tuple[float | None, float | None]] = [
+            (r.metrics.completion_tokens, r.metrics.spec_verify_ct)
             for r in self.throughput.values()
         ]
         if not any(t and s for t, s in pairs):
@@ -176,8 +153,12 @@ class ConfigResults:
         return tokens / steps if steps else None
 
 
+def _case(record: Mapping[str, Any], nodeid: str) -> dict[str, Any]:
+    """What a throughput record is made of (its case, figures and pairing key) by test id."""
+    return {**{k: record[k] for k in ("case", "metrics", "key") if k in record}, "nodeid": nodeid}
+
+
 # The markers of the tests that measure: a run that selected some and ran none measured nothing.
-LOSSLESS_FIELDS = frozenset(f.name for f in fields(LosslessRecord))
 MEASURING = ("coding", "throughput", "lossless")
 
 
@@ -292,9 +273,9 @@ class RunResults:
                         if (v := r.pass_at_k(k)) is not None
                     ],
                     "accept_length": r.accept_length(),
-                    "coding": [asdict(c) for c in r.coding.values()],
-                    "throughput": [asdict(t) for t in r.throughput.values()],
-                    "lossless": [{"nodeid": k, **asdict(v)} for k, v in r.lossless.items()],
+                    "coding": _builtins(r.coding.values()),
+                    "throughput": _builtins(r.throughput.values()),
+                    "lossless": _builtins(r.lossless.values()),
                     "errors": r.errors,
                     "server_died": (
                         {"reason": r.died, "after_tests": r.died_after()} if r.died else None
@@ -310,6 +291,11 @@ class RunResults:
             **({"sweep": self.sweep} if self.sweep else {}),
             **({"search": self.search} if self.search else {}),
         }
+
+
+def _builtins(records: Iterable[Record]) -> list[dict[str, Any]]:
+    """The records as the report's JSON holds them."""
+    return [msgspec.to_builtins(r) for r in records]
 
 
 def _rate_json(rate: tuple[float, int, int] | None) -> dict[str, Any] | None:

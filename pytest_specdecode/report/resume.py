@@ -27,25 +27,22 @@ outputs are not in the report).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError
-from pytest_specdecode.report import digest, json_report
-from pytest_specdecode.report.results import (
-    CodingRecord,
-    ConfigResults,
-    LosslessRecord,
-    RunResults,
-    ThroughputRecord,
-)
+from pytest_specdecode.report import digest, json_report, model
+from pytest_specdecode.report.model import Report, TestEntry
+from pytest_specdecode.report.results import ConfigResults, RunResults
 
 OK, TESTS_FAILED, NO_TESTS_COLLECTED = 0, 1, 5
 PROBLEM_SET = "problem_set"  # a report setting: json_report.problem_records of its problems
 DONE_OUTCOMES = ("passed", "failed", "skipped")
+Measured = TypeVar("Measured", model.CodingRecord, model.ThroughputRecord, model.LosslessRecord)
 
 
 class ResumeError(ConfigError):
@@ -55,19 +52,18 @@ class ResumeError(ConfigError):
 class Resume:
     """What an earlier run of the sweep left: its report, and which tests are done."""
 
-    def __init__(self, path: Path, report: Mapping[str, Any]) -> None:
+    def __init__(self, path: Path, report: Report) -> None:
         self.path = path
         self.report = report
         self.origin = {
             "report": str(path),
-            "started": report.get("started"),
-            "git_commit": report.get("git_commit"),
+            "started": report.started,
+            "git_commit": report.git_commit,
         }
-        died = {n for c in report.get("configs") or [] for n in c.get("died_tests") or []}
-        self.entries: dict[str, list[dict[str, Any]]] = {}
-        for entry in report.get("tests") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
-                self.entries.setdefault(entry["nodeid"], []).append(entry)
+        died = {n for c in report.configs for n in c.died_tests}
+        self.entries: dict[str, list[TestEntry]] = {}
+        for entry in report.tests:
+            self.entries.setdefault(entry.nodeid, []).append(entry)
         # A record edited since its run is not carried: its test runs again.
         self.refused = digest.refused(report)
         self.verified = digest.signed(report)
@@ -76,7 +72,7 @@ class Resume:
             for nodeid, found in self.entries.items()
             if nodeid not in died
             and nodeid not in self.refused
-            and any(e.get("when") == "call" and e.get("outcome") in DONE_OUTCOMES for e in found)
+            and any(e.when == "call" and e.outcome in DONE_OUTCOMES for e in found)
         }
         self.carried: set[str] = set()
         self.refused_now: list[str] = []  # refused tests this run collected (plan)
@@ -103,8 +99,8 @@ class Resume:
                 "(--dflash-resume=PATH, default the --dflash-report path)"
             ) from None
         now = json_report.result_settings(settings)
-        before = report.get("settings")
-        recorded = isinstance(before, Mapping) and PROBLEM_SET in before
+        before = report.settings
+        recorded = before is not None and before.problem_set is not None
         if problems is not None and recorded and (found := problems()) is not None:
             now[PROBLEM_SET] = json_report.problem_records(found)
         differ = differences(before, now)
@@ -143,19 +139,17 @@ class Resume:
         by_config: dict[str, set[str]] = {}
         for nodeid in chosen:
             for entry in self.entries.get(nodeid, []):
-                results.tests.append({**entry, "carried": True})
-                if entry.get("config_key"):
-                    by_config.setdefault(str(entry["config_key"]), set()).add(nodeid)
-        for data in self.report.get("configs") or []:
-            mine = by_config.get(str(data.get("key")), set())
+                results.tests.append({**msgspec.to_builtins(entry), "carried": True})
+                if entry.config_key:
+                    by_config.setdefault(entry.config_key, set()).add(nodeid)
+        for data in self.report.configs:
+            key = str(data.key)
+            mine = by_config.get(key, set())
             if mine:
-                key = str(data["key"])
                 results.configs[key] = _carried_config(
                     data, mine, whole=key not in left, origin=self.origin
                 )
-        results.other_failures.extend(
-            n for n in self.report.get("other_failures") or [] if n in chosen
-        )
+        results.other_failures.extend(n for n in self.report.other_failures if n in chosen)
         return len(chosen)
 
     def refusal_lines(self) -> list[str]:
@@ -181,13 +175,15 @@ class Resume:
         )
 
 
-def differences(before: Any, now: Mapping[str, Any]) -> list[str]:
+def differences(before: model.Settings | None, now: Mapping[str, Any]) -> list[str]:
     """The result-changing settings that differ, one phrase each (``dialect 'a' -> 'b'``)."""
-    if not isinstance(before, Mapping):
+    if before is None:
         return ["the report records none (made by an older pytest-specdecode)"]
+    # Compared as the report's JSON holds them: ``now`` is a setting's name -> its value.
+    recorded: dict[str, Any] = msgspec.to_builtins(before)
     found: list[str] = []
     for name, value in now.items():
-        old = before.get(name)
+        old = recorded.get(name)
         if old == value:
             continue
         if name == PROBLEM_SET and isinstance(value, list) and isinstance(old, list):
@@ -237,42 +233,44 @@ def exit_status(exitstatus: int, results: RunResults) -> int:
     return exitstatus
 
 
-# Each kind of record a report keeps per config: the results' field, the record type, what
-# keys an entry without a test id, and whether a whole config carries it whatever its test.
-CARRIED_RECORDS: tuple[tuple[str, type, str, bool], ...] = (
-    ("coding", CodingRecord, "problem", True),
-    ("throughput", ThroughputRecord, "case", True),
-    ("lossless", LosslessRecord, "nodeid", False),
-)
-
-
 def _carried_config(
-    data: Mapping[str, Any], nodeids: set[str], *, whole: bool, origin: Mapping[str, Any]
+    data: model.ConfigResults, nodeids: set[str], *, whole: bool, origin: Mapping[str, Any]
 ) -> ConfigResults:
-    """A config's entry of the old report, reduced to the carried tests' results."""
-    results = ConfigResults(str(data.get("label")), str(data.get("key")))
-    results.config = dict(data.get("config") or {})
+    """A config's entry of the old report, reduced to the carried tests' results: a whole
+    config carries every coding and throughput record (a lossless check only by its test),
+    each keyed by its test id (an entry without one: its problem or case)."""
+    results = ConfigResults(data.label, str(data.key))
+    results.config = msgspec.to_builtins(data.config)
     if whole:  # its server facts belong to it; a partial config gets this run's
         results.service = _service(data)
-    for name, kind, fallback, by_config in CARRIED_RECORDS:
-        kept = getattr(results, name)
-        for entry in data.get(name) or []:
-            if (whole and by_config) or entry.get("nodeid") in nodeids:
-                kept[str(entry.get("nodeid") or entry[fallback])] = kind(**_fields(kind, entry))
-    results.errors = [n for n in data.get("errors") or [] if n in nodeids]
+    for coding in data.coding:
+        if whole or coding.nodeid in nodeids:
+            results.coding[coding.nodeid or coding.problem] = _measured(coding)
+    for case in data.throughput:
+        if whole or case.nodeid in nodeids:
+            results.throughput[case.nodeid or case.case] = _measured(case)
+    for checked in data.lossless:
+        if checked.nodeid in nodeids:
+            results.lossless[checked.nodeid] = _measured(checked)
+    results.errors = [n for n in data.errors if n in nodeids]
     results.called = set(nodeids)
     results.carried = {**origin, "tests": sorted(nodeids), "whole": whole}
     return results
 
 
-def _service(data: Mapping[str, Any]) -> dict[str, Any]:
+def _measured(record: Measured) -> Measured:
+    """A carried record as its test measured it: without the digest and what the old run
+    judged of it (speedup, repetition, client limit), which this run's report works out."""
+    if isinstance(record, model.ThroughputRecord):
+        return msgspec.structs.replace(
+            record, speedup=None, repetition=None, client_limited=None, digest=None
+        )
+    return msgspec.structs.replace(record, digest=None)
+
+
+def _service(data: model.ConfigResults) -> dict[str, Any]:
     """A config's server facts, with the start phases the report lifts out of them."""
-    service = dict(data.get("service") or {})
-    if isinstance(data.get("start_phases"), Mapping):
-        service["start_phases"] = dict(data["start_phases"])
+    service = dict(data.service)
+    if data.start_phases is not None:
+        service["start_phases"] = msgspec.to_builtins(data.start_phases)
     return service
-
-
-def _fields(kind: type, entry: Mapping[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(kind)}
-    return {k: v for k, v in entry.items() if k in names}

@@ -1,6 +1,7 @@
 """The ``search`` section of a report (``--dflash-search``) as text: terminal and Markdown.
 
-Works on the report dict, so a saved report reads the same as a live run.
+Works on the typed report, so a saved report reads the same as a live run; the section
+itself is an open object (``search/record.py`` owns its fields).
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_specdecode.report.model import Report
 
-def summary_lines(data: Mapping[str, Any]) -> list[str]:
+
+def summary_lines(data: Report) -> list[str]:
     """The terminal summary's lines for a report's ``search`` section (none without one)."""
-    found = data.get("search")
-    if not isinstance(found, Mapping):
+    found = data.search
+    if found is None:
         return []
     metric = found.get("metric")
     lines = [
@@ -70,10 +73,10 @@ def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else "-"
 
 
-def markdown_lines(data: Mapping[str, Any]) -> list[str]:
+def markdown_lines(data: Report) -> list[str]:
     """The step summary's search section (none without one)."""
-    found = data.get("search")
-    if not isinstance(found, Mapping):
+    found = data.search
+    if found is None:
         return []
     best = found.get("best")
     out = [

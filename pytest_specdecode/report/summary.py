@@ -9,50 +9,53 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from pytest_specdecode.report import client_limit, tables
+from pytest_specdecode.report.model import (
+    Compare,
+    ConfigResults,
+    Finding,
+    Report,
+)
 from pytest_specdecode.report.tables import short_labels
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
 __all__ = ["SIM_NOTICE", "render", "short_labels"]
 
 
-def render(report: dict[str, Any], gate_lines: Iterable[str] = ()) -> list[str]:
-    """Summary lines from a report dict (``RunResults.to_json()`` plus metadata)."""
-    configs: list[dict[str, Any]] = report.get("configs", [])
+def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
+    """Summary lines from a run report (``RunOutputs.report()`` or a saved one)."""
+    configs = report.configs
     if not configs:  # nothing measured; a gate that was asked for still says its verdict
         return _gates(report, list(gate_lines))
     notice = _notice(report, configs)
     simulated = " (simulated)" if notice else ""
     lines = [*notice, *_config_table(configs), *_carried(configs), *_coding_times(configs)]
-    if any(c.get("throughput") for c in configs):
+    if any(c.throughput for c in configs):
         lines += _measured(report, configs, simulated)
     lines += _coding_failures(configs)
-    lines += _compare(report.get("compare"))
+    lines += _compare(report.compare)
     if tables.ranks_several(report):
         lines += _verdict(report, simulated)
     lines += _break_even(report, simulated)
     return [*lines, *_search(report), *_gates(report, list(gate_lines))]
 
 
-def _notice(report: dict[str, Any], configs: list[dict[str, Any]]) -> list[str]:
+def _notice(report: Report, configs: list[ConfigResults]) -> list[str]:
     """That the figures are the simulator's, with the defaults it assumed."""
-    if not report.get("simulated") and not any(
-        c.get("service", {}).get("simulated") for c in configs
-    ):
+    if not report.simulated and not any(c.service.get("simulated") for c in configs):
         return []
-    defaults = report.get("simulator_defaults") or []
+    defaults = report.simulator_defaults
     return [f"NOTE: {SIM_NOTICE}", *(f"NOTE: simulator default: {t}" for t in defaults)]
 
 
-def _measured(report: dict[str, Any], configs: list[dict[str, Any]], simulated: str) -> list[str]:
+def _measured(report: Report, configs: list[ConfigResults], simulated: str) -> list[str]:
     """The throughput, latency, acceptance and repetition tables."""
     short = short_labels(configs)
     lines = ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
     lines += _table(*tables.throughput(report, short))
-    missing = (report.get("speedup") or {}).get("missing")
-    lines += [str(missing)] if missing else []
+    missing = report.speedup.missing if report.speedup else None
+    lines += [missing] if missing else []
     lines += ["", "latency per case (p50 over requests)", *_table(*tables.latency(report, short))]
     lines += client_warning(report, short)
     lines += _titled(tables.acceptance(report), "acceptance per config and domain: rate at draft "
@@ -69,56 +72,52 @@ def _titled(table: tables.Table, title: str) -> list[str]:
     return ["", title, *_table(*table)] if table[1] else []
 
 
-def _compare(compare: dict[str, Any] | None) -> list[str]:
+def _compare(compare: Compare | None) -> list[str]:
     """The comparison with a saved run: its table and the gate's findings."""
-    if not compare:
+    if compare is None:
         return []
-    saved = ", ".join(compare.get("baseline_configs") or []) or "config not recorded"
-    head = f"compared with {compare['baseline']} (saved run of {saved}):"
-    return ["", head, *compare["table"].splitlines(), *_findings(compare.get("findings") or [])]
+    saved = ", ".join(compare.baseline_configs) or "config not recorded"
+    head = f"compared with {compare.baseline} (saved run of {saved}):"
+    return ["", head, *compare.table.splitlines(), *_findings(compare.findings)]
 
 
-def _search(report: dict[str, Any]) -> list[str]:
+def _search(report: Report) -> list[str]:
     from pytest_specdecode.report.search_summary import summary_lines
 
     found = summary_lines(report)
     return ["", *found] if found else []
 
 
-def _carried(configs: list[dict[str, Any]]) -> list[str]:
+def _carried(configs: list[ConfigResults]) -> list[str]:
     """The results a resumed run carried (not measured again), per config."""
-    lines = []
-    for c in configs:
-        carried = c.get("carried")
-        if not isinstance(carried, dict):
-            continue
-        tests = [str(t) for t in carried.get("tests") or []]
-        shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-        whole = " (the whole config)" if carried.get("whole") else ""
-        lines.append(f"  {c.get('label')}: {len(tests)} carried{whole}: {shown}")
-    if not lines:
+    found = [(c.label, c.carried) for c in configs if c.carried is not None]
+    if not found:
         return []
-    source = next(c["carried"] for c in configs if isinstance(c.get("carried"), dict))
+    lines = []
+    for label, carried in found:
+        tests = carried.tests
+        shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+        whole = " (the whole config)" if carried.whole else ""
+        lines.append(f"  {label}: {len(tests)} carried{whole}: {shown}")
+    source = found[0][1]
     head = (
-        f"carried from {source.get('report')!r} (run of {source.get('started')}): "
+        f"carried from {source.report!r} (run of {source.started}): "
         "results of that run, not measured again"
     )
     return ["", head, *lines]
 
 
-def _gates(report: dict[str, Any], failed: list[str]) -> list[str]:
+def _gates(report: Report, failed: list[str]) -> list[str]:
     """Every gate's verdict, passing ones too (a report from before they were kept:
     its failed lines)."""
-    gates = report.get("gates") or {}
-    shown = [str(line) for line in gates.get("summary") or []]
+    gates = report.gates
+    shown = list(gates.summary)
     if not shown:
         return ["", "dflash gates FAILED:", *[f"  {line}" for line in failed]] if failed else []
     lines = ["", f"dflash gates: {_gates_head(shown)} (the exit status follows them)"]
     lines += [f"  {line}" for line in shown]
-    coding_failed = any(
-        not r.get("passed") for c in report.get("configs") or [] for r in c.get("coding") or []
-    )
-    if gates.get("min_pass_rate") is not None and coding_failed:
+    coding_failed = any(not r.passed for c in report.configs for r in c.coding)
+    if gates.min_pass_rate is not None and coding_failed:
         lines.append(
             "  coding failures above do not fail the run by themselves: with "
             "--dflash-min-pass-rate the pass rate per config decides"
@@ -136,17 +135,17 @@ def _gates_head(shown: list[str]) -> str:
     return head + (f", {unjudged} CANNOT JUDGE (which fails too)" if unjudged else "")
 
 
-def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
+def _coding_failures(configs: list[ConfigResults]) -> list[str]:
     """One table of failed problems, each with the configs it failed under (a problem
     failing the same way under every config of a sweep is one row, not one per config)."""
     ran: dict[str, list[str]] = {}
     failed: dict[tuple[str, str], list[str]] = {}
     for c in configs:
-        for r in c.get("coding", []):
-            ran.setdefault(r["problem"], []).append(c["label"])
-            if not r["passed"]:
-                verdict = f"{r['status']}: {r['reason']}"
-                failed.setdefault((r["problem"], verdict), []).append(c["label"])
+        for r in c.coding:
+            ran.setdefault(r.problem, []).append(c.label)
+            if not r.passed:
+                verdict = f"{r.status}: {r.reason}"
+                failed.setdefault((r.problem, verdict), []).append(c.label)
     body = []
     for (problem, verdict), labels in failed.items():
         where = ", ".join(labels)
@@ -157,32 +156,30 @@ def _coding_failures(configs: list[dict[str, Any]]) -> list[str]:
     return _titled((["problem", "failed under", "verdict"], body), head)
 
 
-def _findings(findings: list[dict[str, Any]]) -> list[str]:
+def _findings(findings: list[Finding]) -> list[str]:
     """The compare gate's tally per spec, and each inconclusive case (failures are gate lines)."""
     lines = []
-    for spec in dict.fromkeys(str(f.get("spec")) for f in findings):
-        mine = [f for f in findings if str(f.get("spec")) == spec]
-        count = {
-            s: sum(1 for f in mine if f.get("status") == s)
-            for s in ("pass", "fail", "cannot-judge")
-        }
-        unsure = [f for f in mine if f.get("status") == "inconclusive"]
+    for spec in dict.fromkeys(f.spec for f in findings):
+        mine = [f for f in findings if f.spec == spec]
+        count = {s: sum(1 for f in mine if f.status == s) for s in ("pass", "fail", "cannot-judge")}
+        unsure = [f for f in mine if f.status == "inconclusive"]
         unjudged = f", {count['cannot-judge']} cannot be judged" if count["cannot-judge"] else ""
         lines.append(
             f"{spec}: {count['pass']} within the limit, {len(unsure)} inconclusive, "
             f"{count['fail']} beyond it (95% intervals){unjudged}"
         )
-        lines += [f"  {f.get('line')}" for f in unsure]
+        lines += [f"  {f.line}" for f in unsure]
         lines += _noise_used(mine)
     return lines
 
 
-def _noise_used(findings: list[dict[str, Any]]) -> list[str]:
+def _noise_used(findings: list[Finding]) -> list[str]:
     """Which noise the cases' verdicts used, with the saved runs found for them."""
-    groups: dict[tuple[str, Any], int] = {}
+    groups: dict[tuple[str, int], int] = {}
     for f in findings:
-        if f.get("noise") and isinstance(f.get("saved_runs"), int):
-            key = (str(f["noise"]), f["saved_runs"])
+        runs = f.saved_runs
+        if f.noise and isinstance(runs, int):
+            key = (str(f.noise), runs)
             groups[key] = groups.get(key, 0) + 1
     lines = []
     for (noise, k), n in groups.items():
@@ -199,9 +196,9 @@ def _noise_used(findings: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
-    found = report["verdict"]
-    by = "speedup" if found.get("ranked_by") == "speedup" else "output tok/s (no baseline)"
+def _verdict(report: Report, simulated: str) -> list[str]:
+    ranked_by = report.verdict.ranked_by if report.verdict else ""
+    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
     lines = [
         "",
         f"verdict{simulated}: per load and domain, the best {by} among the configs that passed "
@@ -215,37 +212,37 @@ def _verdict(report: dict[str, Any], simulated: str) -> list[str]:
                            "and aggregate tok/s")  # fmt: skip
 
 
-def _break_even(report: dict[str, Any], simulated: str) -> list[str]:
+def _break_even(report: Report, simulated: str) -> list[str]:
     """One line per config and domain: the load where its speedup crosses 1.0."""
-    found = [r for r in report.get("break_even") or [] if isinstance(r, dict) and r.get("line")]
+    found = [r for r in report.break_even if r.line]
     if not found:
         return []
     head = (
         f"break-even load{simulated}: per config and domain, where the speedup (baseline TPOT / "
         "config TPOT, geometric mean over contexts) crosses 1.0, interpolated on log scales"
     )
-    return ["", head, *[f"  {r['line']}" for r in found]]
+    return ["", head, *[f"  {r.line}" for r in found]]
 
 
-def _config_table(configs: list[dict[str, Any]]) -> list[str]:
+def _config_table(configs: list[ConfigResults]) -> list[str]:
     return _table(*tables.configs(configs)) + _titled(tables.start_phases(configs), "start "
         "phases: from the server's log lines (start, other and first generate: the plugin's clock "
         "from the launch)")  # fmt: skip
 
 
-def _coding_times(configs: list[dict[str, Any]]) -> list[str]:
+def _coding_times(configs: list[ConfigResults]) -> list[str]:
     """Per config: time spent generating the coding answers and checking them."""
     lines = []
     for c in configs:
-        timed = [r for r in c.get("coding", []) if r.get("check_seconds") is not None]
+        timed = [r for r in c.coding if r.check_seconds is not None]
         if timed:
-            generating = sum(r.get("generate_seconds") or 0.0 for r in timed)
-            checking = sum(r["check_seconds"] for r in timed)
-            answers = sum(r.get("samples", 1) for r in timed)
-            again = sum(r.get("rechecked") or 0 for r in timed)
+            generating = sum(r.generate_seconds or 0.0 for r in timed)
+            checking = sum(r.check_seconds or 0.0 for r in timed)
+            answers = sum(r.samples for r in timed)
+            again = sum(r.rechecked for r in timed)
             rechecked = f"; {again} checked again after the time limit" if again else ""
             lines.append(
-                f"coding time under {c['label']}: generating {generating:.1f} s, checking "
+                f"coding time under {c.label}: generating {generating:.1f} s, checking "
                 f"{checking:.1f} s ({answers} answers{rechecked}; checks run in parallel with "
                 "generation)"
             )
@@ -269,30 +266,29 @@ SHOWN_CASES = 4
 """The client-limited warning names this many cases (the worst first), then a count."""
 
 
-def client_warning(report: Mapping[str, Any], short: Mapping[str, str]) -> list[str]:
+def client_warning(report: Report, short: Mapping[str, str]) -> list[str]:
     """The run's one line about its client: the cases marked client-limited (by the
     calibration, or by the client's own CPU time), and without a calibration also the cases
     whose client overhead alone may limit them."""
     lines = client_limit.warning(report, short)
-    if not client_limit.ceilings(report.get("calibration")):
-        lines += client_limited(list(report.get("configs") or []), dict(short))
+    if not client_limit.ceilings(report.calibration):
+        lines += client_limited(report.configs, dict(short))
     return lines
 
 
-def client_limited(configs: list[dict[str, Any]], short: dict[str, str]) -> list[str]:
+def client_limited(configs: list[ConfigResults], short: dict[str, str]) -> list[str]:
     """Without a calibration: one warning for the run naming the cases whose client overhead
     p99 (client e2e minus the server's own e2e) exceeds :data:`CLIENT_SHARE` of their e2e p50."""
     found: list[tuple[float, str]] = []
     total = 0
     for c in configs:
-        for t in c.get("throughput", []):
-            m = t["metrics"]
-            overhead, e2e = m.get("client_overhead_ms_p99"), m.get("e2e_ms_p50")
-            if not isinstance(overhead, (int, float)) or not isinstance(e2e, (int, float)):
+        for t in c.throughput:
+            overhead, e2e = t.metrics.client_overhead_ms_p99, t.metrics.e2e_ms_p50
+            if overhead is None or e2e is None:
                 continue
             total += 1
             if overhead > CLIENT_SHARE * e2e:
-                name = f"{t['case']} ({short.get(c['label'], c['label'])})"
+                name = f"{t.case} ({short.get(c.label, c.label)})"
                 found.append((overhead / e2e if e2e > 0 else math.inf, name))
     if not found:
         return []

@@ -16,6 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from pytest_specdecode.report.model import Report, ResumedFrom, Sweep
+
 
 @dataclass
 class _Config:
@@ -102,16 +106,19 @@ class SweepProgress:
         return round(work / max(1, self.parallel), 1)
 
 
-def describe(status: Mapping[str, Any] | None) -> str:
-    """``sweep: 3/6 configs done, 4m12s elapsed, about 5m left``."""
-    if not status or not status.get("configs_total"):
+def describe(status: Sweep | Mapping[str, Any] | None) -> str:
+    """``sweep: 3/6 configs done, 4m12s elapsed, about 5m left``: a report's ``sweep``, or
+    :meth:`SweepProgress.status` as the session has it."""
+    if isinstance(status, Mapping):
+        status = msgspec.convert(status, Sweep)
+    if status is None or not status.configs_total:
         return ""
-    text = f"sweep: {status['configs_done']}/{status['configs_total']} configs done"
-    if status.get("carried"):
-        text += f" ({status['carried']} carried from the resumed report)"
-    text += f", {duration(status.get('elapsed_seconds') or 0.0)} elapsed"
-    left = status.get("left_seconds")
-    if status["configs_done"] < status["configs_total"]:
+    text = f"sweep: {status.configs_done}/{status.configs_total} configs done"
+    if status.carried:
+        text += f" ({status.carried} carried from the resumed report)"
+    text += f", {duration(status.elapsed_seconds or 0.0)} elapsed"
+    left = status.left_seconds
+    if status.configs_done < status.configs_total:
         text += f", about {duration(left)} left" if left is not None else ", time left unknown yet"
     return text
 
@@ -126,21 +133,20 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def notes(report: Mapping[str, Any]) -> list[str]:
+def notes(report: Report) -> list[str]:
     """What a long sweep's reader needs besides the results: how far it is, what was
     carried from a resumed report, which configs moved hosts and which starts were retried."""
-    lines = [text] if (text := describe(report.get("sweep"))) else []
-    configs = [c for c in report.get("configs") or [] if isinstance(c, Mapping)]
-    if report.get("resumed_from"):
-        lines.append(_resumed(report, configs))
-    for c in configs:
-        service = c.get("service") or {}
+    lines = [text] if (text := describe(report.sweep)) else []
+    if report.resumed_from is not None:
+        lines.append(_resumed(report, report.resumed_from))
+    for c in report.configs:
+        # The service section is the service's own record (an open object).
         lines += [
-            f"moved: {c['label']}: {move.get('from')} -> {move.get('to') or 'nowhere'} "
+            f"moved: {c.label}: {move.get('from')} -> {move.get('to') or 'nowhere'} "
             f"({move.get('reason')})"
-            for move in service.get("moves") or []
+            for move in c.service.get("moves") or []
         ]
-        lines += _retried(c["label"], service)
+        lines += _retried(c.label, c.service)
     return lines
 
 
@@ -148,13 +154,12 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def _resumed(report: Mapping[str, Any], configs: list[Mapping[str, Any]]) -> str:
+def _resumed(report: Report, resumed: ResumedFrom) -> str:
     """Where a resumed run came from, and how many tests and whole configs it carried."""
-    resumed = report["resumed_from"]
-    whole = [c["label"] for c in configs if (c.get("carried") or {}).get("whole")]
-    tests = {t.get("nodeid") for t in report.get("tests") or [] if t.get("carried")}
+    whole = [c.label for c in report.configs if c.carried is not None and c.carried.whole]
+    tests = {t.nodeid for t in report.tests if t.carried}
     return (
-        f"resumed from {resumed.get('report')} (run of {resumed.get('started')}): "
+        f"resumed from {resumed.report} (run of {resumed.started}): "
         f"{_plural(len(tests), 'test')} carried (not run again), "
         f"{_plural(len(whole), 'config')} whole" + (f" ({', '.join(whole)})" if whole else "")
     )

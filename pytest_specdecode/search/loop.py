@@ -20,8 +20,7 @@ config, and the workers skip the configs never visited (:mod:`.distributed`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -29,6 +28,7 @@ from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.distributed.run import controller_of
 from pytest_specdecode.distributed.shared_files import worker_lease_dir
 from pytest_specdecode.report import gates
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.search import record
@@ -89,7 +89,7 @@ class SearchLoop:
             budget_seconds=budget,
             groups=space.warm_states(),
         )
-        data = self.outputs.data() if self.results.configs else {}
+        data = self.outputs.report() if self.results.configs else Report()
         for index in sorted(space.carried):  # carried whole by --dflash-resume
             seconds = seconds_of(data, space.keys[index])
             search.tell(index, self._measure(data, index), carried=True, seconds=seconds)
@@ -98,17 +98,17 @@ class SearchLoop:
 
     def measure(self, index: int) -> Measured:
         """The objective of config ``index`` from the run's report as it stands."""
-        return self._measure(self.outputs.data(), index)
+        return self._measure(self.outputs.report(), index)
 
     def tell(self, index: int, *, pruned: bool = False) -> None:
         """Tell config ``index``'s objective and what it took, from the report as it stands."""
         assert self.search is not None
         assert self.space is not None
-        data = self.outputs.data()
+        data = self.outputs.report()
         seconds = seconds_of(data, self.space.keys[index])
         self.search.tell(index, self._measure(data, index), seconds=seconds, pruned=pruned)
 
-    def _measure(self, data: Mapping[str, Any], index: int) -> Measured:
+    def _measure(self, data: Report, index: int) -> Measured:
         assert self.space is not None
         excluded = gates.config_failures(self.settings, self.results)
         return measure(data, self.space.keys[index], self.metric, excluded)
@@ -217,7 +217,7 @@ class SearchLoop:
             last = position + 1 == len(items)
             if pruned or last or item.get_closest_marker("throughput") is None:
                 continue
-            data = self.outputs.data()
+            data = self.outputs.report()
             if (now := cases_of(data, key)) > cases:
                 cases = now
                 found = self._measure(data, index)

@@ -1,4 +1,4 @@
-"""A config's objective, read from the run's report dict, and whether it is feasible.
+"""A config's objective, read from the run's report, and whether it is feasible.
 
 The objective is the geometric mean over the config's throughput cases of
 the metric: ``speedup`` (baseline TPOT / config TPOT, :mod:`..report.verdict`)
@@ -17,36 +17,43 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_specdecode.report import verdict
+from pytest_specdecode.report.model import (
+    ConfigResults,
+    Ratio,
+    Report,
+    RoundSummary,
+    ThroughputRecord,
+)
 from pytest_specdecode.search.optimizer import Measured
 from pytest_specdecode.throughput.metrics import TOK_S
 
 
+def _config(report: Report, key: str) -> ConfigResults | None:
+    """The config with canonical ``key`` in ``report``, if it has results."""
+    return next((c for c in report.configs if c.key == key), None)
+
+
 def measure(
-    report: Mapping[str, Any], key: str, metric: str, excluded: Mapping[str, Sequence[str]]
+    report: Report, key: str, metric: str, excluded: Mapping[str, Sequence[str]]
 ) -> Measured:
     """The objective of the config with canonical ``key`` in ``report``."""
     if metric not in READERS:  # not the user's doing: the option's choices are these
         raise ValueError(f"no search metric {metric!r}: one of {', '.join(READERS)}")
-    config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
+    config = _config(report, key)
     if config is None:
         return Measured(None, feasible=False, reasons=("no results",))
-    reasons = list(excluded.get(str(config.get("label")), ()))
-    if config.get("server_died"):
+    reasons = list(excluded.get(config.label, ()))
+    if config.server_died:
         reasons.append("server died")
-    failed = [
-        t["nodeid"]
-        for t in report.get("tests") or []
-        if t.get("config_key") == key and t.get("outcome") == "failed"
-    ]
+    failed = [t.nodeid for t in report.tests if t.config_key == key and t.outcome == "failed"]
     if failed and "server not ready" not in reasons:
         reasons.append(f"{len(failed)} failed test(s)")
     values: list[float] = []
     lows: list[float | None] = []
     highs: list[float | None] = []
-    for case in config.get("throughput") or []:
-        metrics = case.get("metrics") or {}
-        if metrics.get("errors"):
-            reasons.append(f"request errors in {case.get('case')}")
+    for case in config.throughput:
+        if case.metrics.errors:
+            reasons.append(f"request errors in {case.case}")
             continue
         found = _figure(*READERS[metric](case))
         if found is None:
@@ -61,55 +68,56 @@ def measure(
     )
 
 
-def seconds_of(report: Mapping[str, Any], key: str) -> float | None:
+def seconds_of(report: Report, key: str) -> float | None:
     """What the config with canonical ``key`` took: its restart (``ready_seconds`` of a
     start this run made) plus its tests' measurement (their call seconds); None when
     nothing of it ran."""
-    config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
-    service = (config or {}).get("service") or {}
+    config = _config(report, key)
+    # The server's facts are service/'s open record.
+    service = config.service if config is not None else {}
     start = _number(service.get("ready_seconds")) if service.get("restarted") else None
     calls = [
         d
-        for t in report.get("tests") or []
-        if t.get("config_key") == key
-        and t.get("when") == "call"
-        and (d := _number(t.get("duration"))) is not None
+        for t in report.tests
+        if t.config_key == key and t.when == "call" and (d := _number(t.duration)) is not None
     ]
     if start is None and not calls:
         return None
     return max(0.0, start or 0.0) + sum(max(0.0, d) for d in calls)
 
 
-def cases_of(report: Mapping[str, Any], key: str) -> int:
+def cases_of(report: Report, key: str) -> int:
     """How many throughput cases the config with canonical ``key`` has measured so far."""
-    config = next((c for c in report.get("configs") or [] if c.get("key") == key), None)
-    return len((config or {}).get("throughput") or [])
+    config = _config(report, key)
+    return len(config.throughput) if config is not None else 0
 
 
-Reading = tuple[Any, Any]
+Reading = tuple[float | None, Ratio | RoundSummary | None]
 """What a case gives for a metric: its value and its interval (both as the report has them)."""
 
 
-def _speedup(case: Mapping[str, Any]) -> Reading:
-    found = (case.get("speedup") or {}).get(verdict.SPEEDUP_TPOT)
-    return (found or {}).get("value"), found
+def _speedup(case: ThroughputRecord) -> Reading:
+    found = case.speedup.tpot if case.speedup is not None else None
+    return (found.value if found is not None else None), found
 
 
-def _tok_s(case: Mapping[str, Any]) -> Reading:
-    metrics = case.get("metrics") or {}
-    return verdict.mean(metrics, TOK_S), (metrics.get("intervals") or {}).get(TOK_S)
+def _tok_s(case: ThroughputRecord) -> Reading:
+    return verdict.mean(case.metrics, TOK_S), case.metrics.interval(TOK_S)
 
 
-READERS: dict[str, Callable[[Mapping[str, Any]], Reading]] = {"speedup": _speedup, "tok_s": _tok_s}
+READERS: dict[str, Callable[[ThroughputRecord], Reading]] = {"speedup": _speedup, "tok_s": _tok_s}
 """What each ``--dflash-search-metric`` (the option's names, not the figures') reads of a
 throughput case."""
 
 
-def _figure(value: Any, found: Any) -> tuple[float, float | None, float | None] | None:
-    if not isinstance(value, (int, float)) or not value > 0:
+def _figure(
+    value: float | None, found: Ratio | RoundSummary | None
+) -> tuple[float, float | None, float | None] | None:
+    if value is None or not value > 0:
         return None
-    found = found if isinstance(found, Mapping) else {}
-    return float(value), _number(found.get("low")), _number(found.get("high"))
+    if found is None:
+        return float(value), None, None
+    return float(value), _number(found.low), _number(found.high)
 
 
 def _number(value: Any) -> float | None:

@@ -65,7 +65,7 @@ def summary(run: SpecDecodeSession, terminalreporter: pytest.TerminalReporter) -
     from pytest_specdecode.report import summary
 
     outputs, redactor = run.outputs, run.redactor
-    lines = redactor.lines(summary.render(outputs.data(), outputs.gate_lines))
+    lines = redactor.lines(summary.render(outputs.report(), outputs.gate_lines))
     if lines:
         terminalreporter.section("dflash summary")
         for line in lines:
@@ -76,7 +76,7 @@ def summary(run: SpecDecodeSession, terminalreporter: pytest.TerminalReporter) -
         run.notices.untracked(terminalreporter)
     path, copy = outputs.report_path, outputs.report_copy
     if run.controller and runs_tests(terminalreporter.config):
-        for line in redactor.lines(sweep_notes(outputs.data())):
+        for line in redactor.lines(sweep_notes(outputs.report())):
             terminalreporter.write_line(f"dflash {line}")
     if path is not None and run.controller:
         kept = f" (this run's copy: {copy})" if copy is not None else ""

@@ -17,6 +17,7 @@ from pytest_specdecode.coding.runner import CodingRunner
 from pytest_specdecode.config.settings import Settings, resolve
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.records import RECORD
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.report.summary import render
 from pytest_specdecode.server import Server
 
@@ -169,7 +170,7 @@ def test_the_summary_shows_generating_and_checking_time() -> None:
     assert (
         "coding time under DFLASH budget=8: generating 39.5 s, checking 2.2 s (20 answers; "
         "checks run in parallel with generation)"
-    ) in render(report)
+    ) in render(Report.from_dict(report))
 
 
 def test_the_side_by_side_benchmark_fails_above_its_ratio() -> None:

@@ -116,6 +116,7 @@ def pass_rate_cell_agrees(cell: str, rate: float) -> bool:
 
 def test_summary_pass_rate_cell_agrees_with_itself_with_samples() -> None:
     from pytest_specdecode.report import summary
+    from pytest_specdecode.report.model import Report
 
     # The shape of a --dflash-samples 4 run's report (see the test above).
     coding = [
@@ -137,7 +138,7 @@ def test_summary_pass_rate_cell_agrees_with_itself_with_samples() -> None:
             }
         ]
     }
-    lines = summary.render(report)
+    lines = summary.render(Report.from_dict(report))
     header = re.split(r"\s{2,}", next(line for line in lines if line.startswith("config")))
     row = re.split(r"\s{2,}", next(line for line in lines if line.startswith("DFLASH")))
     cell = dict(zip(header, row, strict=True))["pass rate"]

@@ -111,9 +111,13 @@ def test_an_old_report_renders_offline(tmp_path: Path) -> None:
 
 def test_the_browser_check_sees_a_console_error_and_a_script_error(tmp_path: Path) -> None:
     from pytest_specdecode.report import html
+    from pytest_specdecode.report.model import Report
+    from pytest_specdecode.report.upgrade import upgrade
 
     page = tmp_path / "bad.html"
-    text = html.render(old_report(), js="console.error('drawn badly'); notAFunction();")
+    text = html.render(
+        Report.from_dict(upgrade(old_report())), js="console.error('drawn badly'); notAFunction();"
+    )
     page.write_text(text)
     shown = render(page, tmp_path)
     assert any("drawn badly" in line for line in shown.console), shown.console

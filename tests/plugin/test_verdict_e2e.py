@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_specdecode.report import tables
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.service.base import LINE_CHARS
 
 from .conftest import THROUGHPUT
@@ -105,7 +106,7 @@ def test_twin_configs_are_a_tie_named_in_full_and_the_unchecked_one_says_so(
     result = timed_project.runpytest("-p", "no:cacheprovider", *SMALL, "--dflash-rounds=3")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     report = report_of(timed_project)
-    short = tables.short_labels(list(report["configs"]))
+    short = tables.short_labels(Report.from_dict(report).configs)
     checked, twin = "DFLASH budget=8 window=2048", "DFLASH budget=8 window=4096"
     (group,) = report["verdict"]["groups"]
     assert sorted(group["best_set"]) == [checked, twin], json.dumps(group["members"])
@@ -130,7 +131,7 @@ def test_one_config_clearly_better_is_clear(timed_project: pytest.Pytester) -> N
     mine = next(c["label"] for c in report["configs"] if c["config"]["algorithm"] == "DFLASH")
     assert group["best_set"] == [mine]
     assert group["margin"] == "clear"
-    short = tables.short_labels(list(report["configs"]))[mine]
+    short = tables.short_labels(Report.from_dict(report).configs)[mine]
     cell = verdict_cells(result.stdout.lines)[("c1", "chat")]
     assert cell == f"clear: {short} (correctness not checked)"
 

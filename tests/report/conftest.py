@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.report.model import Report
+
 CONTEXTS = (60, 1024)
 CONCURRENCY = (1, 8, 32)
 BUDGETS = (4, 8, 16)
@@ -159,12 +161,30 @@ def make_report(configs: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
     return report
 
 
-def judged(report: dict[str, Any], excluded: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def typed(report: dict[str, Any]) -> Report:
+    """A report dict built here as the typed report every reader takes (converted once)."""
+    return Report.from_dict(report)
+
+
+def judged(report: dict[str, Any], excluded: dict[str, list[str]] | None = None) -> Report:
     """The report as RunOutputs finishes it: speedups, verdict and Pareto front added."""
     from pytest_specdecode.report import verdict
 
-    verdict.annotate_speedups(report)
-    report["verdict"] = verdict.decide(report, excluded or {})
+    found = typed(report)
+    with_speedups(found)
+    found.verdict = verdict.decide(found, excluded or {})
+    return found
+
+
+def with_speedups(report: Report) -> Report:
+    """``report`` with each throughput case's speedup and the speedup method set, as
+    RunOutputs sets them (``report`` itself, changed in place)."""
+    from pytest_specdecode.report import verdict
+
+    found = verdict.speedups(report)
+    for (_, case), speedup in zip(verdict.throughput_cases(report), found, strict=True):
+        case.speedup = speedup
+    report.speedup = verdict.speedup_method(report, found)
     return report
 
 

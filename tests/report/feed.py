@@ -6,12 +6,14 @@ the properties carrying the records the runners attach.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
+
+import msgspec
 
 from pytest_specdecode.config.spec import SpecConfig, config_to_dict
 from pytest_specdecode.records import CONFIG, CONFIG_DATA, CONFIG_KEY, KIND, RECORD, SERVICE
-from pytest_specdecode.report.results import CodingRecord, RunResults
+from pytest_specdecode.report.model import CodingRecord
+from pytest_specdecode.report.results import RunResults
 
 B8 = SpecConfig(budget=8, window=2048, draft_model="sim/dflash-drafter")
 B4 = SpecConfig(budget=4, window=2048, draft_model="sim/dflash-drafter")
@@ -56,7 +58,10 @@ def coding(
     base = props(config, "coding")
     results.add(nodeid, "setup", "passed", [*base, (SERVICE, {"restarted": True})])
     results.add(
-        nodeid, "call", "passed" if passed else "failed", props(config, "coding", asdict(record))
+        nodeid,
+        "call",
+        "passed" if passed else "failed",
+        props(config, "coding", msgspec.to_builtins(record)),
     )
     results.add(nodeid, "teardown", "passed", base)
 

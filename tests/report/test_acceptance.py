@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.report import acceptance, gates
+from pytest_specdecode.report.model import Metrics
 from pytest_specdecode.report.results import RunResults
 
 from .feed import NONE, throughput
@@ -178,7 +179,7 @@ def test_a_collapse_past_the_bound_always_fails(
 
 
 def test_points_read_the_rounds_or_the_one_figure() -> None:
-    found = acceptance.point("ctx60-c1-t64-chat", {"accept_length": 2.5, "load": "c1"})
+    found = acceptance.point("ctx60-c1-t64-chat", Metrics(accept_length=2.5, load="c1"))
     assert found is not None
     assert (found.context, found.load, found.values) == (60, "c1", (2.5,))
-    assert acceptance.point("ctx60-c1-t64-chat", {"accept_length": None}) is None
+    assert acceptance.point("ctx60-c1-t64-chat", Metrics(accept_length=None)) is None

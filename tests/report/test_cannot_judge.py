@@ -63,7 +63,7 @@ def test_a_saved_run_without_the_figure_cannot_judge_and_fails(
     line = f"compare cannot judge: tok_s:5%: the saved run 0003_b8 has no tok_s for {CASE}{why}"
     assert outputs.gate_lines == [line]
     assert [o.status for o in outputs.gate_outcomes] == ["cannot-judge"]
-    shown = summary.render(outputs.data(), outputs.gate_lines)
+    shown = summary.render(outputs.report(), outputs.gate_lines)
     assert any("CANNOT JUDGE" in s and "has no tok_s" in s for s in shown), shown
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["exitstatus"] == 1

@@ -9,15 +9,15 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pytest_specdecode.report import cli, summary
 from pytest_specdecode.report import json_report as report
 from pytest_specdecode.report.markdown import render_markdown
+from pytest_specdecode.report.model import Report
 
-from .conftest import config_dict, config_entry, judged, make_report, sweep_report
+from .conftest import config_dict, config_entry, judged, make_report, sweep_report, typed
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -27,20 +27,20 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def saved(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+def saved(tmp_path: Path) -> tuple[Path, Report]:
     """A report with failed gates, saved by the plugin's own writer."""
     data = judged(sweep_report())
-    data["gates"]["failed"] = ["DFLASH budget=16 window=2048: pass rate 50% < 80%"]
+    data.gates.failed = ["DFLASH budget=16 window=2048: pass rate 50% < 80%"]
     path = tmp_path / "report.json"
     report.write_atomic(path, data)
     return path, data
 
 
-def test_report_prints_the_plugins_summary(saved: tuple[Path, dict[str, Any]]) -> None:
+def test_report_prints_the_plugins_summary(saved: tuple[Path, Report]) -> None:
     path, data = saved
     status, out, err = run("report", str(path))
     assert (status, err) == (0, "")
-    expected = summary.render(data, data["gates"]["failed"])
+    expected = summary.render(data, data.gates.failed)
     assert out.splitlines() == expected
     assert "dflash gates FAILED:" in out
     assert "DFLASH budget=16 window=2048" in out
@@ -55,7 +55,7 @@ def test_report_prints_the_plugins_summary(saved: tuple[Path, dict[str, Any]]) -
     assert "1.00x (baseline)" in out
 
 
-def test_the_console_script_prints_the_same(saved: tuple[Path, dict[str, Any]]) -> None:
+def test_the_console_script_prints_the_same(saved: tuple[Path, Report]) -> None:
     path, data = saved
     script = Path(sys.executable).parent / "pytest-specdecode"
     if not script.exists():
@@ -64,10 +64,10 @@ def test_the_console_script_prints_the_same(saved: tuple[Path, dict[str, Any]]) 
         [str(script), "report", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout.splitlines() == summary.render(data, data["gates"]["failed"])
+    assert done.stdout.splitlines() == summary.render(data, data.gates.failed)
 
 
-def test_markdown_replaces_the_terminal_summary(saved: tuple[Path, dict[str, Any]]) -> None:
+def test_markdown_replaces_the_terminal_summary(saved: tuple[Path, Report]) -> None:
     path, data = saved
     status, out, _ = run("report", str(path), "--markdown")
     assert status == 0
@@ -80,7 +80,11 @@ def test_plot_writes_pngs_and_names_them(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     report.write_atomic(
         path,
-        make_report([config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=2)]),
+        typed(
+            make_report(
+                [config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=2)]
+            )
+        ),
     )
     status, out, err = run("report", str(path), "--plot", str(tmp_path / "plots"))
     assert status == 0
@@ -91,7 +95,7 @@ def test_plot_writes_pngs_and_names_them(tmp_path: Path) -> None:
 
 def test_a_report_without_configs_says_so(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
-    report.write_atomic(path, make_report([]))
+    report.write_atomic(path, typed(make_report([])))
     assert run("report", str(path)) == (0, f"report {str(path)!r} holds no measured config\n", "")
 
 
@@ -131,9 +135,13 @@ def write(path: Path, text: str) -> Path:
         (json.dumps({"benchmarks": []}), "is not a pytest-specdecode report"),
         (
             json.dumps({"format": 1, "configs": [{"nolabel": 1}]}),
-            "is malformed (Object missing required field `label` - at `$.configs[0]`)",
+            "is not a valid pytest-specdecode report: "
+            "Object missing required field `label` - at `$.configs[0]`",
         ),
-        (json.dumps({"format": 1, "configs": "oops"}), "is malformed"),
+        (
+            json.dumps({"format": 1, "configs": "oops"}),
+            "is not a valid pytest-specdecode report: Expected `array`, got `str` - at `$.configs`",
+        ),
     ],
 )
 def test_a_bad_report_exits_1_in_one_line(tmp_path: Path, content: str | None, needle: str) -> None:
@@ -151,7 +159,11 @@ def test_an_unwritable_plot_dir_exits_1(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     report.write_atomic(
         path,
-        make_report([config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=1)]),
+        typed(
+            make_report(
+                [config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=1)]
+            )
+        ),
     )
     blocker = write(tmp_path / "file", "not a directory")
     status, _, err = run("report", str(path), "--plot", str(blocker / "plots"))
@@ -160,7 +172,7 @@ def test_an_unwritable_plot_dir_exits_1(tmp_path: Path) -> None:
 
 
 def test_missing_matplotlib_exits_1_saying_what_to_install(
-    saved: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    saved: tuple[Path, Report], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     status, _, err = run("report", str(saved[0]), "--plot", str(tmp_path / "p"))
@@ -169,7 +181,7 @@ def test_missing_matplotlib_exits_1_saying_what_to_install(
 
 
 def test_main_reads_sys_argv(
-    saved: tuple[Path, dict[str, Any]],
+    saved: tuple[Path, Report],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.report import client_limit, summary, verdict
+from pytest_specdecode.report import client_limit, summary
+from pytest_specdecode.report.model import Calibration, Ceiling, Report
+from pytest_specdecode.report.outputs import judge
 from pytest_specdecode.throughput import calibration
 
 CALIBRATION = {
@@ -46,11 +48,13 @@ def case(
 def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
     load: int, tok_s: float, overhead: float, e2e: float, cpu: float | None
 ) -> None:
-    data: dict[str, Any] = {
-        "calibration": CALIBRATION,
-        "configs": [{"label": "b8", "throughput": [case(load, tok_s, overhead, e2e, cpu)]}],
-    }
-    client_limit.mark(data)
+    data = Report.from_dict(
+        {
+            "calibration": CALIBRATION,
+            "configs": [{"label": "b8", "throughput": [case(load, tok_s, overhead, e2e, cpu)]}],
+        }
+    )
+    (marked,) = client_limit.client_limited(data)
     ceiling = {1: (1000.0, 2.0), 8: (4000.0, 4.0)}[load]
     near = tok_s > client_limit.CEILING_SHARE * ceiling[0]
     loaded = (
@@ -58,35 +62,32 @@ def test_a_case_is_marked_exactly_when_near_the_ceiling_or_on_a_loaded_machine(
         and overhead > calibration.OVERHEAD_FACTOR * ceiling[1]
     )
     busy = cpu is not None and cpu > client_limit.CPU_SHARE
-    marked = data["configs"][0]["throughput"][0].get("client_limited")
-    assert bool(marked) == (near or loaded or busy)
-    if marked:
-        assert ("ceiling" in marked["why"]) == near
-        assert ("null server's" in marked["why"]) == loaded
-        assert ("its own CPU was the limit" in marked["why"]) == busy
+    assert (marked is not None) == (near or loaded or busy)
+    if marked is not None:
+        assert ("ceiling" in marked.why) == near
+        assert ("null server's" in marked.why) == loaded
+        assert ("its own CPU was the limit" in marked.why) == busy
 
 
 @given(st.none() | st.floats(0, 1.5))
 def test_without_a_calibration_only_the_clients_own_cpu_marks_a_case(cpu: float | None) -> None:
-    data: dict[str, Any] = {
-        "configs": [{"label": "b8", "throughput": [case(1, 1e9, 99.0, cpu=cpu)]}]
-    }
+    data = Report.from_dict(
+        {"configs": [{"label": "b8", "throughput": [case(1, 1e9, 99.0, cpu=cpu)]}]}
+    )
     busy = cpu is not None and cpu > client_limit.CPU_SHARE
-    client_limit.mark(data)
-    assert ("client_limited" in data["configs"][0]["throughput"][0]) == busy
-    data["calibration"] = {"ceilings": [{"concurrency": "1", "tok_s": "fast"}], "error": "x"}
-    client_limit.mark(data)
-    assert ("client_limited" in data["configs"][0]["throughput"][0]) == busy
+    assert (client_limit.client_limited(data)[0] is not None) == busy
+    # A calibration that could not run: its one ceiling has no tok/s (typed, a ceiling of
+    # the wrong type cannot be read at all).
+    data.calibration = Calibration(ceilings=[Ceiling(concurrency=1, tok_s=0.0)], error="x")
+    assert client_limit.ceilings(data.calibration) == {}
+    assert (client_limit.client_limited(data)[0] is not None) == busy
 
 
 def test_a_client_busy_on_its_own_core_is_named_without_a_calibration() -> None:
-    data: dict[str, Any] = {
-        "configs": [
-            {"label": "b8", "throughput": [case(1, 39.0, cpu=0.97), case(4, 14.0, cpu=0.1)]}
-        ]
-    }
-    data["configs"][0]["throughput"][1]["case"] = "ctx60-c4-t64-chat"
-    client_limit.mark(data)
+    cases = [case(1, 39.0, cpu=0.97), case(4, 14.0, cpu=0.1)]
+    cases[1]["case"] = "ctx60-c4-t64-chat"
+    data = Report.from_dict({"configs": [{"label": "b8", "throughput": cases}]})
+    judge(data, 0.5)
     lines = summary.render(data)
     warnings = [line for line in lines if "client-limited" in line]
     assert len(warnings) == 1, lines
@@ -116,12 +117,14 @@ def sweep() -> dict[str, Any]:
 
 
 def test_a_client_limited_case_is_left_out_of_the_verdict_and_named_once() -> None:
-    data = sweep()
-    verdict.annotate_speedups(data)
-    client_limit.mark(data)
-    (group,) = verdict.decide(data, {})["groups"]
-    assert group["best"] == "DFLASH budget=8"
-    lines = summary.render({**data, "verdict": verdict.decide(data, {})})
+    data = Report.from_dict(sweep())
+    judge(data, 0.5)
+    assert data.verdict is not None
+    (group,) = data.verdict.groups
+    assert group.best == "DFLASH budget=8"
+    limited = [c.label for c in data.configs if c.throughput[0].client_limited is not None]
+    assert limited == ["DFLASH budget=16"]
+    lines = summary.render(data)
     warnings = [line for line in lines if "client-limited" in line]
     assert warnings == [
         "WARNING: 1 of 3 cases are client-limited, left out of the verdict (their tok/s near "

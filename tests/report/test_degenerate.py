@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report import degenerate, gates, summary, tables, verdict
+from pytest_specdecode.report import degenerate, gates, summary, tables
+from pytest_specdecode.report.model import CaseRepetition, DegenerateCase, Report
+from pytest_specdecode.report.outputs import judge
 from pytest_specdecode.report.results import RunResults
 
 from .feed import B4, B8, NONE, throughput
@@ -125,30 +127,37 @@ def test_a_degenerate_config_is_infeasible_and_never_the_verdict() -> None:
     assert degenerate.infeasible(results, settings.max_repetition) == {
         "DFLASH budget=8 window=2048": ["degenerate output on chat (repetition 0.97)"]
     }
-    report = results.to_json()
-    verdict.annotate_speedups(report)
-    degenerate.annotate(report, settings.max_repetition)
-    found = verdict.decide(report, excluded)
+    report = Report.from_dict(results.to_json())
+    judge(report, settings.max_repetition, excluded=excluded)
+    found = report.verdict
+    assert found is not None
     # The fastest config by far, but its output collapsed: budget=4 wins.
-    assert [g["best"] for g in found["groups"]] == ["DFLASH budget=4 window=2048"]
-    assert "DFLASH budget=8 window=2048" in [e["config"] for e in found["excluded"]]
-    flagged = report["repetition"]["degenerate"]
-    assert [(f["config"], f["domain"]) for f in flagged] == [
-        ("DFLASH budget=8 window=2048", "chat")
+    assert [g.best for g in found.groups] == ["DFLASH budget=4 window=2048"]
+    assert "DFLASH budget=8 window=2048" in [e.config for e in found.excluded]
+    assert report.repetition is not None
+    assert report.repetition.degenerate == [
+        DegenerateCase(
+            config="DFLASH budget=8 window=2048",
+            case="ctx60-c1-chat",
+            domain="chat",
+            repetition=0.97,
+            baseline=0.02,
+            baseline_config="NONE",
+            excerpt=degenerate.escaped(LOOP),
+        )
     ]
-    b8 = next(c for c in report["configs"] if c["label"] == "DFLASH budget=8 window=2048")
-    assert b8["throughput"][0]["repetition"] == {
-        "value": 0.97,
-        "baseline": 0.02,
-        "baseline_config": "NONE",
-        "degenerate": True,
-    }
+    b8 = next(c for c in report.configs if c.label == "DFLASH budget=8 window=2048")
+    assert b8.throughput[0].repetition == CaseRepetition(
+        value=0.97, baseline=0.02, baseline_config="NONE", degenerate=True
+    )
+    none = next(c for c in report.configs if c.label == "NONE")
+    assert none.throughput[0].repetition is None, "the baseline is the reference"
     header, rows = tables.repetition(report)
     assert header == ["config", "domain", "repetition", "baseline", "output"]
     assert ["budget=8", "chat", "0.97", "0.02", "DEGENERATE"] in rows
     assert ["budget=4", "chat", "0.03", "0.02", "ok"] in rows
     assert ["NONE", "chat", "0.02", "-", "baseline"] in rows
-    lines = summary.render({**report, "verdict": found})
+    lines = summary.render(report)
     assert any("not eligible: DFLASH budget=8 window=2048: degenerate output" in x for x in lines)
 
 
@@ -156,6 +165,8 @@ def test_no_figure_no_judgement() -> None:
     # A report from before the figure existed, or replies too short to say.
     results = run((NONE, "ctx60-c1-chat", case(None)), (B8, "ctx60-c1-chat", case(None)))
     assert gates.evaluate(Settings(), results, []) == []
-    report = results.to_json()
-    degenerate.annotate(report, 0.5)
+    report = Report.from_dict(results.to_json())
+    judge(report, 0.5)
     assert tables.repetition(report)[1] == []
+    assert report.repetition is not None
+    assert report.repetition.degenerate == []

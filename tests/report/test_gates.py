@@ -136,7 +136,7 @@ def test_the_summary_explains_a_green_run_with_red_coding_failures(tmp_path: Pat
         coding(results, B8, f"p{i}", passed=i >= 2)
     outputs = RunOutputs(Settings(report="r.json", min_pass_rate=0.8), results, tmp_path)
     assert outputs.finish(int(FAILED)) == OK
-    lines = summary.render(outputs.data(), outputs.gate_lines)
+    lines = summary.render(outputs.report(), outputs.gate_lines)
     start = lines.index("dflash gates: all passed (the exit status follows them)")
     assert lines[start + 1 : start + 3] == [
         "  pass-rate gate passed: DFLASH budget=8 window=2048: 24/26 = 92% >= 80% "

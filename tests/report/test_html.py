@@ -3,7 +3,6 @@ from the report, every value escaped, old reports, failures as one line."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import re
@@ -14,33 +13,34 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.report import (
-    break_even,
     cli,
-    degenerate,
     html,
     html_charts,
     html_sections,
+    outputs,
     tables,
-    verdict,
+    upgrade,
 )
+from pytest_specdecode.report.model import BreakEven, Compare, Finding, Gates, Report
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
 from .chromium import loaded_sources, parse
-from .conftest import judged, sweep_report
+from .conftest import judged, sweep_report, typed
 from .feed import B8, coding, throughput
 
 # A stand-in for Plotly's bundle: the unit tests check the page, not Plotly.
 FAKE_JS = "window.Plotly = {newPlot: function () {}};"
 
 
-def page(report: dict[str, Any]) -> str:
+def page(report: Report) -> str:
     return html.render(report, js=FAKE_JS)
 
 
@@ -88,25 +88,24 @@ def structure(text: str) -> Structure:
 
 
 @pytest.fixture
-def report() -> dict[str, Any]:
+def report() -> Report:
     return judged(sweep_report())
 
 
 def full_report() -> dict[str, Any]:
-    """The sweep with everything a page can show: repetition and break-even records too."""
+    """The sweep with everything a page can show: repetition and break-even records too
+    (judged as RunOutputs judges the dict; :func:`typed` makes it the report a page takes)."""
     report = sweep_report()
     for config in report["configs"]:
         for case in config["throughput"]:
             case["metrics"]["repetition"] = 0.1
-    verdict.annotate_speedups(report)
-    degenerate.annotate(report, 0.5)
-    report["break_even"] = break_even.records(report)
-    report["verdict"] = verdict.decide(report, {})
-    return report
+    found = typed(report)
+    outputs.judge(found, 0.5)
+    return found.to_dict()
 
 
 def test_sections_come_in_the_order_a_reader_asks() -> None:
-    text = page(full_report())
+    text = page(typed(full_report()))
     sections = re.findall(r'<section id="([^"]+)">', text)
     # The answer first, then the figures it rests on, then the rest.
     assert sections == ["answer", "matrix", "latency", "warnings", "repetition", "break-even",
@@ -123,7 +122,7 @@ def test_sections_come_in_the_order_a_reader_asks() -> None:
     assert re.findall(r'href="#([^"]+)"', nav[1]) == sections[:-1]
 
 
-def test_tables_hold_the_shared_table_builders_cells(report: dict[str, Any]) -> None:
+def test_tables_hold_the_shared_table_builders_cells(report: Report) -> None:
     text = page(report)
     for ident, (header, rows) in {
         "verdict-table": tables.verdict(report),
@@ -135,18 +134,18 @@ def test_tables_hold_the_shared_table_builders_cells(report: dict[str, Any]) -> 
         assert body is not None, ident
         cells = re.findall(r"<t[hd](?: [^>]*)?>(.*?)</t[hd]>", body[1])
         assert cells == [html_sections.esc(c) for c in [*header, *(c for r in rows for c in r)]]
-    for config in report["configs"]:
-        assert f'<h3 class="config-label">{html_sections.esc(config["label"])}</h3>' in text
+    for config in report.configs:
+        assert f'<h3 class="config-label">{html_sections.esc(config.label)}</h3>' in text
 
 
-def test_each_config_shows_readiness_verification_and_its_gates(report: dict[str, Any]) -> None:
-    report["gates"] = {
-        "failed": ["pass rate: DFLASH budget=4 window=1024: 3/4 = 75% < 80%"],
-        "summary": [
+def test_each_config_shows_readiness_verification_and_its_gates(report: Report) -> None:
+    report.gates = Gates(
+        failed=["pass rate: DFLASH budget=4 window=1024: 3/4 = 75% < 80%"],
+        summary=[
             "pass-rate gate FAILED: DFLASH budget=4 window=1024: 3/4 = 75% < 80%",
             "pass-rate gate passed: DFLASH budget=16 window=2048: 4/4 = 100% >= 80%",
         ],
-    }
+    )
     text = page(report)
     card = text.split('<h3 class="config-label">DFLASH budget=4 window=1024</h3>')[1]
     card = card.split("</article>")[0]
@@ -159,25 +158,31 @@ def test_each_config_shows_readiness_verification_and_its_gates(report: dict[str
     assert "<td>pass-rate</td><td>passed</td>" in other.split("</article>")[0]
 
 
-def test_charts_take_their_figures_from_the_report(report: dict[str, Any]) -> None:
+def test_charts_take_their_figures_from_the_report(report: Report) -> None:
     specs = {c["id"]: c for c in chart_specs(page(report))}
     assert {"chart-readiness", "chart-tok-s", "chart-speedup", "chart-acceptance",
             "chart-histogram", "chart-pass-rate"} <= set(specs)  # fmt: skip
     assert any(i.startswith("chart-pareto-") for i in specs)
-    config = report["configs"][3]
-    case = config["throughput"][0]
+    config = report.configs[3]
+    case = config.throughput[0]
     bars = next(t for t in specs["chart-tok-s"]["data"] if t["name"] == "budget=8 window=1024")
-    at = bars["x"].index(case["case"])
-    found = case["metrics"]["intervals"]["tok_s"]
-    assert bars["y"][at] == pytest.approx(found["mean"])
-    assert bars["error_y"]["array"][at] == pytest.approx(found["high"] - found["mean"])
-    assert bars["error_y"]["arrayminus"][at] == pytest.approx(found["mean"] - found["low"])
+    at = bars["x"].index(case.case)
+    found = case.metrics.interval("tok_s")
+    assert found is not None
+    assert found.mean is not None
+    assert found.low is not None
+    assert found.high is not None
+    assert bars["y"][at] == pytest.approx(found.mean)
+    assert bars["error_y"]["array"][at] == pytest.approx(found.high - found.mean)
+    assert bars["error_y"]["arrayminus"][at] == pytest.approx(found.mean - found.low)
     speed = next(t for t in specs["chart-speedup"]["data"] if t["name"] == "budget=8 window=1024")
-    assert speed["y"][speed["x"].index(case["case"])] == case["speedup"]["tpot"]["value"]
+    assert case.speedup is not None
+    assert case.speedup.tpot is not None
+    assert speed["y"][speed["x"].index(case.case)] == case.speedup.tpot.value
     assert all("(simulated)" in c["layout"]["title"]["text"] for c in specs.values())
 
 
-def test_the_page_loads_nothing_from_anywhere(report: dict[str, Any]) -> None:
+def test_the_page_loads_nothing_from_anywhere(report: Report) -> None:
     text = html.render(report)  # with Plotly's own bundle
     assert loaded_sources(text) == []
     assert text.count("<script") == 4, "the error recorder, Plotly once, the data, the drawing"
@@ -192,8 +197,8 @@ HOSTILE = st.one_of(
 )  # fmt: skip
 
 
-def hostile_report(text: str) -> dict[str, Any]:
-    report = copy.deepcopy(judged(sweep_report()))
+def hostile_report(text: str) -> Report:
+    report = judged(sweep_report()).to_dict()
     config = report["configs"][1]
     old = config["label"]
     config["label"] = text
@@ -208,7 +213,7 @@ def hostile_report(text: str) -> dict[str, Any]:
     table = "case  config\n----  ------\nc1    b8\n"
     report["compare"] = {"baseline": text, "table": table, "findings": [{"case": "c1",
                          "status": text, "line": text}], "baseline_configs": [text]}  # fmt: skip
-    return report
+    return typed(report)
 
 
 @functools.cache
@@ -296,9 +301,10 @@ def test_the_chart_data_is_written_without_a_python_call_per_value() -> None:
     assert count < 100, count
 
 
-def test_non_finite_figures_are_gaps_not_invalid_json(report: dict[str, Any]) -> None:
-    metrics = report["configs"][1]["throughput"][0]["metrics"]
-    metrics["intervals"]["tok_s"].update(mean=float("nan"), low=float("-inf"))
+def test_non_finite_figures_are_gaps_not_invalid_json(report: Report) -> None:
+    found = report.configs[1].throughput[0].metrics.interval("tok_s")
+    assert found is not None
+    found.mean, found.low = float("nan"), float("-inf")
     specs = chart_specs(page(report))  # json.loads refuses NaN only with a hook: check text
     assert "NaN" not in json.dumps(specs)
     assert "Infinity" not in json.dumps(specs)
@@ -341,7 +347,7 @@ def old_report() -> dict[str, Any]:
 
 
 def test_an_old_report_renders_what_it_has() -> None:
-    text = page(old_report())
+    text = page(typed(upgrade.upgrade(old_report())))
     assert "No verdict: this report has none (written by an older version)" in text
     found = parse(text)
     assert {"simulated", "configs", "throughput", "coding", "provenance"} <= found.ids
@@ -354,7 +360,7 @@ def test_an_old_report_renders_what_it_has() -> None:
 
 
 def test_without_plotly_the_tables_stay_and_the_page_says_why(
-    report: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    report: Report, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(html, "plotly_js", lambda: None)
     text = html.render(report)
@@ -364,8 +370,8 @@ def test_without_plotly_the_tables_stay_and_the_page_says_why(
     assert text.count("<script") == 1
 
 
-def test_a_search_section_shows_whatever_the_search_recorded(report: dict[str, Any]) -> None:
-    report["search"] = {
+def test_a_search_section_shows_whatever_the_search_recorded(report: Report) -> None:
+    report.search = {
         "sampler": "TPE",
         "trials": [{"number": 0, "config": "budget=4", "value": 1.25},
                    {"number": 1, "config": "budget=8", "value": None}],
@@ -381,17 +387,17 @@ def test_a_search_section_shows_whatever_the_search_recorded(report: dict[str, A
 
 
 def test_a_comparison_shows_both_values_the_interval_and_the_gates_word(
-    report: dict[str, Any],
+    report: Report,
 ) -> None:
-    report["compare"] = {
-        "baseline": "0001_b8.json",
-        "baseline_configs": ["DFLASH budget=8"],
-        "table": "case      config  tok/s saved  tok/s now  change  95% interval\n"
+    report.compare = Compare(
+        baseline="0001_b8.json",
+        baseline_configs=["DFLASH budget=8"],
+        table="case      config  tok/s saved  tok/s now  change  95% interval\n"
         "--------  ------  -----------  ---------  ------  ------------\n"
         "ctx60-c1  b8      100          90         -10.0%  -12.0..-8.0%\n",
-        "findings": [{"case": "ctx60-c1", "spec": "tok_s:5%", "status": "fail",
-                      "line": "ctx60-c1: tok/s -10.0% beyond -5%"}],
-    }  # fmt: skip
+        findings=[Finding(case="ctx60-c1", spec="tok_s:5%", status="fail",
+                          line="ctx60-c1: tok/s -10.0% beyond -5%")],
+    )  # fmt: skip
     body = page(report).split('<table id="compare-table">')[1].split("</table>")[0]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", body)
     assert cells == ["ctx60-c1", "b8", "100", "90", "-10.0%", "-12.0..-8.0%",
@@ -463,14 +469,14 @@ def test_a_bad_html_path_is_a_one_line_usage_error(pytester: pytest.Pytester, va
 
 
 def test_the_cli_writes_the_same_page_from_a_saved_report(
-    tmp_path: Path, report: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, report: Report, capsys: pytest.CaptureFixture[str]
 ) -> None:
     saved = tmp_path / "report.json"
-    saved.write_text(json.dumps(report))
+    saved.write_bytes(report.to_json())
     out = tmp_path / "pages" / "out.html"
     assert cli.main(["report", "--html", str(out), str(saved)]) == 0
     assert f"html: {out}" in capsys.readouterr().err
-    assert out.read_text() == html.render(json.loads(saved.read_text()))
+    assert out.read_text() == html.render(typed(json.loads(saved.read_text())))
 
 
 def test_the_cli_reads_an_old_report(tmp_path: Path) -> None:
@@ -481,10 +487,10 @@ def test_the_cli_reads_an_old_report(tmp_path: Path) -> None:
 
 
 def test_the_cli_cannot_write_the_page_in_one_line(
-    tmp_path: Path, report: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, report: Report, capsys: pytest.CaptureFixture[str]
 ) -> None:
     saved = tmp_path / "report.json"
-    saved.write_text(json.dumps(report))
+    saved.write_bytes(report.to_json())
     (tmp_path / "dir.html").mkdir()
     assert cli.main(["report", "--html", str(tmp_path / "dir.html"), str(saved)]) == 1
     err = capsys.readouterr().err
@@ -492,26 +498,25 @@ def test_the_cli_cannot_write_the_page_in_one_line(
     assert err.count("\n") == 1
 
 
-def test_the_break_even_chart_draws_the_records_and_their_crossings(
-    report: dict[str, Any],
-) -> None:
-    crossing = {
-        "config": "DFLASH budget=8 window=2048",
-        "domain": "chat",
-        "load_kind": "concurrency",
-        "loads": [1, 8, 32],
-        "speedups": [2.0, 1.2, 0.8],
-        "lows": [1.8, 1.0, 0.7],
-        "highs": [2.2, 1.3, 0.9],
-        "status": "crosses",
-        "break_even": 16.0,
-        "low": 9.0,
-        "high": 25.0,
-        "line": "crosses at c~16",
-    }
-    ragged = {**crossing, "config": "DFLASH budget=4 window=2048", "lows": [1.0],
-              "status": "above", "break_even": None, "line": "above 1.0 up to c=32"}  # fmt: skip
-    report["break_even"] = [crossing, ragged]
+def test_the_break_even_chart_draws_the_records_and_their_crossings(report: Report) -> None:
+    crossing = BreakEven(
+        config="DFLASH budget=8 window=2048",
+        domain="chat",
+        load_kind="concurrency",
+        loads=[1, 8, 32],
+        speedups=[2.0, 1.2, 0.8],
+        lows=[1.8, 1.0, 0.7],
+        highs=[2.2, 1.3, 0.9],
+        status="crosses",
+        break_even=16.0,
+        low=9.0,
+        high=25.0,
+        line="crosses at c~16",
+    )
+    ragged = msgspec.structs.replace(
+        crossing, config="DFLASH budget=4 window=2048", lows=[1.0], status="above",
+        break_even=None, line="above 1.0 up to c=32")  # fmt: skip
+    report.break_even = [crossing, ragged]
     text = page(report)
     chart = next(c for c in chart_specs(text) if c["id"] == "chart-break-even")
     curve, mark, other = chart["data"]

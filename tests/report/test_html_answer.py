@@ -15,7 +15,7 @@ from pytest_specdecode.output import figures
 from pytest_specdecode.report import html, html_answer, html_sections, matrix, policy, tables
 from pytest_specdecode.report.verdict import case_shape
 
-from .conftest import judged, sweep_report
+from .conftest import judged, sweep_report, typed
 from .test_policy import LABELS, sweeps
 from .test_policy import report as policy_report
 
@@ -46,7 +46,7 @@ def test_the_policy_never_shows_an_unchecked_config_without_saying_so(
     figures_: Mapping[tuple[str, int, str], tuple[float, float, float] | None],
     checked: set[str],
 ) -> None:
-    report = with_coding(policy_report(figures_), checked)
+    report = typed(with_coding(policy_report(figures_), checked))
     found = policy.build(report)
     assert found is not None
     rows = html_answer.policy_rows(report, found)
@@ -72,7 +72,7 @@ def test_the_answer_holds_the_verdict_and_the_policy_and_names_the_unchecked() -
     assert verdict_rows == [[html_sections.esc(c) for c in r] for r in tables.verdict(report)[1]]
     policy_rows = table_cells(answer, "policy-table")
     assert policy_rows, "the sweep has a NONE baseline and concurrency cases: a policy"
-    short = tables.short_labels(report["configs"])
+    short = tables.short_labels(report.configs)
     named_unchecked = 0
     for row in [*verdict_rows, *policy_rows]:
         named = row[2] if row in verdict_rows else row[1]
@@ -136,24 +136,26 @@ def matrix_reports(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=80, deadline=None)
 @given(matrix_reports())
-def test_every_case_is_in_its_cell_and_every_cell_is_a_case(report: dict[str, Any]) -> None:
+def test_every_case_is_in_its_cell_and_every_cell_is_a_case(data: dict[str, Any]) -> None:
+    report = typed(data)
     found = dict(matrix.matrix(report))
-    short = tables.short_labels(report["configs"])
+    short = tables.short_labels(report.configs)
     seen: set[tuple[str, int, str]] = set()
-    for config in report["configs"]:
-        for case in config["throughput"]:
-            context, load, domain = case_shape(case["case"], case["metrics"])
+    for config in report.configs:
+        for case in config.throughput:
+            context, load, domain = case_shape(case.case, case.metrics)
             header, rows = found[domain]
-            row = next(r for r in rows if r[0] == short[config["label"]])
+            row = next(r for r in rows if r[0] == short[config.label])
             column = header.index(f"ctx{context} {load}: speedup · tok/s")
-            speedup = (case.get("speedup") or {}).get("tpot")
-            ratio = "1.00x" if config["label"] == "NONE" else (
-                f"{speedup['value']:.2f}x" if speedup else "-")  # fmt: skip
-            assert row[column] == f"{ratio} · {figures.tok_s(case['metrics']['tok_s'])}"
+            speedup = case.speedup.tpot if case.speedup else None
+            value = speedup.value if speedup else None
+            ratio = "1.00x" if config.label == "NONE" else (
+                f"{value:.2f}x" if value is not None else "-")  # fmt: skip
+            assert row[column] == f"{ratio} · {figures.tok_s(case.metrics.tok_s)}"
             assert header[column + 1] == "p99 TTFT / ITL ms"
-            ttft, itl = case["metrics"]["ttft_ms_p99"], case["metrics"]["itl_ms_p99"]
+            ttft, itl = case.metrics.ttft_ms_p99, case.metrics.itl_ms_p99
             assert row[column + 1] == f"{figures.number(ttft, 1)} / {figures.number(itl, 2)}"
-            seen.add((config["label"], column, domain))
+            seen.add((config.label, column, domain))
     for domain, (header, rows) in found.items():
         # One row per config measured in the domain; a cell without a case is "-".
         assert len({r[0] for r in rows}) == len(rows)

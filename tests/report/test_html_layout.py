@@ -10,6 +10,7 @@ from typing import Any
 from pytest_specdecode.report import html
 
 from .chromium import errors_box, layout, parse
+from .conftest import typed
 from .test_html import full_report
 
 NARROW = 800
@@ -34,7 +35,7 @@ def long_named_report() -> dict[str, Any]:
 
 def test_the_page_reads_at_800_px_with_the_answer_first(tmp_path: Path) -> None:
     page = tmp_path / "narrow.html"
-    page.write_text(html.render(long_named_report()))
+    page.write_text(html.render(typed(long_named_report())))
     found = layout(page, tmp_path, width=NARROW)
     assert found.viewport == NARROW, "the window is not the width asked for"
     assert found.rendered.console == [], found.rendered.console

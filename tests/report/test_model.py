@@ -66,26 +66,32 @@ def test_the_format_1_file_had_keys_format_2_does_not() -> None:
     assert any("lossless: 'tests/test_lossless.py::" in found for found in bad_keys(old))
 
 
+def upgraded() -> dict[str, Any]:
+    """The format-1 demo file as format 2, before the typed model reads it."""
+    found: dict[str, Any] = upgrade.upgrade(json.loads(FORMAT_1.read_text()))
+    return found
+
+
 def test_a_demo_report_read_as_format_2_validates_and_keeps_every_figure() -> None:
     old = json.loads(FORMAT_1.read_text())
     data = json_report.load(FORMAT_1)
-    check(data)
-    assert data["settings"]["sglang_version"] is None
-    assert (
-        data["settings"]["cases"]["max_concurrency"] == old["settings"]["cases"]["max concurrency"]
-    )
-    names = [p["name"] for p in data["settings"]["problem_set"]]
+    check(upgraded())
+    check(data.to_dict())
+    assert data.settings is not None
+    assert data.settings.sglang_version is None
+    assert data.settings.cases.max_concurrency == old["settings"]["cases"]["max concurrency"]
+    names = [p.name for p in data.settings.problem_set or []]
     assert names == list(old["settings"]["problem set"])
-    for before, now in zip(old["configs"], data["configs"], strict=True):
-        assert now["throughput"] == before["throughput"]
-        assert {r["nodeid"]: r["passed"] for r in now["lossless"]} == {
+    for before, raw, now in zip(old["configs"], upgraded()["configs"], data.configs, strict=True):
+        assert raw["throughput"] == before["throughput"]
+        assert contained(before["throughput"], msgspec.to_builtins(now.throughput))
+        assert {r.nodeid: r.passed for r in now.lossless} == {
             n: r["passed"] for n, r in before["lossless"].items()
         }
     # The typed value holds everything the file does: nothing is lost on the way through.
-    typed = model.Report.from_dict(data)
-    assert typed.configs[2].lossless[0].nodeid == "tests/test_lossless.py::test_lossless"
-    assert model.Report.from_json(typed.to_json()) == typed
-    assert json.loads(typed.to_json()) == typed.to_dict()
+    assert data.configs[2].lossless[0].nodeid == "tests/test_lossless.py::test_lossless"
+    assert model.Report.from_json(data.to_json()) == data
+    assert json.loads(data.to_json()) == data.to_dict()
 
 
 def contained(part: Any, whole: Any) -> bool:
@@ -104,18 +110,18 @@ def contained(part: Any, whole: Any) -> bool:
 
 
 def test_the_typed_report_keeps_every_key_and_value_of_the_file() -> None:
-    data = json_report.load(FORMAT_1)
-    back = model.Report.from_dict(data).to_dict()
+    data = upgraded()
+    back = json_report.load(FORMAT_1).to_dict()
     assert contained(data, back)
     assert not contained({**data, "format": 3}, back)  # the check can fail
 
 
 def test_the_cli_renders_a_format_1_file_as_its_format_2_reading(tmp_path: Path) -> None:
-    upgraded = tmp_path / "r2.json"
-    upgraded.write_text(json.dumps(json_report.load(FORMAT_1)))
+    saved = tmp_path / "r2.json"
+    json_report.write_atomic(saved, json_report.load(FORMAT_1))
     for extra in ([], ["--markdown"]):
         old = _run("report", str(FORMAT_1), *extra)
-        new = _run("report", str(upgraded), *extra)
+        new = _run("report", str(saved), *extra)
         assert old[0] == 0, old
         assert old == new
     assert "budget=16" in old[1]

@@ -55,7 +55,7 @@ def test_the_report_is_rewritten_after_each_test_and_finished_at_the_end(tmp_pat
     coding(results, B8, "fib", passed=True)
     outputs.update()
     early = json.loads((tmp_path / "out/r.json").read_text())
-    assert "exitstatus" not in early
+    assert early["exitstatus"] is None  # the model writes every key: not finished yet
     assert early["configs"][0]["pass_rate"]["passed"] == 1
     coding(results, B8, "gcd", passed=False)
     assert outputs.finish(1) == 1  # 1/2 is below 90%
@@ -96,7 +96,7 @@ def test_a_comparison_within_the_drop_passes(tmp_path: Path) -> None:
     assert outputs.finish(0) == 0
     assert outputs.gate_lines == []
     # The summary names what "saved" measured, and says the gate held.
-    lines = summary.render(outputs.data(), outputs.gate_lines)
+    lines = summary.render(outputs.report(), outputs.gate_lines)
     assert "compared with base.json (saved run of saved):" in lines
     assert "  compare gate passed: tok_s:5%: 1 of 1 cases within the limit" in lines
 
@@ -177,7 +177,7 @@ def test_the_summary_states_the_simulator_defaults_in_effect(tmp_path: Path) -> 
     settings = Settings(report="r.json", uses_simulator=True, sim_defaults=(note,))
     outputs = RunOutputs(settings, measured(), tmp_path)
     outputs.finish(0)
-    lines = summary.render(outputs.data())
+    lines = summary.render(outputs.report())
     assert lines[:2] == [
         f"NOTE: {summary.SIM_NOTICE}",
         f"NOTE: simulator default: {note}",
@@ -229,7 +229,7 @@ def test_coding_failures_are_one_table_across_configs(tmp_path: Path) -> None:
     coding(results, B8, "flatten", passed=False)
     outputs = RunOutputs(Settings(report="r.json"), results, tmp_path)
     outputs.finish(1)
-    lines = summary.render(outputs.data())
+    lines = summary.render(outputs.report())
     start = lines.index(
         "coding failures: each failed problem, the configs it failed under, the verdict"
     )

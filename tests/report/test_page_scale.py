@@ -16,13 +16,15 @@ import sys
 from types import FrameType
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_specdecode.report import break_even, degenerate, html, html_sections, verdict
+from pytest_specdecode.report import html, html_sections, outputs, verdict
+from pytest_specdecode.report.model import ParetoPoint, Report, VerdictMember
 
-from .conftest import config_dict, config_entry, make_report
+from .conftest import config_dict, config_entry, make_report, typed
 
 FAKE_JS = "window.Plotly = {newPlot: function () {}};"
 
@@ -44,12 +46,15 @@ def sweep(configs: int) -> dict[str, Any]:
     return make_report(entries, gates=gates)
 
 
+def judge(report: dict[str, Any]) -> Report:
+    """The sweep judged as RunOutputs judges it, then the typed report a page takes."""
+    found = typed(report)
+    outputs.judge(found, 0.5)
+    return found
+
+
 def judge_and_render(report: dict[str, Any]) -> str:
-    verdict.annotate_speedups(report)
-    degenerate.annotate(report, 0.5)
-    report["break_even"] = break_even.records(report)
-    report["verdict"] = verdict.decide(report, {})
-    return html.render(report, js=FAKE_JS)
+    return html.render(judge(report), js=FAKE_JS)
 
 
 def calls(configs: int) -> int:
@@ -80,29 +85,23 @@ def test_the_work_grows_linearly_with_the_configs() -> None:
     assert (large - middle) / (middle - small) < 2.2, (small, middle, large)
 
 
-class CountedMember(dict[str, Any]):
-    """A verdict member that counts how often the page reads it."""
+class CountedMember(VerdictMember):
+    """A verdict member that counts how often the page reads one of its fields."""
 
     reads = 0
 
-    def get(self, key: str, default: Any = None) -> Any:
-        CountedMember.reads += 1
-        return super().get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        CountedMember.reads += 1
-        return super().__getitem__(key)
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("__"):
+            CountedMember.reads += 1
+        return super().__getattribute__(name)
 
 
 def member_reads(configs: int) -> int:
     """How often rendering the page of a judged sweep reads a verdict member."""
-    report = sweep(configs)
-    verdict.annotate_speedups(report)
-    degenerate.annotate(report, 0.5)
-    report["break_even"] = break_even.records(report)
-    report["verdict"] = verdict.decide(report, {})
-    for group in report["verdict"]["groups"]:
-        group["members"] = [CountedMember(m) for m in group["members"]]
+    report = judge(sweep(configs))
+    assert report.verdict is not None
+    for group in report.verdict.groups:
+        group.members = [CountedMember(**msgspec.structs.asdict(m)) for m in group.members]
     CountedMember.reads = 0
     html.render(report, js=FAKE_JS)
     return CountedMember.reads
@@ -142,8 +141,9 @@ POINTS = st.lists(
 @given(POINTS)
 def test_the_front_by_a_sort_is_the_front_by_definition(points: list[dict[str, Any]]) -> None:
     expected = _front_by_all_pairs(points)
-    verdict.mark_front(points)
-    assert [p["front"] for p in points] == expected
+    typed_points = [ParetoPoint(config="", load="", **p) for p in points]
+    verdict.mark_front(typed_points)
+    assert [p.front for p in typed_points] == expected
 
 
 # Labels and lines over a small alphabet with spaces, other whitespace and colons, so

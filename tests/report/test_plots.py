@@ -1,4 +1,4 @@
-"""Plots from report dicts: which are drawn, what they show, the simulator note."""
+"""Plots from typed reports: which are drawn, what they show, the simulator note."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from pytest_specdecode.report import plots
 
-from .conftest import config_dict, config_entry, judged, make_report, sweep_report
+from .conftest import config_dict, config_entry, judged, make_report, sweep_report, typed
 
 matplotlib = pytest.importorskip("matplotlib")
 
@@ -139,7 +139,7 @@ def test_a_gpu_report_has_no_simulator_note() -> None:
         simulated=False,
     )
     report["configs"][0]["service"]["simulated"] = False
-    (figure,) = plots.build_figures(report).values()
+    (figure,) = plots.build_figures(typed(report)).values()
     assert plots.SIM_NOTE not in figure.get_suptitle()
     assert figure.get_suptitle().startswith("Coding pass rate per config")
 
@@ -148,27 +148,27 @@ def test_plots_without_data_are_skipped(tmp_path: Path) -> None:
     coding_only = make_report(
         [config_entry(config_dict("DFLASH", 8, 2048), throughput=False, problems=3, failing=1)]
     )
-    assert list(plots.build_figures(coding_only)) == ["pass_rate"]
-    assert plots.write_plots(make_report([]), tmp_path / "empty") == []
+    assert list(plots.build_figures(typed(coding_only))) == ["pass_rate"]
+    assert plots.write_plots(typed(make_report([])), tmp_path / "empty") == []
     assert list((tmp_path / "empty").iterdir()) == []
 
 
 def test_one_config_measuring_throughput_gets_no_heatmap() -> None:
-    report = make_report([config_entry(config_dict("DFLASH", 8, 2048))])
+    report = typed(make_report([config_entry(config_dict("DFLASH", 8, 2048))]))
     assert plots.sweeps(report) == []
     assert "heatmap_tok_s_dflash" not in plots.build_figures(report)
 
 
 def test_sweeps_need_exactly_two_varying_keys_per_algorithm() -> None:
     report = sweep_report()
-    (sweep,) = plots.sweeps(report)
+    (sweep,) = plots.sweeps(typed(report))
     assert (sweep.algorithm, sweep.row_key, sweep.col_key) == ("DFLASH", "budget", "window")
     assert sweep.cells["DFLASH budget=16 window=1024"] == (16, 1024)
     one_key = make_report([config_entry(config_dict("DFLASH", b, 2048)) for b in (4, 8)])
-    assert plots.sweeps(one_key) == []
+    assert plots.sweeps(typed(one_key)) == []
     three = copy.deepcopy(report)
     three["configs"][1]["config"]["topk"] = 4
-    assert plots.sweeps(three) == []
+    assert plots.sweeps(typed(three)) == []
     # An extra flag is a key like any other.
     extra = make_report([config_entry(config_dict("DFLASH", 8, 2048)) for _ in range(4)])
     for entry, (b, mem) in zip(
@@ -177,7 +177,7 @@ def test_sweeps_need_exactly_two_varying_keys_per_algorithm() -> None:
         entry["config"]["budget"] = b
         entry["config"]["extra"] = [["mem-fraction-static", mem]]
         entry["label"] = f"DFLASH budget={b} mem-fraction-static={mem}"
-    (sweep,) = plots.sweeps(extra)
+    (sweep,) = plots.sweeps(typed(extra))
     assert (sweep.row_key, sweep.col_key) == ("budget", "mem-fraction-static")
 
 
@@ -185,7 +185,7 @@ def test_case_shape_falls_back_to_the_case_id() -> None:
     report = make_report([config_entry(config_dict("DFLASH", 8, 2048))])
     for case in report["configs"][0]["throughput"]:
         del case["metrics"]["context"], case["metrics"]["concurrency"]
-    shapes = {(p.context, p.concurrency) for p in plots.throughput_points(report)}
+    shapes = {(p.context, p.concurrency) for p in plots.throughput_points(typed(report))}
     assert shapes == {(60, 1), (60, 8), (60, 32), (1024, 1), (1024, 8), (1024, 32)}
 
 
@@ -194,7 +194,7 @@ def test_missing_matplotlib_is_one_line_saying_what_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(plots.PlotsUnavailable) as info:
-        plots.write_plots(sweep_report(), tmp_path)
+        plots.write_plots(typed(sweep_report()), tmp_path)
     message = str(info.value)
     assert "\n" not in message
     assert "pip install 'pytest-specdecode[plot]'" in message
@@ -217,35 +217,40 @@ def test_decision_plots_show_speedup_the_pareto_front_and_the_histogram(
         line.get_label(): line for line in speedup[0].get_lines() if line.get_label()[0] != "_"
     }
     assert "NONE" not in lines, "the baseline is the reference, not a line"
-    b8 = next(c for c in report["configs"] if c["label"] == "DFLASH budget=8 window=2048")
+    b8 = next(c for c in report.configs if c.label == "DFLASH budget=8 window=2048")
     expected = [
-        t["speedup"]["tpot"]["value"] for t in b8["throughput"] if t["metrics"]["context"] == 60
+        t.speedup.tpot.value
+        for t in b8.throughput
+        if t.metrics.context == 60 and t.speedup and t.speedup.tpot
     ]
+    assert len(expected) == 3, "a speedup at each concurrency of the context"
     assert list(lines["DFLASH budget=8 window=2048"].get_ydata()) == pytest.approx(expected)
     pareto = panels(figures["pareto"])
     assert pareto[0].get_xlabel().startswith("per-request tok/s")
     front = [line for line in pareto[0].get_lines() if line.get_label() == "Pareto front"]
     assert len(front) == 1
-    (group,) = [g for g in report["verdict"]["pareto"] if g["context"] == 60]
-    on_front = sorted(p["req_tok_s"] for p in group["points"] if p["front"])
+    assert report.verdict is not None
+    (group,) = [g for g in report.verdict.pareto if g.context == 60]
+    on_front = sorted(p.req_tok_s for p in group.points if p.front and p.req_tok_s is not None)
+    assert len(on_front) == len([p for p in group.points if p.front])
     assert list(front[0].get_xdata()) == pytest.approx(on_front)
     top, bottom = panels(figures["accept_histogram"])
     assert top.get_title() == "chat: verify steps by correct drafts"
     assert bottom.get_title() == "chat: acceptance rate per draft position"
-    assert len(top.containers) == len(report["configs"]) - 1, "one bar group per speculative config"
+    assert len(top.containers) == len(report.configs) - 1, "one bar group per speculative config"
 
 
 def test_break_even_plot_marks_each_crossing_on_the_one_line() -> None:
     from pytest_specdecode.report import break_even
 
     report = judged(sweep_report())
-    report["break_even"] = break_even.records(report)
-    assert report["break_even"], "the sweep report has a baseline and several loads"
+    report.break_even = break_even.records(report)
+    assert report.break_even, "the sweep report has a baseline and several loads"
     figure = plots.build_figures(report)["break_even"]
     [ax] = panels(figure)
     assert ax.get_xscale() == "log"
     assert any(list(line.get_ydata()) == [1.0, 1.0] for line in ax.get_lines())  # the 1.0 line
-    crossing = [r for r in report["break_even"] if r["break_even"] is not None]
+    crossing = [r for r in report.break_even if r.break_even is not None]
     assert crossing
     marks = [line for line in ax.get_lines() if line.get_marker() == "X"]
     assert len(marks) == len(crossing)

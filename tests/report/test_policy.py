@@ -6,14 +6,20 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_specdecode.report import policy
+from pytest_specdecode.report.model import Config
+
+from .conftest import typed
 
 LABELS = ("DFLASH budget=4", "DFLASH budget=8", "DFLASH budget=16")
 DOMAINS = ("code", "chat")
+# A band's config as the policy file holds it: every field of the report's config.
+NONE_SPEC = {k: v for k, v in msgspec.to_builtins(Config(algorithm="NONE")).items() if k != "steps"}
 
 
 def case(load: int, domain: str, ratio: tuple[float, float, float] | None) -> dict[str, Any]:
@@ -71,7 +77,7 @@ sweeps = st.dictionaries(
 def test_a_band_runs_a_config_only_where_its_low_bound_is_at_least_the_floor(
     figures: Mapping[tuple[str, int, str], tuple[float, float, float] | None],
 ) -> None:
-    found = policy.build(report(figures))
+    found = policy.build(typed(report(figures)))
     assert found is not None
     bands = found["bands"]
     loads = sorted({load for _, load, _ in figures})
@@ -86,7 +92,8 @@ def test_a_band_runs_a_config_only_where_its_low_bound_is_at_least_the_floor(
         for load in band["measured"]:
             assert policy.band_for(found, load) is band
             if band["label"] == "NONE":
-                assert band["config"] == {"algorithm": "NONE"}
+                # NONE chosen (its own figures) or nothing qualified (no config to name).
+                assert band["config"] in (NONE_SPEC, policy.NONE_CONFIG)
                 continue
             # Measured in every domain at that load, each low bound at least the floor.
             for domain in DOMAINS:
@@ -105,11 +112,18 @@ def test_the_fastest_qualifying_config_wins_and_contiguous_loads_merge() -> None
         figures[("DFLASH budget=16", 32, domain)] = (1.2, 0.9, 1.5)
         figures[("DFLASH budget=8", 32, domain)] = (1.05, 0.97, 1.1)
         figures[("DFLASH budget=4", 64, domain)] = (0.8, 0.7, 0.9)
-    found = policy.build(report(figures))
+    found = policy.build(typed(report(figures)))
     assert found is not None
     shown = [(b["min_concurrency"], b["max_concurrency"], b["label"]) for b in found["bands"]]
     assert shown == [(1, 31, "DFLASH budget=16"), (32, 63, "DFLASH budget=8"), (64, None, "NONE")]
-    assert found["bands"][0]["config"] == {"algorithm": "DFLASH", "budget": 16}
+    assert found["bands"][0]["config"] == {
+        "algorithm": "DFLASH",
+        "budget": 16,
+        "topk": None,
+        "window": None,
+        "draft_model": None,
+        "extra": [],
+    }
     assert found["bands"][0]["measured"] == [1, 2]
     assert policy.describe(found) == "c1-31: DFLASH budget=16; c32-63: DFLASH budget=8; c64+: NONE"
 
@@ -118,20 +132,20 @@ def test_client_limited_and_excluded_cases_take_no_part() -> None:
     figures = {("DFLASH budget=16", 1, d): (2.5, 2.2, 2.8) for d in DOMAINS}
     data = report(figures)
     data["configs"][3]["throughput"][0]["client_limited"] = {"why": "at the client's ceiling"}
-    assert policy.build(data)["bands"][0]["label"] == "NONE"  # type: ignore[index]
+    assert policy.build(typed(data))["bands"][0]["label"] == "NONE"  # type: ignore[index]
     data = report(figures)
     data["verdict"]["excluded"] = [{"config": "DFLASH budget=16", "reasons": ["lossless"]}]
-    assert policy.build(data)["bands"][0]["label"] == "NONE"  # type: ignore[index]
+    assert policy.build(typed(data))["bands"][0]["label"] == "NONE"  # type: ignore[index]
 
 
 def test_no_closed_loop_case_or_no_baseline_no_policy() -> None:
-    assert policy.build({"configs": []}) is None
+    assert policy.build(typed({"configs": []})) is None
     lone = {"label": "b8", "config": {"algorithm": "DFLASH"}, "throughput": [case(1, "code", None)]}
-    assert policy.build({"configs": [lone]}) is None
+    assert policy.build(typed({"configs": [lone]})) is None
 
 
 def test_a_client_limited_baseline_leaves_its_load_to_none() -> None:
     figures = {("DFLASH budget=16", 1, d): (2.5, 2.2, 2.8) for d in DOMAINS}
     data = report(figures)
     data["configs"][0]["throughput"][0]["client_limited"] = {"why": "machine loaded"}
-    assert policy.build(data)["bands"][0]["label"] == "NONE"  # type: ignore[index]
+    assert policy.build(typed(data))["bands"][0]["label"] == "NONE"  # type: ignore[index]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.report import json_report
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 
@@ -94,25 +95,30 @@ def test_two_runs_at_once_in_one_directory_both_keep_their_copies(tmp_path: Path
     assert not list((tmp_path / "out").glob(".*"))  # no temporary file left
 
 
+def run(n: int) -> Report:
+    """The report of run ``n`` (told apart by its start)."""
+    return Report(started=f"run {n}")
+
+
 def test_numbered_reports_are_claimed_so_two_runs_never_share_one(tmp_path: Path) -> None:
     started = datetime(2026, 12, 1, 20, 30, tzinfo=timezone.utc)
     template = "runs/r-{n}.json"
     # Both runs chose 0001 (neither file existed yet); only the first to write gets it.
-    first = json_report.claim_paths(template, tmp_path, started, {"run": 1})
-    second = json_report.claim_paths(template, tmp_path, started, {"run": 2})
+    first = json_report.claim_paths(template, tmp_path, started, run(1))
+    second = json_report.claim_paths(template, tmp_path, started, run(2))
     assert [p.name for p, _ in (first, second)] == ["r-0001.json", "r-0002.json"]
-    assert json.loads(first[0].read_text()) == {"run": 1}
+    assert Report.from_json(first[0].read_text()) == run(1)
     # {now} of the same second: the second run's file gets a unique part.
-    a, _ = json_report.claim_paths("runs/{now}.json", tmp_path, started, {"run": 1})
-    b, _ = json_report.claim_paths("runs/{now}.json", tmp_path, started, {"run": 2})
+    a, _ = json_report.claim_paths("runs/{now}.json", tmp_path, started, run(1))
+    b, _ = json_report.claim_paths("runs/{now}.json", tmp_path, started, run(2))
     assert a != b
-    assert json.loads(a.read_text()) == {"run": 1}
-    assert json.loads(b.read_text()) == {"run": 2}
+    assert Report.from_json(a.read_text()) == run(1)
+    assert Report.from_json(b.read_text()) == run(2)
 
 
 def test_write_new_never_replaces_a_file(tmp_path: Path) -> None:
     target = tmp_path / "r.json"
-    assert json_report.write_new(target, {"a": 1})
-    assert not json_report.write_new(target, {"a": 2})
-    assert json.loads(target.read_text()) == {"a": 1}
+    assert json_report.write_new(target, run(1))
+    assert not json_report.write_new(target, run(2))
+    assert Report.from_json(target.read_text()) == run(1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from pytest_specdecode.records import CONFIG, SERVICE
+from pytest_specdecode.report import model
 from pytest_specdecode.report.results import RunResults
 
 from .feed import B4, B8, NONE, coding, errored, props, throughput
@@ -98,3 +99,56 @@ def test_json_has_key_label_and_figures() -> None:
     assert entry["label"] == "DFLASH budget=8 window=2048"
     assert entry["pass_rate"] == {"rate": 1.0, "passed": 1, "total": 1}
     assert entry["pass_at_k"] == [{"k": 1, "value": 1.0}]
+
+
+@pytest.mark.parametrize(
+    ("kind", "record"),
+    [
+        ("coding", {"problem": "fib", "passed": "maybe"}),
+        ("coding", {"passed": True}),  # no problem
+        ("throughput", {"key": "t", "metrics": {"case": "c1"}}),  # no case
+        ("throughput", {"case": "c1", "metrics": {"tok_s": "fast"}}),
+        ("throughput", {"case": "c1", "metrics": {"intervals": {"tok_s": [1.0]}}}),
+        ("lossless", {"passed": True, "replies": "all"}),
+    ],
+)
+def test_a_record_that_does_not_read_is_an_error_of_its_config_not_a_crash(
+    kind: str, record: dict[str, object]
+) -> None:
+    results = RunResults()
+    coding(results, B8, "gcd", passed=True)
+    results.add("t.py::test_bad", "call", "passed", props(B8, kind, record))
+    (b8,) = results.ordered()
+    assert b8.errors == ["t.py::test_bad"]
+    assert [c.problem for c in b8.coding.values()] == ["gcd"]
+    assert not b8.throughput
+    assert not b8.lossless
+    (entry,) = results.to_json()["configs"]
+    assert entry["errors"] == ["t.py::test_bad"]
+
+
+def test_records_are_the_reports_and_the_json_holds_them_as_the_file_does() -> None:
+    results = RunResults()
+    throughput(results, B8, "ctx60-c1", {"tok_s": 12.5, "intervals": {"tok_s": {"values": [12.5]}}})
+    results.add(
+        "t.py::test_lossless",
+        "call",
+        "passed",
+        props(B8, "lossless", {"passed": True, "detail": "same", "replies": 4}),
+    )
+    (b8,) = results.ordered()
+    (case,) = b8.throughput.values()
+    assert isinstance(case, model.ThroughputRecord)
+    assert case.metrics.tok_s == 12.5
+    interval = case.metrics.interval("tok_s")
+    assert interval is not None
+    assert interval.values == [12.5]
+    (check,) = b8.lossless.values()
+    assert (check.nodeid, check.passed, check.replies) == ("t.py::test_lossless", True, 4)
+    (entry,) = results.to_json()["configs"]
+    assert entry["throughput"][0]["metrics"]["tok_s"] == 12.5
+    assert entry["lossless"][0]["nodeid"] == "t.py::test_lossless"
+    # The one conversion the report makes reads them back as they are.
+    report = model.Report.from_dict(results.to_json())
+    assert report.configs[0].throughput == [case]
+    assert report.configs[0].lossless == [check]

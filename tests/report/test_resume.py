@@ -16,6 +16,8 @@ from pytest_specdecode.report import json_report
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.report.resume import Resume, ResumeError, exit_status
 
+from .conftest import typed
+
 
 def entry(nodeid: str, key: str, outcome: str = "passed", when: str = "call") -> dict[str, Any]:
     return {"nodeid": nodeid, "when": when, "outcome": outcome, "config": key, "config_key": key}
@@ -86,7 +88,7 @@ COLLECTED = [
 
 
 def test_done_tests_are_carried_and_their_results_copied() -> None:
-    resume = Resume(Path("r.json"), REPORT)
+    resume = Resume(Path("r.json"), typed(REPORT))
     carried = resume.plan(COLLECTED)
     assert carried == {"t::lossless[NONE]", "t::c[A-fib]", "t::c[A-gcd]", "t::c[B-fib]"}
     results = RunResults()
@@ -108,7 +110,7 @@ def test_done_tests_are_carried_and_their_results_copied() -> None:
 
 
 def test_a_lossless_check_still_to_run_reruns_the_baseline() -> None:
-    resume = Resume(Path("r.json"), REPORT)
+    resume = Resume(Path("r.json"), typed(REPORT))
     collected = [*COLLECTED, ("t::lossless[A]", "lossless", False)]
     carried = resume.plan(collected)
     assert "t::lossless[NONE]" not in carried
@@ -116,7 +118,7 @@ def test_a_lossless_check_still_to_run_reruns_the_baseline() -> None:
 
 
 def test_carried_failures_count_in_the_exit_status() -> None:
-    resume = Resume(Path("r.json"), REPORT)
+    resume = Resume(Path("r.json"), typed(REPORT))
     results = RunResults()
     resume.carry_into(results, set(), {"t::c[A-fib]"})
     assert exit_status(5, results) == 0  # every test carried: not "no tests collected"

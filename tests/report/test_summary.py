@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from pytest_specdecode.report.model import ConfigResults, Metrics, ThroughputRecord
 from pytest_specdecode.report.summary import CLIENT_SHARE, SHOWN_CASES, client_limited
 
 
-def config(label: str, *cases: tuple[str, float | None, float]) -> dict[str, Any]:
-    return {
-        "label": label,
-        "throughput": [
-            {"case": case, "metrics": {"client_overhead_ms_p99": over, "e2e_ms_p50": e2e}}
+def config(label: str, *cases: tuple[str, float | None, float]) -> ConfigResults:
+    return ConfigResults(
+        label=label,
+        throughput=[
+            ThroughputRecord(
+                case=case, metrics=Metrics(client_overhead_ms_p99=over, e2e_ms_p50=e2e)
+            )
             for case, over, e2e in cases
         ],
-    }
+    )
 
 
 def test_client_overhead_is_one_warning_for_the_run_naming_the_worst_cases_first() -> None:

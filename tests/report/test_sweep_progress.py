@@ -5,6 +5,8 @@ from __future__ import annotations
 from pytest_specdecode.report.markdown import render_markdown
 from pytest_specdecode.report.sweep_progress import SweepProgress, describe, duration, notes
 
+from .conftest import typed
+
 RESTARTED = {"restarted": True, "ready_seconds": 60.0}
 
 
@@ -56,12 +58,12 @@ def test_durations_read_for_people() -> None:
 
 
 def test_the_step_summary_names_moved_configs_retries_and_the_resume() -> None:
-    report = {
+    data = {
         "tests": [
-            {"nodeid": "a", "carried": True},
-            {"nodeid": "b", "carried": True},
-            {"nodeid": "a", "when": "teardown", "carried": True},
-            {"nodeid": "c"},
+            {"nodeid": "a", "when": "call", "outcome": "passed", "carried": True},
+            {"nodeid": "b", "when": "call", "outcome": "passed", "carried": True},
+            {"nodeid": "a", "when": "teardown", "outcome": "passed", "carried": True},
+            {"nodeid": "c", "when": "call", "outcome": "passed"},
         ],
         "sweep": {"configs_done": 2, "configs_total": 2, "carried": 1, "elapsed_seconds": 5.0},
         "resumed_from": {"report": "r.json", "started": "2026-12-01T10:00:00+00:00"},
@@ -87,6 +89,7 @@ def test_the_step_summary_names_moved_configs_retries_and_the_resume() -> None:
             },
         ],
     }
+    report = typed(data)
     assert notes(report) == [
         "sweep: 2/2 configs done (1 carried from the resumed report), 5s elapsed",
         "resumed from r.json (run of 2026-12-01T10:00:00+00:00): 2 tests carried (not run "

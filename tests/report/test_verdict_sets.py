@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.report import html_sections, summary, tables, verdict
-from pytest_specdecode.report.model import Report
+from pytest_specdecode.report.model import Report, VerdictGroup
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.throughput.comparison import CaseRow
@@ -69,19 +69,19 @@ def none() -> dict[str, Any]:
     return {"label": "NONE", "config": {"algorithm": "NONE"}, "throughput": [base]}
 
 
-def decided(*configs: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    report = {"configs": [none(), *configs], "gates": {"min_accept_length": 2.0}}
-    report["verdict"] = verdict.decide(report, {}, **kwargs)
+def decided(*configs: dict[str, Any]) -> Report:
+    report = Report.from_dict({"configs": [none(), *configs], "gates": {"min_accept_length": 2.0}})
+    report.verdict = verdict.decide(report, {})
     return report
 
 
-def only_group(report: dict[str, Any]) -> dict[str, Any]:
-    (group,) = report["verdict"]["groups"]
-    found: dict[str, Any] = group
-    return found
+def only_group(report: Report) -> VerdictGroup:
+    assert report.verdict is not None
+    (group,) = report.verdict.groups
+    return group
 
 
-def row(report: dict[str, Any]) -> dict[str, str]:
+def row(report: Report) -> dict[str, str]:
     header, (cells,) = tables.verdict(report)
     return dict(zip(header, cells, strict=True))
 
@@ -93,12 +93,12 @@ def test_overlapping_intervals_are_a_tie_named_in_full() -> None:
         config(4, case(60, (1.3, 1.2, 1.4)), coding=4, lossless=True),
     )
     group = only_group(report)
-    assert group["best_set"] == ["DFLASH budget=16 window=2048", "DFLASH budget=8 window=2048"]
-    assert group["margin"] == "tie within noise"
-    assert group["best"] == "DFLASH budget=16 window=2048"
-    assert group["runner_up"] == "DFLASH budget=4 window=2048", "the first config outside it"
+    assert group.best_set == ["DFLASH budget=16 window=2048", "DFLASH budget=8 window=2048"]
+    assert group.margin == "tie within noise"
+    assert group.best == "DFLASH budget=16 window=2048"
+    assert group.runner_up == "DFLASH budget=4 window=2048", "the first config outside it"
     assert row(report)["best config"] == "tie within noise: budget=16, budget=8"
-    Report.from_dict(report)  # the JSON report's schema holds the new fields
+    assert Report.from_json(report.to_json()) == report  # the JSON report holds the fields
 
 
 def test_clear_only_when_the_top_lies_above_every_other() -> None:
@@ -107,16 +107,16 @@ def test_clear_only_when_the_top_lies_above_every_other() -> None:
         config(16, case(60, (1.5, 1.4, 1.6)), case(1024, (1.5, 1.4, 1.65)), coding=4),
     )
     group = only_group(report)
-    assert group["best_set"] == ["DFLASH budget=8 window=2048"]
-    assert group["margin"] == "clear"
+    assert group.best_set == ["DFLASH budget=8 window=2048"]
+    assert group.margin == "clear"
     assert row(report)["best config"] == "clear: budget=8"
     # Above in one context only: the other context's overlap makes it a tie.
     tied = decided(
         config(8, case(60, (2.0, 1.9, 2.1)), case(1024, (1.8, 1.7, 1.9)), coding=4),
         config(16, case(60, (1.5, 1.4, 1.6)), case(1024, (1.8, 1.6, 2.0)), coding=4),
     )
-    assert only_group(tied)["margin"] == "tie within noise"
-    assert len(only_group(tied)["best_set"]) == 2
+    assert only_group(tied).margin == "tie within noise"
+    assert len(only_group(tied).best_set) == 2
 
 
 BOUNDS = st.tuples(st.floats(0.5, 3.0, allow_nan=False), st.floats(0.0, 0.6, allow_nan=False)).map(
@@ -139,15 +139,15 @@ def test_any_order_of_the_configs_gives_the_same_sets(
     shuffled = list(configs)
     rng.shuffle(shuffled)
     again = only_group(decided(*shuffled))
-    assert again["best_set"] == first["best_set"]
-    assert [m["config"] for m in again["members"]] == [m["config"] for m in first["members"]]
-    assert again["margin"] == first["margin"]
+    assert again.best_set == first.best_set
+    assert [m.config for m in again.members] == [m.config for m in first.members]
+    assert again.margin == first.margin
     # The set is what it says: every other config lies below the top in every context.
     top = {c["case"]: c["speedup"]["tpot"] for c in next(
-        c for c in configs if c["label"] == first["best"])["throughput"]}  # fmt: skip
+        c for c in configs if c["label"] == first.best)["throughput"]}  # fmt: skip
     for c in configs:
         below = all(top[k["case"]]["low"] > k["speedup"]["tpot"]["high"] for k in c["throughput"])
-        assert (c["label"] in first["best_set"]) == (not below) or c["label"] == first["best"]
+        assert (c["label"] in first.best_set) == (not below) or c["label"] == first.best
 
 
 def test_a_config_never_checked_is_named_not_checked() -> None:
@@ -156,18 +156,18 @@ def test_a_config_never_checked_is_named_not_checked() -> None:
         config(8, case(60, (2.0, 1.9, 2.1)), coding=4, lossless=True),
     )
     group = only_group(report)
-    assert group["best_set"] == ["DFLASH budget=16 window=2048"]
+    assert group.best_set == ["DFLASH budget=16 window=2048"]
     shown = row(report)
     assert shown["best config"] == "clear: budget=16 (correctness not checked)"
     assert shown["correctness"] == "not checked (no coding or lossless result)"
     lines = "\n".join(summary.render(report))
     assert "clear: budget=16 (correctness not checked)" in lines
-    card = html_sections.gate_rows(report, report["configs"][1])
+    card = html_sections.gate_rows(report, report.configs[1])
     assert ["verdict eligible", "not checked",
             "fastest, correctness not checked: no coding or lossless result"] in card  # fmt: skip
-    checked = html_sections.gate_rows(report, report["configs"][2])
+    checked = html_sections.gate_rows(report, report.configs[2])
     assert checked[-1] == ["verdict eligible", "yes", "-"]
-    member = next(m for m in group["members"] if m["config"].endswith("budget=8 window=2048"))
+    member = next(m for m in group.members if m.config.endswith("budget=8 window=2048"))
     assert tables.coverage_text(member) == "pass rate 4/4, lossless pass, accept floor held"
 
 
@@ -179,8 +179,8 @@ def test_figures_that_contradict_each_other_are_not_ranked() -> None:
         config(8, case(60, (1.3, 1.2, 1.4)), coding=1),
     )
     group = only_group(report)
-    assert group["best_set"] == ["DFLASH budget=8 window=2048"]
-    assert {u["config"]: u["reason"] for u in group["unranked"]} == {
+    assert group.best_set == ["DFLASH budget=8 window=2048"]
+    assert {u.config: u.reason for u in group.unranked} == {
         "DFLASH budget=16 window=2048": "inconsistent figures",
         "DFLASH budget=4 window=2048": "inconsistent figures",
     }
@@ -189,7 +189,7 @@ def test_figures_that_contradict_each_other_are_not_ranked() -> None:
     assert "budget=4: inconsistent figures (ctx60-c1-t128-chat: TPOT is 0)" in shown
     # Within their intervals the two figures may differ: that is noise, still ranked.
     noisy = decided(config(16, case(60, (1.8, 1.6, 2.0), tok=(0.9, 0.7, 1.1)), coding=1))
-    assert only_group(noisy)["best_set"] == ["DFLASH budget=16 window=2048"]
+    assert only_group(noisy).best_set == ["DFLASH budget=16 window=2048"]
 
 
 def saved_row(label: str, tpot: float) -> CaseRow:
@@ -211,17 +211,18 @@ def saved_row(label: str, tpot: float) -> CaseRow:
 
 def test_a_compared_runs_configs_join_the_ranking() -> None:
     now = config(8, case(60, (1.2, 1.15, 1.25)), coding=4, lossless=True)
-    report: dict[str, Any] = {"configs": [none(), now]}
+    report = Report.from_dict({"configs": [none(), now]})
     rows = [saved_row("DFLASH budget=16 window=2048", 2.5), saved_row("NONE", 5.0)]
     saved = verdict.saved_configs(report, rows, "0007_b16")
-    report["verdict"] = verdict.decide(report, {}, saved)
+    report.verdict = verdict.decide(report, {}, saved, "0007_b16")
     group = only_group(report)
-    assert group["best_set"] == ["DFLASH budget=16 window=2048 (saved run 0007_b16)"]
-    (member,) = [m for m in group["members"] if m["saved"]]
-    assert member["score"] == pytest.approx(2.0, rel=1e-3), (
+    assert group.best_set == ["DFLASH budget=16 window=2048 (saved run 0007_b16)"]
+    (member,) = [m for m in group.members if m.saved]
+    assert member.saved == "0007_b16"
+    assert member.score == pytest.approx(2.0, rel=1e-3), (
         "this run's NONE TPOT (5.0 ms) over the saved run's (2.5)"
     )
-    assert not member["coverage"]["checked"]
+    assert not member.coverage.checked
     assert row(report)["best config"] == (
         "clear: DFLASH budget=16 window=2048 (saved run 0007_b16) (correctness not checked)"
     )
@@ -245,5 +246,5 @@ def test_the_run_ranks_the_compared_run_beside_its_own(tmp_path: Path) -> None:
     (group,) = report["verdict"]["groups"]
     assert group["best_set"] == ["DFLASH budget=16 (saved run 0003_b16)"]
     assert group["runner_up"] == "DFLASH budget=8 window=2048"
-    lines = summary.render(report)
+    lines = summary.render(Report.from_dict(report))
     assert any("clear: DFLASH budget=16 (saved run 0003_b16)" in line for line in lines)

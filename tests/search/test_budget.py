@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_specdecode.config.parsers import duration
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.report.search_summary import markdown_lines, summary_lines
 from pytest_specdecode.search.objective import seconds_of
 from pytest_specdecode.search.optimizer import GridSearch, Measured
@@ -123,17 +124,19 @@ def test_a_config_warm_state_is_its_weights_not_its_runtime_flags() -> None:
 
 def test_a_config_seconds_are_its_restart_and_its_measurement() -> None:
     service: dict[str, object] = {"restarted": True, "ready_seconds": 40.0}
-    report = {
-        "configs": [{"key": "k", "service": service}],
+    test = {"nodeid": "t", "outcome": "passed"}
+    report = Report.from_dict({
+        "configs": [{"label": "K", "key": "k", "service": service}],
         "tests": [
-            {"config_key": "k", "when": "call", "duration": 12.5},
-            {"config_key": "k", "when": "call", "duration": 7.5},
-            {"config_key": "j", "when": "call", "duration": 99.0},
-            {"config_key": "k", "when": "setup", "duration": 40.0},  # the restart, counted once
+            {**test, "config_key": "k", "when": "call", "duration": 12.5},
+            {**test, "config_key": "k", "when": "call", "duration": 7.5},
+            {**test, "config_key": "j", "when": "call", "duration": 99.0},
+            # The restart, counted once.
+            {**test, "config_key": "k", "when": "setup", "duration": 40.0},
         ],
-    }
+    })  # fmt: skip
     assert seconds_of(report, "k") == 60.0
-    service["restarted"] = False  # a live server: no start of ours
+    report.configs[0].service["restarted"] = False  # a live server: no start of ours
     assert seconds_of(report, "k") == 20.0
     assert seconds_of(report, "absent") is None
 
@@ -144,11 +147,11 @@ def test_the_summary_says_the_time_budget() -> None:
         found.tell(batch[0], fake(POINTS[batch[0]]), seconds=100.0)
     data = section(found, [str(p) for p in POINTS], "tok_s", found.stop_reason(), 0)
     assert data["budget_seconds"] == 250.0
-    assert summary_lines({"search": data})[0].startswith(
+    assert summary_lines(Report(search=data))[0].startswith(
         "search (tok_s): 2 of 24 configs started (time budget 250 s, 200 s taken)"
     )
     assert "2 of 24 configs started (time budget 250 s, 200 s taken)" in "\n".join(
-        markdown_lines({"search": data})
+        markdown_lines(Report(search=data))
     )
 
 

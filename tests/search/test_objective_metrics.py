@@ -2,7 +2,7 @@
 
 The case goes the run's whole way: fake rounds through the metrics producer
 (:func:`case_metrics`), onto a test report as the runner files it, into the
-report the search reads (:meth:`RunOutputs.data`). A metric the objective
+report the search reads (:meth:`RunOutputs.report`). A metric the objective
 spells differently from the producer reads nothing there, and the search
 would call every config infeasible ("no tok_s measured"), whatever its speed.
 """
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pytest_specdecode.client.sglang import GenerateResult
 from pytest_specdecode.config.options import SEARCH_METRICS
 from pytest_specdecode.config.settings import Settings
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.report.outputs import RunOutputs
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.search.objective import READERS, measure
@@ -59,11 +60,11 @@ def rounds(gap: float, count: int = 3) -> list[RoundResult]:
     return out
 
 
-def report(tmp_path: Path, none_gap: float, gap: float) -> dict[str, object]:
+def report(tmp_path: Path, none_gap: float, gap: float) -> Report:
     results = RunResults()
     for config, each in ((NONE, none_gap), (B8, gap)):
         throughput(results, config, CASE.id, case_metrics(CASE, rounds(each)).to_extra_info())
-    return RunOutputs(Settings(report="r.json"), results, tmp_path).data()
+    return RunOutputs(Settings(report="r.json"), results, tmp_path).report()
 
 
 @settings(
@@ -89,7 +90,7 @@ def test_every_search_metric_reads_a_value_from_a_measured_case(
 def test_the_objective_reads_each_search_metric_and_nothing_else() -> None:
     assert set(READERS) == set(SEARCH_METRICS)
     with pytest.raises(ValueError, match="no search metric 'tpot'"):
-        measure({"configs": []}, "k", "tpot", {})
+        measure(Report(), "k", "tpot", {})
 
 
 def test_every_per_round_figure_is_a_field_and_a_flat_value_of_a_measured_case() -> None:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Set
 
 import pytest
 
+from pytest_specdecode.report.model import Report
 from pytest_specdecode.report.search_summary import markdown_lines, summary_lines
 from pytest_specdecode.search.objective import measure
 from pytest_specdecode.search.optimizer import GridSearch, Measured, default_restarts
@@ -107,6 +108,11 @@ def test_carried_results_count_against_the_budget_and_are_not_asked() -> None:
     assert 5 not in asked
 
 
+def typed(data: dict[str, object]) -> Report:
+    """The report dict as the report the objective reads (converted once)."""
+    return Report.from_dict(data)
+
+
 def report(tok_s: float, errors: int = 0, **config: object) -> dict[str, object]:
     metrics = {"tok_s": tok_s, "errors": errors,
                "intervals": {"tok_s": {"values": [tok_s * 0.9, tok_s * 1.1], "low": tok_s * 0.8,
@@ -119,7 +125,7 @@ def test_the_objective_is_the_geometric_mean_over_the_cases() -> None:
     config["throughput"].append(  # type: ignore[attr-defined]
         {"case": "c2", "metrics": {"tok_s": 400.0, "intervals": {"tok_s": {"values": [400.0]}}}}
     )
-    found = measure({"configs": [config]}, "k", "tok_s", {})
+    found = measure(typed({"configs": [config]}), "k", "tok_s", {})
     assert found.objective == pytest.approx(200.0)
     assert found.low is None  # c2 has no interval: the geometric mean's is open
     assert found.feasible
@@ -130,11 +136,15 @@ def test_the_objective_is_the_geometric_mean_over_the_cases() -> None:
     [
         ({"configs": [report(100.0)]}, {"L": ["not lossless"]}, "not lossless"),
         ({"configs": [report(100.0, errors=2)]}, {}, "request errors in c1"),
-        ({"configs": [report(100.0, server_died={"reason": "x"})]}, {}, "server died"),
+        (
+            {"configs": [report(100.0, server_died={"reason": "x", "after_tests": 0})]},
+            {},
+            "server died",
+        ),
         (
             {
                 "configs": [report(100.0)],
-                "tests": [{"nodeid": "t", "config_key": "k", "outcome": "failed"}],
+                "tests": [{"nodeid": "t", "when": "call", "config_key": "k", "outcome": "failed"}],
             },
             {},
             "1 failed test(s)",
@@ -145,7 +155,7 @@ def test_the_objective_is_the_geometric_mean_over_the_cases() -> None:
 def test_a_config_failing_a_gate_is_infeasible(
     data: dict[str, object], excluded: dict[str, list[str]], reason: str
 ) -> None:
-    found = measure(data, "k", "tok_s", excluded)
+    found = measure(typed(data), "k", "tok_s", excluded)
     assert not found.usable
     assert reason in found.reasons
 
@@ -153,7 +163,7 @@ def test_a_config_failing_a_gate_is_infeasible(
 def test_the_speedup_objective_reads_the_cases_speedup() -> None:
     config = report(100.0)
     config["throughput"][0]["speedup"] = {"tpot": {"value": 1.5, "low": 1.4, "high": 1.6}}  # type: ignore[index]
-    found = measure({"configs": [config]}, "k", "speedup", {})
+    found = measure(typed({"configs": [config]}), "k", "speedup", {})
     assert (found.objective, found.low, found.high) == (1.5, 1.4, 1.6)
 
 
@@ -166,10 +176,10 @@ def test_the_report_section_and_its_text() -> None:
     assert data["best"]["objective"] == max(v["objective"] for v in data["visited"])
     assert data["restarts_saved"] == 16
     assert data["stopped"] == "restart budget spent (8 configs started)"
-    text = summary_lines({"search": data})
+    text = summary_lines(Report(search=data))
     assert text[0].startswith("search (tok_s): 8 of 24 configs started (budget 8), 16 restarts")
     assert text[-1] == f"search best: {data['best']['label']} {data['best']['objective']:.4g}"
-    assert any(data["best"]["label"] in line for line in markdown_lines({"search": data}))
+    assert any(data["best"]["label"] in line for line in markdown_lines(Report(search=data)))
     unvisited = next(i for i in range(24) if i not in found.visited)
     assert skip_reason(found, labels)(unvisited).startswith(
         f"not visited by the search (best so far: {data['best']['label']} "
