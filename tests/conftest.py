@@ -40,6 +40,14 @@ hypothesis.settings.register_profile(
 )
 hypothesis.settings.load_profile("suite")
 
+# A suite started in the background of a shell without job control (`make test &` in a
+# script, nohup) inherits SIGINT ignored, and so would every run it starts: the tests that
+# interrupt a run with Ctrl-C, and the sandbox that compares itself with a fresh
+# interpreter, need SIGINT as a terminal gives it. A handler (not ignored) is reset to the
+# default by exec, so each child starts as it would from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def process_gone(pid: int, timeout: float = 30) -> bool:
     """Wait up to ``timeout`` s for process ``pid`` to be gone (a zombie counts: nothing
