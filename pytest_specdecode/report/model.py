@@ -10,9 +10,13 @@ shipped beside this module (``report.schema.json``) is generated from it
 
 Fields a newer version adds are kept out of the way: unknown keys are ignored on
 reading, and every field has a default, so an older or interrupted run's report
-still reads. The figures of a throughput case (``metrics``) and the facts a server
-told (``service``) are open objects: their fields are those of
-``benchmark.extra_info`` and of the service's record, which other parts own.
+still reads. The figures of a throughput case are typed too (:class:`Metrics`, the
+flat keys of ``benchmark.extra_info``); the facts a server told (``service``) and the
+search's section (``search``) are open objects, owned by service/ and search/record.py.
+
+This is the one shape of a report: the run converts its records once, when a test's
+properties are taken (report/results.py) and when the report is assembled
+(``RunOutputs.report``), and every renderer, gate, resume and the search read it.
 """
 
 from __future__ import annotations
