@@ -25,12 +25,11 @@ load and no context past the window has nothing to compare: the gate says nothin
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_specdecode.output import figures
-from pytest_specdecode.report.model import Metrics
+from pytest_specdecode.report.model import Config, Metrics
 from pytest_specdecode.report.verdict import case_shape
 from pytest_specdecode.throughput import stats
 from pytest_specdecode.throughput.metrics import ACCEPT_LENGTH
@@ -175,9 +174,6 @@ def judge(
     )
 
 
-def window_of(config: Mapping[str, Any]) -> int | None:
+def window_of(config: Config) -> int | None:
     """The drafter window the config asks for (None: none set)."""
-    window = config.get("window")
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        return None
-    return window
+    return config.window if config.window is not None and config.window > 0 else None

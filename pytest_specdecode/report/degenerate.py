@@ -26,13 +26,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import msgspec
-
 from pytest_specdecode.config.options import REPETITION_MARGIN
 from pytest_specdecode.output import figures
 from pytest_specdecode.report.model import (
     CaseRepetition,
-    Config,
     ConfigResults,
     DegenerateCase,
     Metrics,
@@ -120,7 +117,7 @@ def configs_of(results: RunResults) -> list[ConfigResults]:
     return [
         ConfigResults(
             label=r.label,
-            config=msgspec.convert(r.config, Config),
+            config=r.config,
             throughput=list(r.throughput.values()),
         )
         for r in results.ordered()

@@ -157,7 +157,7 @@ def _paired_by_label(results: RunResults) -> list[tuple[str, Outcome]]:
     that loses more than chance allows fails; Holm's correction keeps a sweep of many
     configs at one false failure in twenty runs."""
     ordered = results.ordered()
-    baseline = next((r for r in ordered if r.config.get("algorithm") == "NONE" and r.coding), None)
+    baseline = next((r for r in ordered if r.config.algorithm == "NONE" and r.coding), None)
     if baseline is None:
         return []
     base = _verdicts(baseline)
@@ -275,7 +275,7 @@ def _failed(r: ConfigResults, settings: Settings) -> Iterator[str]:
 
 def _under_accept_floor(r: ConfigResults, least: float | None) -> list[str]:
     """An unknown accept length is below the floor: it cannot show the drafter helps."""
-    if least is None or r.config.get("algorithm") == "NONE":
+    if least is None or r.config.algorithm == "NONE":
         return []
     accept = r.accept_length()
     if accept is not None and accept >= least:
@@ -312,9 +312,7 @@ def _accept_length(minimum: float, results: RunResults) -> list[Outcome]:
     unknown figure fails the gate (it cannot show the drafter still helps)."""
     found: list[Outcome] = []
     measured = [
-        r
-        for r in results.ordered()
-        if r.config.get("algorithm") != "NONE" and (r.throughput or r.coding)
+        r for r in results.ordered() if r.config.algorithm != "NONE" and (r.throughput or r.coding)
     ]
     floor = figures.plain(minimum)
     for r in measured:
@@ -352,7 +350,7 @@ def _acceptance(tolerance: float, results: RunResults) -> list[Outcome]:
 
 
 def _acceptance_of(r: ConfigResults, tolerance: float) -> tuple[bool, str] | None:
-    if r.config.get("algorithm") == "NONE" or r.died is not None:
+    if r.config.algorithm == "NONE" or r.died is not None:
         return None
     points = [p for t in r.throughput.values() if (p := acceptance.point(t.case, t.metrics))]
     return acceptance.judge(r.label, points, acceptance.window_of(r.config), tolerance)

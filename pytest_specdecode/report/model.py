@@ -105,9 +105,16 @@ class Config(_Record):
     budget: int | None = None
     topk: int | None = None
     window: int | None = None
-    steps: int | None = None
     draft_model: str | None = None
     extra: list[Any] = []
+    steps: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The values as ``config_to_dict`` writes them (``steps`` only where set)."""
+        found: dict[str, Any] = msgspec.to_builtins(self)
+        if self.steps is None:
+            del found["steps"]
+        return found
 
 
 class PassRate(_Record):

@@ -26,8 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from pytest_specdecode.report.model import Config, Metrics, Report, ThroughputRecord
 
 FLOOR = 0.95
@@ -118,10 +116,7 @@ def choose(point: LoadPoint) -> tuple[str | None, float]:
 def _spec(configs: Mapping[str, Config], label: str | None) -> dict[str, Any]:
     """The config's values as the policy file holds them (NONE's when none qualifies)."""
     found = configs.get(label) if label else None
-    spec: dict[str, Any] = msgspec.to_builtins(found) if found else dict(NONE_CONFIG)
-    if spec.get("steps") is None:  # as config_to_dict writes it: steps only where set
-        spec.pop("steps", None)
-    return spec
+    return found.to_dict() if found else dict(NONE_CONFIG)
 
 
 def bands(points: Sequence[LoadPoint], configs: Mapping[str, Config]) -> list[dict[str, Any]]:

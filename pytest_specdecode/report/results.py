@@ -24,7 +24,7 @@ from pytest_specdecode.records import (
     RECORD,
     SERVICE,
 )
-from pytest_specdecode.report.model import CodingRecord, LosslessRecord, ThroughputRecord
+from pytest_specdecode.report.model import CodingRecord, Config, LosslessRecord, ThroughputRecord
 
 Record = TypeVar("Record", CodingRecord, ThroughputRecord, LosslessRecord)
 
@@ -35,7 +35,7 @@ class ConfigResults:
 
     label: str
     key: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
+    config: Config = field(default_factory=Config)
     service: dict[str, Any] = field(default_factory=dict)
     # Records by the id of the test that measured them (the case is a field of each).
     coding: dict[str, CodingRecord] = field(default_factory=dict)
@@ -153,6 +153,17 @@ class ConfigResults:
         return tokens / steps if steps else None
 
 
+def _config(data: Any) -> Config | None:
+    """A test's config values (``config_to_dict``) as the report's, converted once; None
+    without any, or with values that are not a config's (then its label alone names it)."""
+    if not data:
+        return None
+    try:
+        return msgspec.convert(data, Config)
+    except msgspec.ValidationError:
+        return None
+
+
 def _case(record: Mapping[str, Any], nodeid: str) -> dict[str, Any]:
     """What a throughput record is made of (its case, figures and pairing key) by test id."""
     return {**{k: record[k] for k in ("case", "metrics", "key") if k in record}, "nodeid": nodeid}
@@ -191,22 +202,22 @@ class RunResults:
 
         def key(r: ConfigResults) -> tuple[Any, ...]:
             c = r.config
-            numbers = [-1 if c.get(k) is None else c[k] for k in ("budget", "topk", "window")]
-            drafter = str(c.get("draft_model") or "")
-            return (c.get("algorithm") != "NONE", str(c.get("algorithm")), *numbers, drafter, r.key)
+            numbers = [-1 if n is None else n for n in (c.budget, c.topk, c.window)]
+            drafter = c.draft_model or ""
+            return (c.algorithm != "NONE", str(c.algorithm), *numbers, drafter, r.key)
 
         return sorted(self.configs.values(), key=key)
 
     def for_config(
-        self, label: str, config: Mapping[str, Any] | None = None, key: str | None = None
+        self, label: str, config: Config | None = None, key: str | None = None
     ) -> ConfigResults:
         """The results of the config with canonical ``key`` (reports without one: the label)."""
         key = key or label
         results = self.configs.get(key)
         if results is None:
             results = self.configs[key] = ConfigResults(label, key)
-        if config and not results.config:
-            results.config = dict(config)
+        if config is not None and results.config == Config():
+            results.config = config
         return results
 
     def note_selected(
@@ -250,7 +261,8 @@ class RunResults:
                 self.other_failures.append(nodeid)
             return
         key = data.get(CONFIG_KEY)
-        results = self.for_config(str(label), data.get(CONFIG_DATA), str(key) if key else None)
+        config = _config(data.get(CONFIG_DATA))
+        results = self.for_config(str(label), config, str(key) if key else None)
         results.take(nodeid, when, data)
         if failed and kind != "coding":
             self.other_failures.append(nodeid)
@@ -263,7 +275,7 @@ class RunResults:
                 {
                     "label": r.label,
                     "key": r.key,
-                    "config": r.config,
+                    "config": r.config.to_dict(),
                     "service": {k: v for k, v in r.service.items() if k != "start_phases"},
                     "start_phases": r.service.get("start_phases"),
                     "pass_rate": _rate_json(r.pass_rate()),

@@ -240,7 +240,7 @@ def _carried_config(
     config carries every coding and throughput record (a lossless check only by its test),
     each keyed by its test id (an entry without one: its problem or case)."""
     results = ConfigResults(data.label, str(data.key))
-    results.config = msgspec.to_builtins(data.config)
+    results.config = data.config
     if whole:  # its server facts belong to it; a partial config gets this run's
         results.service = _service(data)
     for coding in data.coding:

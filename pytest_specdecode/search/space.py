@@ -87,8 +87,8 @@ def carry_whole(space: Space, results: RunResults) -> Space:
     collected to run)."""
     for key, found in results.configs.items():
         whole = found.carried and found.carried.get("whole")
-        if whole and found.config.get("algorithm") != "NONE" and key not in space.keys:
-            space.carried.add(space.add(key, found.label, dict(found.config)))
+        if whole and found.config.algorithm != "NONE" and key not in space.keys:
+            space.carried.add(space.add(key, found.label, found.config.to_dict()))
     return space
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_specdecode.records import CONFIG, SERVICE
+from pytest_specdecode.records import CONFIG, CONFIG_DATA, SERVICE
 from pytest_specdecode.report import model
 from pytest_specdecode.report.results import RunResults
 
@@ -21,7 +21,7 @@ def test_configs_that_differ_only_in_draft_model_stay_apart() -> None:
     results = RunResults()
     coding(results, a, "fib", passed=True)
     coding(results, b, "fib", passed=False)
-    assert [r.config["draft_model"] for r in results.ordered()] == ["/m/a", "/m/b"]
+    assert [r.config.draft_model for r in results.ordered()] == ["/m/a", "/m/b"]
     assert [r.pass_rate() for r in results.ordered()] == [(1.0, 1, 1), (0.0, 0, 1)]
 
 
@@ -36,7 +36,7 @@ def test_pass_rate_and_accept_length_per_config() -> None:
     coding(results, B8, "fib", passed=True, accept=4.0, tokens=40)
     coding(results, B8, "gcd", passed=False, accept=2.0, tokens=20)
     coding(results, B4, "fib", passed=True)
-    b8, b4 = (next(r for r in results.ordered() if r.config["budget"] == n) for n in (8, 4))
+    b8, b4 = (next(r for r in results.ordered() if r.config.budget == n) for n in (8, 4))
     assert b8.pass_rate() == (0.5, 1, 2)
     # Tokens over verify steps, summed over answers: (40 + 20) / (10 + 10).
     assert b8.accept_length() == pytest.approx(3.0)
@@ -152,3 +152,15 @@ def test_records_are_the_reports_and_the_json_holds_them_as_the_file_does() -> N
     report = model.Report.from_dict(results.to_json())
     assert report.configs[0].throughput == [case]
     assert report.configs[0].lossless == [check]
+
+
+@pytest.mark.parametrize("values", [{"budget": "eight"}, ["DFLASH"], {"extra": "x"}])
+def test_config_values_that_are_not_a_configs_leave_it_named_by_its_label(values: object) -> None:
+    results = RunResults()
+    base = [(k, v) for k, v in props(B8, "coding") if k != CONFIG_DATA]
+    results.add("t.py::test_a", "call", "passed", [*base, (CONFIG_DATA, values)])
+    (b8,) = results.ordered()
+    assert b8.label == B8.label()
+    assert b8.config == model.Config()
+    (entry,) = results.to_json()["configs"]
+    assert entry["config"] == model.Config().to_dict()
