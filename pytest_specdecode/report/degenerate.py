@@ -208,11 +208,11 @@ def infeasible(results: RunResults, bound: float) -> dict[str, list[str]]:
     return out
 
 
-def case_repetitions(report: Report, bound: float) -> list[CaseRepetition | None]:
-    """Every throughput case's repetition beside the baseline's, in
-    :func:`~pytest_specdecode.report.verdict.throughput_cases`' order (None: a NONE
-    config's case)."""
-    by_case = {(f.config, f.case): f for f in findings(report.configs, bound)}
+def case_repetitions(report: Report, found: Iterable[Finding]) -> list[CaseRepetition | None]:
+    """Every throughput case's repetition beside the baseline's (``found``: the report's
+    :func:`findings`), in :func:`~pytest_specdecode.report.verdict.throughput_cases`'
+    order (None: a NONE config's case)."""
+    by_case = {(f.config, f.case): f for f in found}
     out: list[CaseRepetition | None] = []
     for config, case in throughput_cases(report):
         f = by_case.get((config.label, case.case))
@@ -229,14 +229,15 @@ def case_repetitions(report: Report, bound: float) -> list[CaseRepetition | None
     return out
 
 
-def repetition(report: Report, bound: float) -> Repetition:
-    """How output quality was judged, and the degenerate cases (one per config and domain)."""
+def repetition(found: Iterable[Finding], bound: float) -> Repetition:
+    """How output quality was judged (``bound``: the one ``found`` were judged by), and
+    the degenerate cases of ``found`` (one per config and domain)."""
     return Repetition(
         method=METHOD,
         bound=bound,
         margin=MARGIN,
         degenerate=[
             DegenerateCase(**{**asdict(f), "excerpt": escaped(f.excerpt or "")})
-            for f in worst(findings(report.configs, bound))
+            for f in worst(found)
         ],
     )

@@ -385,9 +385,10 @@ def judge(
     for case, speedup in zip(cases, found, strict=True):
         case.speedup = speedup
     report.speedup = verdict.speedup_method(report, found)
-    for case, repetition in zip(cases, degenerate.case_repetitions(report, bound), strict=True):
+    repeats = degenerate.findings(report.configs, bound)
+    for case, repetition in zip(cases, degenerate.case_repetitions(report, repeats), strict=True):
         case.repetition = repetition
-    report.repetition = degenerate.repetition(report, bound)
+    report.repetition = degenerate.repetition(repeats, bound)
     for case, limited in zip(cases, client_limit.client_limited(report), strict=True):
         case.client_limited = limited
     # Where each config's speedup crosses 1.0 as the load grows (a list; empty without).
