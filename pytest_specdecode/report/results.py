@@ -24,7 +24,13 @@ from pytest_specdecode.records import (
     RECORD,
     SERVICE,
 )
-from pytest_specdecode.report.model import CodingRecord, Config, LosslessRecord, ThroughputRecord
+from pytest_specdecode.report.model import (
+    CodingRecord,
+    Config,
+    LosslessRecord,
+    Sweep,
+    ThroughputRecord,
+)
 
 Record = TypeVar("Record", CodingRecord, ThroughputRecord, LosslessRecord)
 
@@ -193,7 +199,7 @@ class RunResults:
         self.other_failures: list[str] = []
         self.tests: list[dict[str, Any]] = []
         self.resumed_from: dict[str, Any] | None = None  # set by --dflash-resume
-        self.sweep: dict[str, Any] | None = None  # how far the sweep is (sweep_progress.py)
+        self.sweep: Sweep | None = None  # how far the sweep is (sweep_progress.py)
         self.search: dict[str, Any] | None = None  # --dflash-search's section (search/record.py)
 
     def ordered(self) -> list[ConfigResults]:
@@ -300,7 +306,7 @@ class RunResults:
             "other_failures": self.other_failures,
             "tests": self.tests,
             **({"resumed_from": self.resumed_from} if self.resumed_from else {}),
-            **({"sweep": self.sweep} if self.sweep else {}),
+            **({"sweep": msgspec.to_builtins(self.sweep)} if self.sweep else {}),
             **({"search": self.search} if self.search else {}),
         }
 

@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from pytest_specdecode.report.model import Report, ResumedFrom, Sweep
 
 
@@ -79,18 +77,18 @@ class SweepProgress:
         self.test_times.setdefault(kind or "test", []).append(self._durations.pop(nodeid))
         return config.done == config.tests
 
-    def status(self) -> dict[str, Any]:
-        """``configs_done``, ``configs_total``, ``carried``, ``elapsed_seconds``,
-        ``left_seconds`` (None: not enough measured yet)."""
+    def status(self) -> Sweep:
+        """How far the sweep got, as the report holds it (``left_seconds`` None: not
+        enough measured yet)."""
         done = sum(c.carried or (c.tests > 0 and c.done >= c.tests) for c in self.configs.values())
         elapsed = self.clock() - (self._began or 0.0)
-        return {
-            "configs_done": done,
-            "configs_total": len(self.configs),
-            "carried": sum(c.carried for c in self.configs.values()),
-            "elapsed_seconds": round(elapsed, 1),
-            "left_seconds": self._left(),
-        }
+        return Sweep(
+            configs_done=done,
+            configs_total=len(self.configs),
+            carried=sum(c.carried for c in self.configs.values()),
+            elapsed_seconds=round(elapsed, 1),
+            left_seconds=self._left(),
+        )
 
     def _left(self) -> float | None:
         every = [t for times in self.test_times.values() for t in times]
@@ -106,11 +104,9 @@ class SweepProgress:
         return round(work / max(1, self.parallel), 1)
 
 
-def describe(status: Sweep | Mapping[str, Any] | None) -> str:
-    """``sweep: 3/6 configs done, 4m12s elapsed, about 5m left``: a report's ``sweep``, or
-    :meth:`SweepProgress.status` as the session has it."""
-    if isinstance(status, Mapping):
-        status = msgspec.convert(status, Sweep)
+def describe(status: Sweep | None) -> str:
+    """``sweep: 3/6 configs done, 4m12s elapsed, about 5m left`` (a report's ``sweep``,
+    :meth:`SweepProgress.status`)."""
     if status is None or not status.configs_total:
         return ""
     text = f"sweep: {status.configs_done}/{status.configs_total} configs done"

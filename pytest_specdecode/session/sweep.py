@@ -56,10 +56,9 @@ class Sweep:
         )
         status = self.results.sweep = self.progress_of.status()
         if finished:
-            left = status["left_seconds"]
-            self.progress.context = (
-                f"{status['configs_done']}/{status['configs_total']} configs"
-                + (f" | about {duration(left)} left" if left is not None else "")
+            left = status.left_seconds
+            self.progress.context = f"{status.configs_done}/{status.configs_total} configs" + (
+                f" | about {duration(left)} left" if left is not None else ""
             )
             self.progress.done(describe(status))
 

@@ -31,14 +31,14 @@ def test_time_left_comes_from_the_starts_and_tests_measured_so_far() -> None:
     clock = Clock()
     sweep = SweepProgress(clock=clock)
     sweep.plan({"a": 2, "b": 2, "c": 2})
-    assert sweep.status()["left_seconds"] is None  # nothing measured yet
+    assert sweep.status().left_seconds is None  # nothing measured yet
     assert not run_test(sweep, clock, "t1", "a", first=True)
     assert run_test(sweep, clock, "t2", "a", first=False)  # a's last test
     status = sweep.status()
-    assert (status["configs_done"], status["configs_total"]) == (1, 3)
-    assert status["elapsed_seconds"] == 82.0
+    assert (status.configs_done, status.configs_total) == (1, 3)
+    assert status.elapsed_seconds == 82.0
     # Two configs left: each a 60 s start and two tests of 11 s.
-    assert status["left_seconds"] == 2 * (60 + 2 * 11)
+    assert status.left_seconds == 2 * (60 + 2 * 11)
     assert describe(status) == "sweep: 1/3 configs done, 1m22s elapsed, about 2m44s left"
 
 
@@ -48,8 +48,8 @@ def test_hosts_in_parallel_share_the_work_left_and_carried_configs_count_as_done
     sweep.plan({"a": 1, "b": 1, "c": 1}, carried={"z": 0})
     run_test(sweep, clock, "t1", "a", first=True)
     status = sweep.status()
-    assert (status["configs_done"], status["configs_total"], status["carried"]) == (2, 4, 1)
-    assert status["left_seconds"] == 2 * (60 + 11) / 2
+    assert (status.configs_done, status.configs_total, status.carried) == (2, 4, 1)
+    assert status.left_seconds == 2 * (60 + 11) / 2
     assert "(1 carried from the resumed report)" in describe(status)
 
 
