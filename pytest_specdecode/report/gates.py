@@ -92,6 +92,7 @@ def outcomes(
             detail = f"config {r.label}: server died after {r.died_after()} tests ({r.died})"
             found.append(Outcome("server", False, detail, detail))
     found.extend(_measured_nothing(results))
+    found.extend(_unreadable(results))
     if settings.min_pass_rate is not None:
         found.extend(_pass_rate(settings.min_pass_rate, results))
     found.extend(_paired(results))
@@ -209,6 +210,19 @@ def _measured_nothing(results: RunResults) -> list[Outcome]:
     return out
 
 
+def _unreadable(results: RunResults) -> list[Outcome]:
+    """A cannot-judge line per config with a record that did not read: what its test
+    measured is nowhere in the report, so the run cannot say how that config did."""
+    out = []
+    for r in results.ordered():
+        if r.refused:
+            nodeid, why = next(iter(r.refused.items()))
+            more = f" (and {len(r.refused) - 1} more)" if len(r.refused) > 1 else ""
+            detail = f"config {r.label}: {nodeid}'s record{more} did not read: {why}"
+            out.append(cannot_judge("records", detail))
+    return out
+
+
 def _compare_unjudged(findings: list[dict[str, Any]]) -> list[Outcome]:
     """One cannot-judge line per spec: its first unjudged case and how many more
     (``tok_s:5%: the saved run 0003 has no tok_s for ctx1024-c8-chat``)."""
@@ -268,6 +282,8 @@ def _failed(r: ConfigResults, settings: Settings) -> Iterator[str]:
     yield from _under_accept_floor(r, settings.min_accept_length)
     if r.errors:
         yield "server not ready"
+    if r.refused:
+        yield "unreadable record"
     held = _acceptance_of(r, settings.max_accept_drop)
     if held is not None and not held[0]:
         yield "acceptance collapses"

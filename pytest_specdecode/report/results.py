@@ -48,6 +48,8 @@ class ConfigResults:
     throughput: dict[str, ThroughputRecord] = field(default_factory=dict)
     lossless: dict[str, LosslessRecord] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Records that did not read as the report's (test id -> why): measured, never judged.
+    refused: dict[str, str] = field(default_factory=dict)
     # The server exited mid-run: the first reason, and the tests it cut short.
     died: str | None = None
     died_tests: set[str] = field(default_factory=set)
@@ -133,13 +135,12 @@ class ConfigResults:
 
     def _convert(self, nodeid: str, data: dict[str, Any], kind: type[Record]) -> Record | None:
         """The test's record as the report's type, converted once; a record that does not
-        convert (the test's properties are what a server replied) is an error of this
-        config, never the run's crash."""
+        convert (the test's properties are what a server replied) is refused, with why
+        (a gate fails on it), never the run's crash."""
         try:
             return msgspec.convert(data, kind)
-        except msgspec.ValidationError:
-            if nodeid not in self.errors:
-                self.errors.append(nodeid)
+        except msgspec.ValidationError as exc:
+            self.refused.setdefault(nodeid, str(exc))
             return None
 
     def accept_length(self) -> float | None:

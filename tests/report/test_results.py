@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.records import CONFIG, CONFIG_DATA, SERVICE
-from pytest_specdecode.report import model
+from pytest_specdecode.report import gates, model
 from pytest_specdecode.report.results import RunResults
 
 from .feed import B4, B8, NONE, coding, errored, props, throughput
@@ -112,19 +113,25 @@ def test_json_has_key_label_and_figures() -> None:
         ("lossless", {"passed": True, "replies": "all"}),
     ],
 )
-def test_a_record_that_does_not_read_is_an_error_of_its_config_not_a_crash(
+def test_a_record_that_does_not_read_fails_the_run_in_one_line_not_a_crash(
     kind: str, record: dict[str, object]
 ) -> None:
     results = RunResults()
     coding(results, B8, "gcd", passed=True)
     results.add("t.py::test_bad", "call", "passed", props(B8, kind, record))
     (b8,) = results.ordered()
-    assert b8.errors == ["t.py::test_bad"]
+    assert list(b8.refused) == ["t.py::test_bad"]
+    assert b8.errors == []  # its server was ready: the record is what failed
     assert [c.problem for c in b8.coding.values()] == ["gcd"]
     assert not b8.throughput
     assert not b8.lossless
-    (entry,) = results.to_json()["configs"]
-    assert entry["errors"] == ["t.py::test_bad"]
+    lines = gates.evaluate(Settings(), results, [])
+    assert [line for line in lines if "did not read" in line] == [
+        f"records cannot judge: config {b8.label}: t.py::test_bad's record did not read: "
+        f"{b8.refused['t.py::test_bad']}"
+    ]
+    assert gates.exit_status(0, Settings(), results, lines) == 1
+    assert gates.config_failures(Settings(), results)[b8.label] == ["unreadable record"]
 
 
 def test_records_are_the_reports_and_the_json_holds_them_as_the_file_does() -> None:
