@@ -64,8 +64,6 @@ NO_BASELINE = (
     "(e.g. --dflash-sweep 'algorithm=NONE,DFLASH;budget=4,8') or pass --dflash-baseline "
     "with a saved run of --dflash-config algorithm=NONE"
 )
-SPEEDUP_TPOT, SPEEDUP_TOK_S = "tpot", "tok_s"
-"""The keys of a case's ``speedup``: the TPOT speedup and the output tok/s ratio."""
 METHOD = (
     "baseline TPOT / config TPOT, and config tok/s / baseline tok/s, with a 95% "
     "interval: geometric mean of the per-round ratios (round i has the same prompts under "
