@@ -11,7 +11,8 @@ shipped beside this module (``report.schema.json``) is generated from it
 Fields a newer version adds are kept out of the way: unknown keys are ignored on
 reading, and every field has a default, so an older or interrupted run's report
 still reads. The figures of a throughput case are typed too (:class:`Metrics`, the
-flat keys of ``benchmark.extra_info``); the facts a server told (``service``) and the
+flat keys of ``benchmark.extra_info``, declared where they are measured:
+``throughput/metrics.py``); the facts a server told (``service``) and the
 search's section (``search``) are open objects, owned by service/ and search/record.py.
 
 This is the one shape of a report: the run converts its records once, when a test's
@@ -26,6 +27,9 @@ from importlib import resources
 from typing import Any
 
 import msgspec
+
+from pytest_specdecode.throughput.metrics import Metrics as Metrics
+from pytest_specdecode.throughput.metrics import RoundSummary as RoundSummary
 
 FORMAT = 2
 SCHEMA_FILE = "report.schema.json"
@@ -182,85 +186,6 @@ class ClientLimited(_Record):
     """Why a case's figures are the load client's, not the server's (left out of the verdict)."""
 
     why: str = ""
-
-
-class RoundSummary(_Record):
-    """A per-round figure's mean and 95% interval over the counted rounds, and the values."""
-
-    mean: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n: int | None = None
-    values: list[float] = []
-
-
-class Metrics(_Record):
-    """A throughput case's figures (docs/metrics.md): ``benchmark.extra_info``'s flat
-    keys (``throughput/metrics.py``), the percentiles as ``<name>_p50/_p90/_p99``, and
-    ``intervals`` by figure name (``tok_s``, ``tpot_ms``, ``accept_length``, ``req_tok_s``)."""
-
-    case: str | None = None
-    context: int | None = None
-    concurrency: int | None = None
-    max_tokens: int | None = None
-    rounds: int | None = None
-    requests: int | None = None
-    errors: int | None = None
-    completion_tokens: int | None = None
-    prompt_tokens_mean: float | None = None
-    wall_time_s: float | None = None
-    tok_s: float | None = None
-    tok_s_round_min: float | None = None
-    tok_s_round_max: float | None = None
-    accept_length: float | None = None
-    spec_verify_ct: int | None = None
-    tokens_per_chunk_mean: float | None = None
-    ttft_ms_p50: float | None = None
-    ttft_ms_p90: float | None = None
-    ttft_ms_p99: float | None = None
-    tpot_ms_p50: float | None = None
-    tpot_ms_p90: float | None = None
-    tpot_ms_p99: float | None = None
-    itl_ms_p50: float | None = None
-    itl_ms_p90: float | None = None
-    itl_ms_p99: float | None = None
-    e2e_ms_p50: float | None = None
-    e2e_ms_p90: float | None = None
-    e2e_ms_p99: float | None = None
-    req_tok_s_p50: float | None = None
-    req_tok_s_p90: float | None = None
-    req_tok_s_p99: float | None = None
-    tokens_per_chunk_p50: float | None = None
-    tokens_per_chunk_p90: float | None = None
-    tokens_per_chunk_p99: float | None = None
-    domain: str | None = None
-    load: str | None = None
-    rate: float | None = None
-    intervals: dict[str, RoundSummary | None] | None = None
-    accept_histogram: list[int] | None = None
-    accept_rate_by_position: list[float] | None = None
-    slo: str | None = None
-    goodput: float | None = None
-    slo_attainment: float | None = None
-    load_mode: str | None = None
-    client_overhead_ms_p50: float | None = None
-    client_overhead_ms_p99: float | None = None
-    client_cpu_share: float | None = None
-    repetition: float | None = None
-    repetition_sample: int | None = None
-    repetition_excerpt: str | None = None
-    repetition_baseline: float | None = None
-    remeasured: int | None = None
-    # Set under pytest-xdist, where pytest-benchmark is off: why this case is not in its table.
-    pytest_benchmark: str | None = None
-
-    def figure(self, name: str) -> Any:
-        """The field named ``name`` (a name from ``throughput/metrics.py``), None if unknown."""
-        return getattr(self, name, None) if name in self.__struct_fields__ else None
-
-    def interval(self, name: str) -> RoundSummary | None:
-        """The per-round summary of figure ``name``, if measured."""
-        return (self.intervals or {}).get(name)
 
 
 class ThroughputRecord(_Record):

@@ -73,8 +73,9 @@ def measure_round(
     metrics = case_metrics(case, [result])
     return AccuracySample(
         case=case.id,
-        client_tokens=metrics.completion_tokens,
-        client_tok_s=metrics.tok_s,
+        # Always set by case_metrics (None only in a report that lacks them).
+        client_tokens=metrics.completion_tokens or 0,
+        client_tok_s=metrics.tok_s or 0.0,
         server_tokens=after - before,
         server_tok_s=(after - before) / (t1 - t0),
         client_cpu_s=cpu1 - cpu0,

@@ -27,7 +27,7 @@ from pytest_specdecode.client.sglang import GenerateResult, SGLangClient
 from pytest_specdecode.config.load_options import Slo
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.throughput.fdlimit import FdLimitError, ensure_fds
-from pytest_specdecode.throughput.metrics import CaseMetrics, case_metrics
+from pytest_specdecode.throughput.metrics import Metrics, case_metrics, extra_info
 from pytest_specdecode.throughput.workload import (
     Prompt,
     PromptBuilder,
@@ -233,7 +233,7 @@ def run_case(
     window: int | None = None,
     disturbed: Callable[[RoundResult], bool] | None = None,
     wait: str = "auto",
-) -> CaseMetrics:
+) -> Metrics:
     """Run one throughput case and return its metrics.
 
     Builds fresh prompts for every round (and the warm-up), flushes the
@@ -341,7 +341,7 @@ def run_case(
         case, counted, slo=slo, load_mode=mode, bounds=bounds, remeasured=remeasured[0]
     )
     if benchmark is not None:
-        benchmark.extra_info.update(metrics.to_extra_info())
+        benchmark.extra_info.update(extra_info(metrics))
         if config is not None:
             benchmark.extra_info["config"] = config
     return metrics

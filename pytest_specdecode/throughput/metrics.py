@@ -8,15 +8,18 @@ and 95% interval over the rounds (:mod:`~pytest_specdecode.throughput.stats`)
 and the values themselves, so a later run can be compared with this one.
 The acceptance histogram is SGLang's ``spec_correct_drafts_histogram``
 (index: correct drafts in a verify step, value: steps) summed over requests.
+A case's figures are one :class:`Metrics`, the struct the JSON report holds them
+in; :func:`extra_info` gives its flat keys for ``benchmark.extra_info``.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import msgspec
 
 from pytest_specdecode import replies
 from pytest_specdecode.config.load_options import Slo, slo_text
@@ -73,7 +76,7 @@ def request_itls(result: GenerateResult) -> list[float]:
     return [b - a for a, b in itertools.pairwise(t)]
 
 
-# The names under which a case's figures are written (CaseMetrics' fields, and the keys of
+# The names under which a case's figures are written (Metrics' fields, and the keys of
 # its ``intervals``), for every reader to take from here: a reader spelling one itself reads
 # nothing once it is renamed, and the search calls every config infeasible.
 TOK_S = "tok_s"
@@ -92,41 +95,64 @@ _PERCENTILE_FIELDS = ("ttft_ms", TPOT_MS, "itl_ms", "e2e_ms", REQ_TOK_S, "tokens
 
 
 def single_key(name: str) -> str:
-    """The flat key holding a figure's one value in :meth:`CaseMetrics.to_extra_info`: the
+    """The flat key holding a figure's one value in :func:`extra_info`: the
     median for a quantity given as percentiles (``tpot_ms_p50``), else its own name."""
     return f"{name}_p50" if name in _PERCENTILE_FIELDS else name
 
 
-@dataclass(frozen=True)
-class CaseMetrics:
-    """The metrics (docs/metrics.md) of one throughput case over its counted rounds."""
+class RoundSummary(msgspec.Struct, kw_only=True):
+    """A per-round figure's mean and 95% interval over the counted rounds, and the values."""
 
-    case: str
-    context: int
-    concurrency: int
-    max_tokens: int
-    rounds: int
-    requests: int
-    errors: int
-    completion_tokens: int
-    prompt_tokens_mean: float | None
-    wall_time_s: float
-    tok_s: float
-    tok_s_round_min: float | None
-    tok_s_round_max: float | None
-    accept_length: float | None
-    spec_verify_ct: int | None
-    tokens_per_chunk_mean: float | None
-    ttft_ms: Percentiles
-    tpot_ms: Percentiles
-    itl_ms: Percentiles
-    e2e_ms: Percentiles
-    req_tok_s: Percentiles
-    tokens_per_chunk: Percentiles
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    values: list[float] = []
+
+
+class Metrics(msgspec.Struct, kw_only=True):
+    """A throughput case's figures (docs/metrics.md): ``benchmark.extra_info``'s flat
+    keys (``throughput/metrics.py``), the percentiles as ``<name>_p50/_p90/_p99``, and
+    ``intervals`` by figure name (``tok_s``, ``tpot_ms``, ``accept_length``, ``req_tok_s``)."""
+
+    case: str | None = None
+    context: int | None = None
+    concurrency: int | None = None
+    max_tokens: int | None = None
+    rounds: int | None = None
+    requests: int | None = None
+    errors: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_mean: float | None = None
+    wall_time_s: float | None = None
+    tok_s: float | None = None
+    tok_s_round_min: float | None = None
+    tok_s_round_max: float | None = None
+    accept_length: float | None = None
+    spec_verify_ct: int | None = None
+    tokens_per_chunk_mean: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p90: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    e2e_ms_p90: float | None = None
+    e2e_ms_p99: float | None = None
+    req_tok_s_p50: float | None = None
+    req_tok_s_p90: float | None = None
+    req_tok_s_p99: float | None = None
+    tokens_per_chunk_p50: float | None = None
+    tokens_per_chunk_p90: float | None = None
+    tokens_per_chunk_p99: float | None = None
     domain: str | None = None
     load: str | None = None
     rate: float | None = None
-    intervals: dict[str, Any] | None = None
+    intervals: dict[str, RoundSummary | None] | None = None
     accept_histogram: list[int] | None = None
     accept_rate_by_position: list[float] | None = None
     slo: str | None = None
@@ -140,37 +166,38 @@ class CaseMetrics:
     client_cpu_share: float | None = None
     # Output quality (throughput/quality.py): share of repeated word 4-grams over a
     # bounded sample of the replies, how many replies it read, and the start of the
-    # most repetitive one (unescaped: whoever shows it escapes it).
+    # most repetitive one (unescaped: whoever shows it escapes it); the baseline's share
+    # for the same case, as the runner found it.
     repetition: float | None = None
     repetition_sample: int | None = None
     repetition_excerpt: str | None = None
+    repetition_baseline: float | None = None
     # Counted rounds measured again because the machine was loaded during them (load.py).
     remeasured: int | None = None
+    # Set under pytest-xdist, where pytest-benchmark is off: why this case is not in its table.
+    pytest_benchmark: str | None = None
 
-    def to_extra_info(self) -> dict[str, Any]:
-        """Flat JSON-able dict for ``benchmark.extra_info`` (``ttft_ms_p50``...)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in _PERCENTILE_FIELDS:
-                for tag, v in zip(Percentiles._fields, value, strict=True):
-                    out[f"{f.name}_{tag}"] = v
-            else:
-                out[f.name] = value
-        return out
+    def figure(self, name: str) -> Any:
+        """The field named ``name`` (a name from ``throughput/metrics.py``), None if unknown."""
+        return getattr(self, name, None) if name in self.__struct_fields__ else None
 
-    @classmethod
-    def from_extra_info(cls, info: Mapping[str, Any]) -> CaseMetrics:
-        """Inverse of :meth:`to_extra_info`; ignores keys it does not know."""
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name in _PERCENTILE_FIELDS:
-                kwargs[f.name] = Percentiles(
-                    *(info.get(f"{f.name}_{tag}") for tag in Percentiles._fields)
-                )
-            else:
-                kwargs[f.name] = info.get(f.name)
-        return cls(**kwargs)
+    def interval(self, name: str) -> RoundSummary | None:
+        """The per-round summary of figure ``name``, if measured."""
+        return (self.intervals or {}).get(name)
+
+
+RUNNER_FIELDS = ("repetition_baseline", "pytest_benchmark")
+"""The fields the throughput runner sets (:func:`case_metrics` does not): written only once set."""
+
+
+def extra_info(metrics: Metrics) -> dict[str, Any]:
+    """Flat JSON-able dict for ``benchmark.extra_info`` and the runner's record
+    (``ttft_ms_p50``...)."""
+    info: dict[str, Any] = msgspec.to_builtins(metrics)
+    for name in RUNNER_FIELDS:
+        if info[name] is None:
+            del info[name]
+    return info
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -254,13 +281,20 @@ def _round_values(rnd: RoundResult) -> dict[str, float | None]:
     }
 
 
-def _intervals(rounds: list[RoundResult]) -> dict[str, Any]:
+def _intervals(rounds: list[RoundResult]) -> dict[str, RoundSummary | None]:
     per_round = [_round_values(rnd) for rnd in rounds]
-    out: dict[str, Any] = {}
+    out: dict[str, RoundSummary | None] = {}
     for name in ROUND_FIGURES:
         values = [v for r in per_round if (v := r[name]) is not None]
-        out[name] = stats.summary(values)
+        found = stats.summary(values)
+        out[name] = None if found is None else RoundSummary(**found)
     return out
+
+
+def _percentiles(name: str, values: Sequence[float], factor: float = 1.0) -> dict[str, Any]:
+    """Metrics' ``<name>_p50/_p90/_p99`` fields: the percentiles of ``values`` times ``factor``."""
+    found = Percentiles.of(values).scaled(factor)
+    return {f"{name}_{tag}": v for tag, v in zip(Percentiles._fields, found, strict=True)}
 
 
 def _cpu_share(rounds: list[RoundResult]) -> float | None:
@@ -280,8 +314,8 @@ def case_metrics(
     load_mode: str | None = None,
     bounds: replies.DraftBounds = replies.UNKNOWN,
     remeasured: int | None = None,
-) -> CaseMetrics:
-    """Aggregate the counted rounds of ``case`` into :class:`CaseMetrics`.
+) -> Metrics:
+    """Aggregate the counted rounds of ``case`` into :class:`Metrics`.
 
     Every reply is checked first against what a server running the config
     (``bounds``) could have produced for ``case.max_tokens``: an impossible
@@ -319,7 +353,7 @@ def case_metrics(
     sample = TextSample()
     for r in results:
         sample.add(r.text)
-    return CaseMetrics(
+    return Metrics(
         case=case.id,
         context=case.context,
         concurrency=case.concurrency,
@@ -336,12 +370,12 @@ def case_metrics(
         accept_length=accept,
         spec_verify_ct=verify_total if have_verify else None,
         tokens_per_chunk_mean=_mean(per_chunk),
-        ttft_ms=Percentiles.of(ttfts).scaled(1000),
-        tpot_ms=Percentiles.of(tpots).scaled(1000),
-        itl_ms=Percentiles.of(itls).scaled(1000),
-        e2e_ms=Percentiles.of([r.e2e_latency for r in results]).scaled(1000),
-        req_tok_s=Percentiles.of(req_rates),
-        tokens_per_chunk=Percentiles.of(per_chunk),
+        **_percentiles("ttft_ms", ttfts, 1000),
+        **_percentiles(TPOT_MS, tpots, 1000),
+        **_percentiles("itl_ms", itls, 1000),
+        **_percentiles("e2e_ms", [r.e2e_latency for r in results], 1000),
+        **_percentiles(REQ_TOK_S, req_rates),
+        **_percentiles("tokens_per_chunk", per_chunk),
         domain=case.domain,
         load=case.load,
         rate=case.rate if case.open_loop else None,

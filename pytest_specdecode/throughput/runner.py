@@ -29,6 +29,7 @@ from pytest_specdecode.throughput import fingerprint, lossless
 from pytest_specdecode.throughput.calibration import Calibration
 from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, RoundResult, ThroughputError, run_case
+from pytest_specdecode.throughput.metrics import extra_info
 from pytest_specdecode.throughput.workload import ThroughputCase, context_window
 
 # Greedy prompts of the lossless check: code and prose, short and long, enough replies
@@ -153,12 +154,11 @@ class ThroughputRunner:
             failure = changed
         if failure is not None:
             pytest.fail(failure, pytrace=False)
-        info = metrics.to_extra_info()
         if unbenched:
-            info["pytest_benchmark"] = PYTEST_BENCHMARK_OFF
+            metrics.pytest_benchmark = PYTEST_BENCHMARK_OFF
         beside = self._repetition_baseline(case.id, metrics.repetition)
-        if beside is not None:
-            info["repetition_baseline"] = beside
+        metrics.repetition_baseline = beside
+        info = extra_info(metrics)
         if benchmark is not None:
             if beside is not None:
                 benchmark.extra_info["repetition_baseline"] = beside
@@ -404,7 +404,7 @@ class LosslessChecker:
             if metrics.repetition is not None:
                 self.baseline.repetition[case.id] = metrics.repetition
             key = pairing_key(self.node.nodeid, {"case": case.id})
-            measured.append({"case": case.id, "key": key, "metrics": metrics.to_extra_info()})
+            measured.append({"case": case.id, "key": key, "metrics": extra_info(metrics)})
         if measured:
             self.node.user_properties.append((BASELINE_CASES, measured))
         return missed

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from pytest_specdecode.report import json_report, model, upgrade
 from pytest_specdecode.report.cli import run as cli_run
-from pytest_specdecode.throughput.metrics import CaseMetrics
 
 FORMAT_1 = Path(__file__).parent / "data" / "report_format1.json"  # the demo's, before format 2
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -178,11 +177,3 @@ def test_any_format_1_report_reads_as_a_valid_format_2_one(
     }
     typed = model.Report.from_dict(new)
     assert model.Report.from_json(typed.to_json()) == typed
-
-
-def test_a_cases_metrics_hold_every_figure_the_plugin_writes_for_it() -> None:
-    # Unknown keys are dropped when a record is read: a figure CaseMetrics gains without
-    # a Metrics field would vanish from every report, so the two lists are one.
-    written = set(CaseMetrics.from_extra_info({}).to_extra_info())
-    written |= {"repetition_baseline", "pytest_benchmark"}  # throughput/runner.py adds these
-    assert written == set(model.Metrics.__struct_fields__)

@@ -9,7 +9,6 @@ would call every config infeasible ("no tok_s measured"), whatever its speed.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,9 @@ from pytest_specdecode.search.objective import READERS, measure
 from pytest_specdecode.throughput.load import RequestRecord, RoundResult
 from pytest_specdecode.throughput.metrics import (
     ROUND_FIGURES,
-    CaseMetrics,
+    Metrics,
     case_metrics,
+    extra_info,
     single_key,
 )
 from pytest_specdecode.throughput.workload import ThroughputCase
@@ -63,7 +63,7 @@ def rounds(gap: float, count: int = 3) -> list[RoundResult]:
 def report(tmp_path: Path, none_gap: float, gap: float) -> Report:
     results = RunResults()
     for config, each in ((NONE, none_gap), (B8, gap)):
-        throughput(results, config, CASE.id, case_metrics(CASE, rounds(each)).to_extra_info())
+        throughput(results, config, CASE.id, extra_info(case_metrics(CASE, rounds(each))))
     return RunOutputs(Settings(report="r.json"), results, tmp_path).report()
 
 
@@ -94,9 +94,9 @@ def test_the_objective_reads_each_search_metric_and_nothing_else() -> None:
 
 
 def test_every_per_round_figure_is_a_field_and_a_flat_value_of_a_measured_case() -> None:
-    info = case_metrics(CASE, rounds(0.01)).to_extra_info()
-    names = {f.name for f in fields(CaseMetrics)}
+    info = extra_info(case_metrics(CASE, rounds(0.01)))
+    names = set(Metrics.__struct_fields__)
     for name in ROUND_FIGURES:
-        assert name in names
+        assert single_key(name) in names
         assert isinstance(info[single_key(name)], float), name
         assert info["intervals"][name]["values"], name

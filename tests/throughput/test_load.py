@@ -133,6 +133,7 @@ def test_run_case_without_benchmark_times_rounds_itself(fake_server: tuple[str, 
             client, ThroughputCase(20, 1, 10), 2, prompt_builder=builder, warmup=False
         )
     assert metrics.rounds == 2
+    assert metrics.wall_time_s is not None
     assert metrics.wall_time_s > 0
     assert metrics.tok_s == pytest.approx(20 / metrics.wall_time_s)
 

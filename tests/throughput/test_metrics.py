@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from pytest_specdecode.client.sglang import GenerateResult
 from pytest_specdecode.throughput.load import RequestRecord, RoundResult
 from pytest_specdecode.throughput.metrics import (
-    CaseMetrics,
+    RUNNER_FIELDS,
+    Metrics,
     Percentiles,
     case_metrics,
+    extra_info,
     percentile,
     request_itls,
     request_tpot,
@@ -101,14 +104,14 @@ def test_case_metrics_aggregate_over_rounds() -> None:
     assert m.spec_verify_ct == 7
     assert m.requests == 3
     assert m.errors == 0
-    assert m.ttft_ms.p50 == pytest.approx(500.0)
+    assert m.ttft_ms_p50 == pytest.approx(500.0)
     tpots = [(2.0 - 0.5) / 7, (1.0 - 0.25) / 7, (2.0 - 1.0) / 7]
-    assert m.tpot_ms.p50 == pytest.approx(sorted(tpots)[1] * 1000)
+    assert m.tpot_ms_p50 == pytest.approx(sorted(tpots)[1] * 1000)
     itls = [0.5, 1.0, 0.75, 1.0]
-    assert m.itl_ms.p50 == pytest.approx(percentile(itls, 50) * 1000)  # type: ignore[operator]
+    assert m.itl_ms_p50 == pytest.approx(percentile(itls, 50) * 1000)  # type: ignore[operator]
     assert m.tokens_per_chunk_mean == pytest.approx(24 / 7)
-    assert m.e2e_ms.p99 == pytest.approx(2000.0)
-    assert m.req_tok_s.p50 == pytest.approx(4.0)
+    assert m.e2e_ms_p99 == pytest.approx(2000.0)
+    assert m.req_tok_s_p50 == pytest.approx(4.0)
 
 
 def test_accept_length_absent_without_spec_counts() -> None:
@@ -130,11 +133,18 @@ def test_extra_info_is_json_with_flat_percentiles_and_round_trips() -> None:
     m = case_metrics(
         ThroughputCase(60, 1), [one_round(0, 1, result(0.0, [(0.1, 1), (1.0, 4)], verify=2))]
     )
-    info = m.to_extra_info()
+    info = extra_info(m)
     assert not any(isinstance(v, (list, tuple)) for k, v in info.items() if "_p" in k)
     assert info["ttft_ms_p50"] == pytest.approx(100.0)
     assert info["tok_s"] == pytest.approx(5.0)
-    assert CaseMetrics.from_extra_info(json.loads(json.dumps(info))) == m
+    assert msgspec.convert(json.loads(json.dumps(info)), Metrics) == m
+
+
+def test_extra_info_leaves_the_runners_fields_out_until_it_sets_them() -> None:
+    m = case_metrics(ThroughputCase(60, 1), [one_round(0, 1, result(0.0, [(1.0, 5)]))])
+    assert set(extra_info(m)) == set(Metrics.__struct_fields__) - set(RUNNER_FIELDS)
+    m.repetition_baseline = 0.25
+    assert extra_info(m)["repetition_baseline"] == 0.25
 
 
 def test_percentiles_scaled_keeps_none() -> None:
@@ -154,13 +164,14 @@ def test_intervals_over_rounds_keep_their_values() -> None:
     ]
     m = case_metrics(ThroughputCase(60, 1, 10), rounds)
     assert m.intervals is not None
-    tok = m.intervals["tok_s"]
+    intervals = msgspec.to_builtins(m.intervals)  # as extra_info writes them
+    tok = intervals["tok_s"]
     assert tok["values"] == [10.0, 5.0, 10.0]
     assert tok["mean"] == pytest.approx(25 / 3)
     assert tok["low"] < 25 / 3 < tok["high"]
     assert tok["n"] == 3
-    assert m.intervals["tpot_ms"]["values"] == pytest.approx([100.0, 211.111, 100.0], abs=1e-3)
-    assert m.intervals["accept_length"]["values"] == [2.5, 2.0, 2.5]
+    assert intervals["tpot_ms"]["values"] == pytest.approx([100.0, 211.111, 100.0], abs=1e-3)
+    assert intervals["accept_length"]["values"] == [2.5, 2.0, 2.5]
 
 
 def test_acceptance_histogram_and_rate_per_position() -> None:
