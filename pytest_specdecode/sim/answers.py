@@ -347,11 +347,6 @@ class AnswerBook:
         self._cache: dict[str, Answer] = {}
         self._pools: dict[int, Answer] = {}
 
-    @property
-    def filler_pool(self) -> Answer:
-        """Filler tokens that extend a coding answer past its end."""
-        return self.pool(FILLER)
-
     def pool(self, kind: int) -> Answer:
         """Tokens of ``kind`` that extend a reply past its end (``ignore_eos``), built once."""
         found = self._pools.get(kind)
