@@ -128,9 +128,8 @@ def _works(chosen: tuple[Hierarchy, ...]) -> bool:
 class AnswerGroup:
     """One answer's cgroup(s): limits, joining, killing and removal."""
 
-    def __init__(self, dirs: list[tuple[int, str]], memory_bytes: int) -> None:
+    def __init__(self, dirs: list[tuple[int, str]]) -> None:
         self.dirs = dirs  # (version, directory) per hierarchy
-        self.memory_bytes = memory_bytes
         self._fds: list[int] = []
         for _version, path in dirs:
             self._fds.append(os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY))
@@ -153,7 +152,7 @@ class AnswerGroup:
                 os.mkdir(path)
                 made.append((hierarchy.version, path))
                 _limit(hierarchy, path, memory_bytes, pids)
-            return cls(made, memory_bytes)
+            return cls(made)
         except OSError:
             for _version, path in made:
                 with contextlib.suppress(OSError):

@@ -261,18 +261,13 @@ def bwrap_argv(
         argv += [*size, "--perms", "1777", "--tmpfs", path]
     made: set[str] = {"/"}
     hidden = [*layout.hidden, *(h for h in hide if layout.visible(h))]
-    for path in layout.binds:
+    for path in (*layout.binds, layout.executable):
         # Directories bwrap creates on its own are 0700: the dropped uid could not enter.
         for parent in _ancestors(path):
             if parent not in made and not layout.visible(parent):
                 argv += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         argv += ["--ro-bind", path, path]
-    for parent in _ancestors(layout.executable):
-        if parent not in made and not layout.visible(parent):
-            argv += ["--perms", "0755", "--dir", parent]
-            made.add(parent)
-    argv += ["--ro-bind", layout.executable, layout.executable]
     for path in hidden:
         argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
     # The root and /dev are tmpfs bwrap made: read-only once built, so only the

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import copy
 import functools
-import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hypothesis.strategies import SearchStrategy
 
+from pytest_specdecode.coding.values import show_call
+from pytest_specdecode.coding.worker import describe
 from pytest_specdecode.errors import SpecDecodeError
 
 ArgsStrategy = SearchStrategy[tuple[Any, ...]]
@@ -118,7 +119,7 @@ def validate_problem(problem: Problem) -> None:
     try:
         reference = problem.reference_function()
     except Exception as exc:
-        raise BadProblem(f"{where}: the reference does not load: {_describe(exc)}") from None
+        raise BadProblem(f"{where}: the reference does not load: {describe(exc)}") from None
     inputs = [tuple(c) for c in problem.cases]
     if not inputs and problem.strategy is not None:
         from pytest_specdecode.coding.check import generate_inputs  # hypothesis: loaded late
@@ -129,25 +130,14 @@ def validate_problem(problem: Problem) -> None:
         try:
             reference(*copy.deepcopy(args))
         except Exception as exc:
-            call = f"{problem.entry_point}{_args(args)}"
+            call = show_call(problem.entry_point, args)
             if isinstance(exc, _BROKEN):
                 raise BadProblem(
-                    f"{where}: its reference fails on {call}: {_describe(exc)}; fix the reference"
+                    f"{where}: its reference fails on {call}: {describe(exc)}; fix the reference"
                 ) from None
-            failures.append(f"{call} raised {_describe(exc)}")
+            failures.append(f"{call} raised {describe(exc)}")
     if inputs and len(failures) == len(inputs):
         raise BadProblem(
             f"{where}: its reference raises on all {len(inputs)} of its inputs "
             f"(first: {failures[0]}); fix the reference"
         )
-
-
-def _describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:200]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _args(args: tuple[Any, ...]) -> str:
-    shown = reprlib.Repr()
-    shown.maxstring = shown.maxother = 40
-    return "(" + ", ".join(shown.repr(a) for a in args) + ")"

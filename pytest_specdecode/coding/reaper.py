@@ -16,7 +16,6 @@ from pytest_specdecode.coding.template import clear_tree
 
 # Fresh uids handed to sandboxes when the test process is root.
 UID_BASE = 0x5F000000
-UID_SPAN = 1 << 24
 
 
 def _live_uids() -> Iterator[tuple[int, int]]:
@@ -40,11 +39,6 @@ def _live_uids() -> Iterator[tuple[int, int]]:
 def processes_of(uid: int) -> list[int]:
     """Live pids whose real uid is ``uid`` (Linux /proc)."""
     return [pid for pid, owner in _live_uids() if owner == uid]
-
-
-def sandbox_processes() -> list[int]:
-    """Live pids under any uid handed to sandboxes (for tests and cleanup checks)."""
-    return [pid for pid, uid in _live_uids() if UID_BASE <= uid < UID_BASE + UID_SPAN]
 
 
 def kill_uid(uid: int, *, grace: float = 5.0) -> None:
@@ -82,4 +76,4 @@ def remove_tree(path: str) -> None:
     os.rmdir(path)
 
 
-__all__ = ["kill_uid", "processes_of", "remove_tree", "sandbox_processes"]
+__all__ = ["kill_uid", "processes_of", "remove_tree"]

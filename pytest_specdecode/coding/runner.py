@@ -179,6 +179,13 @@ class CodingRunner:
         bounds = DraftBounds.of(service.config, service.server_info)
         check_plausible(result, self.settings.max_tokens, bounds)
 
+    def _judge(self, problem: Problem, reply: str, timeout: float) -> Future[Verdict]:
+        """The verdict on ``reply``, judged on the checker's threads (``check_reply`` is
+        looked up at each call: it is this module's name)."""
+        return self.checker.submit(
+            problem, reply, judge=check_reply, timeout=timeout, mode=self.mode
+        )
+
     def _recheck_timeouts(
         self, problem: Problem, replies: list[str], verdicts: list[Verdict]
     ) -> tuple[list[Verdict], int]:
@@ -187,13 +194,7 @@ class CodingRunner:
         second timeout makes it the model's failure. Returns the verdicts and how many
         were checked again."""
         again = {
-            i: self.checker.submit(
-                problem,
-                replies[i],
-                judge=check_reply,
-                timeout=2 * self.settings.answer_timeout,
-                mode=self.mode,
-            )
+            i: self._judge(problem, replies[i], 2 * self.settings.answer_timeout)
             for i, v in enumerate(verdicts)
             if v.status == "timeout"
         }
@@ -249,17 +250,8 @@ class CodingRunner:
                     break
                 finally:
                     generating += self.clock() - start
-                # Checked while the next sample is generated (check_reply looked up now:
-                # it is this module's name).
-                pending.append(
-                    self.checker.submit(
-                        problem,
-                        reply,
-                        judge=check_reply,
-                        timeout=self.settings.answer_timeout,
-                        mode=self.mode,
-                    )
-                )
+                # Checked while the next sample is generated.
+                pending.append(self._judge(problem, reply, self.settings.answer_timeout))
                 replies.append(reply)
                 latency += result.e2e_latency
                 tokens += result.completion_tokens or 0

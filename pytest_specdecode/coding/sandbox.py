@@ -51,7 +51,6 @@ from pytest_specdecode.coding.reaper import (
     kill_uid,
     processes_of,
     remove_tree,
-    sandbox_processes,
 )
 from pytest_specdecode.coding.sandbox_base import (
     PREIMPORT,
@@ -209,7 +208,6 @@ class Sandbox:
         self._next_id = 0
         self._answered = 0
         self._closed = False
-        self.exit_detail = ""
         root = os.geteuid() == 0
         if root:
             self.uid = _fresh_uid()
@@ -509,6 +507,5 @@ __all__ = [
     "processes_of",
     "require_bwrap",
     "sandbox_mode",
-    "sandbox_processes",
     "sandbox_warning",
 ]

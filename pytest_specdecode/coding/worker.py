@@ -32,6 +32,13 @@ TAG = "$"
 # are refused by Python's int/str conversion limit.
 _BIG = 1 << 64
 MAX_DEPTH = 100
+# The collections the wire format carries, by their tag.
+_COLLECTIONS: dict[str, type[Any]] = {
+    "list": list,
+    "tuple": tuple,
+    "set": set,
+    "frozenset": frozenset,
+}
 
 
 def encode(value: Any, depth: int = 0) -> Any:
@@ -44,16 +51,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, int):
         value = int(value)
         return value if -_BIG < value < _BIG else {TAG: "int", "v": hex(value)}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        kind = (
-            "list"
-            if isinstance(value, list)
-            else "tuple"
-            if isinstance(value, tuple)
-            else "frozenset"
-            if isinstance(value, frozenset)
-            else "set"
-        )
+    kind = next((k for k, t in _COLLECTIONS.items() if isinstance(value, t)), None)
+    if kind is not None:
         return {TAG: kind, "v": [encode(item, d) for item in value]}
     if isinstance(value, dict):
         return {TAG: "dict", "v": [[encode(k, d), encode(v, d)] for k, v in value.items()]}
@@ -107,15 +106,10 @@ def decode(data: Any, depth: int = 0) -> Any:
     if type(data) is not dict or not isinstance(data.get(TAG), str):
         raise ValueError(f"malformed value {type(data).__name__}")
     kind, raw, d = data[TAG], data.get("v"), depth + 1
-    if kind in ("list", "tuple", "set", "frozenset"):
+    if kind in _COLLECTIONS:
         if type(raw) is not list:
             raise ValueError(f"malformed {kind}")
-        items = [decode(item, d) for item in raw]
-        if kind == "list":
-            return items
-        if kind == "tuple":
-            return tuple(items)
-        return set(items) if kind == "set" else frozenset(items)
+        return _COLLECTIONS[kind]([decode(item, d) for item in raw])
     if kind == "dict":
         if type(raw) is not list or not all(type(p) is list and len(p) == 2 for p in raw):
             raise ValueError("malformed dict")

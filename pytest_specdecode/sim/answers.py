@@ -305,9 +305,13 @@ def _humaneval_reply(
     variant = rng.randrange(VARIANTS)
     if found.continuation:
         return found.task.body(correct, variant), CODE
-    code = found.task.function(correct, variant)
-    intro = rng.choice(_INTROS).format(name=found.task.entry_point)
-    return f"{intro}\n\n```python\n{code}```\n\n{rng.choice(_OUTROS)}", None
+    return _coding_reply(rng, found.task.entry_point, found.task.function(correct, variant)), None
+
+
+def _coding_reply(rng: random.Random, name: str, code: str) -> str:
+    """A short introduction, the fenced ``code`` and a closing remark."""
+    intro = rng.choice(_INTROS).format(name=name)
+    return f"{intro}\n\n```python\n{code}```\n\n{rng.choice(_OUTROS)}"
 
 
 def build_answer(text: str, default_class: int = PROSE, kind: int = FILLER) -> Answer:
@@ -347,25 +351,14 @@ class AnswerBook:
         self._cache: dict[str, Answer] = {}
         self._pools: dict[int, Answer] = {}
 
-    @property
-    def filler_pool(self) -> Answer:
-        """Filler tokens that extend a coding answer past its end."""
-        return self.pool(FILLER)
-
     def pool(self, kind: int) -> Answer:
         """Tokens of ``kind`` that extend a reply past its end (``ignore_eos``), built once."""
         found = self._pools.get(kind)
         if found is None:
             rng = random.Random(f"{self.seed}:pool:{kind}")
-            text = (filler_text if kind == FILLER else lambda r, n: domain_text(r, kind, n))(
-                rng, FILLER_POOL_TOKENS
-            )
+            text = domain_text(rng, kind, FILLER_POOL_TOKENS)
             found = self._pools[kind] = build_answer(text, kind, kind)
         return found
-
-    def kind(self, prompt: str) -> int:
-        """The class of a reply to a prompt that is no coding problem (see ``domains``)."""
-        return domains.classify(prompt)
 
     def text(self, prompt: str, sample: int | None = None) -> str:
         """The reply text; ``sample`` is None for greedy decoding, else the sample number."""
@@ -384,13 +377,11 @@ class AnswerBook:
             return _humaneval_reply(task, rng, self.quality)
         name = recognize(prompt)
         if name is None:
-            kind = self.kind(prompt)
+            kind = domains.classify(prompt)
             return domain_text(rng, kind, rng.randint(120, 360)), kind
         correct = rng.random() < self.quality
         code = PROBLEMS[name](prompt, correct, rng.randrange(VARIANTS))
-        intro = rng.choice(_INTROS).format(name=name)
-        outro = rng.choice(_OUTROS)
-        return f"{intro}\n\n```python\n{code}```\n\n{outro}", None
+        return _coding_reply(rng, name, code), None
 
     def answer(self, prompt: str, sample: int | None = None) -> Answer:
         """The reply as tokens; greedy replies are cached per prompt."""

@@ -56,9 +56,7 @@ class ServerArgs:
     served_model_name: str
     host: str
     port: int
-    tp_size: int
     api_key: str | None
-    skip_server_warmup: bool
     enable_metrics: bool
     draft_model_path: str | None
     spec: SpecSettings
@@ -69,7 +67,6 @@ class ServerArgs:
     quality: float
     answers: str | None
     faults: Faults
-    legacy_flags: bool
     warnings: tuple[str, ...] = ()
     fields: Mapping[str, Any] = field(default_factory=dict)
     unmodelled: tuple[str, ...] = ()
@@ -149,21 +146,18 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
     seed = values.get("random_seed")
     values["random_seed"] = sim.sim_seed if seed is None else seed
     spec = rules.spec
-    skip_warmup = bool(values.get("skip_server_warmup"))
     return ServerArgs(
         model_path=values["model_path"],
         served_model_name=values["served_model_name"],
         host=values["host"],
         port=port,
-        tp_size=tp,
         api_key=values.get("api_key"),
-        skip_server_warmup=skip_warmup,
         enable_metrics=bool(values.get("enable_metrics")),
         draft_model_path=values.get("speculative_draft_model_path") if spec.speculative else None,
         spec=spec,
         seed=int(values["random_seed"]),
         load_seconds=sim.sim_load_seconds,
-        warmup_seconds=0.0 if skip_warmup else sim.sim_warmup_seconds,
+        warmup_seconds=0.0 if values.get("skip_server_warmup") else sim.sim_warmup_seconds,
         time_scale=sim.sim_time_scale,
         quality=sim.sim_quality,
         answers=sim.sim_answers,
@@ -171,7 +165,6 @@ def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:
         restart_noise=sim.sim_restart_noise,
         start_count_file=sim.sim_start_count_file,
         faults=Faults.of(sim.sim_fault),
-        legacy_flags=table.build == "legacy",
         warnings=tuple(rules.warnings),
         fields=values,
         unmodelled=tuple(d for d in parsed.given if d not in MODELLED),

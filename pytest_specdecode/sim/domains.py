@@ -18,14 +18,6 @@ import re
 PROSE, CODE, FILLER, MATH, SUMMARY = 0, 1, 2, 3, 4
 # A collapsed reply (the ``degenerate-drafter`` fault): a phrase repeated to the end.
 REPEAT = 5
-KIND_NAMES = {
-    PROSE: "prose",
-    CODE: "code",
-    FILLER: "filler",
-    MATH: "math",
-    SUMMARY: "summary",
-    REPEAT: "repeat",
-}
 
 # A line of code starts like one (anchored: matched at the line's start only) or ends
 # with an opening bracket or a comma. Lines come from ``splitlines``, so none ends

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 FAULT_HELP = (
     "crash-on-start (exit 1 after loading), hang-on-load (never listen), die-after:N "
@@ -41,6 +43,14 @@ _PLAIN = (
     "window-ignored",
     "batch-collapse",
 )
+# The plain faults that switch on the field of their name (``near-tie``: ``near_tie``).
+_SWITCHES = frozenset(_PLAIN) - {"lossy", "oom-on-first-start", "sigkill-on-first-start"}
+# Faults with a value: how it is read, which values are allowed, and what is needed.
+_VALUED: dict[str, tuple[Callable[[str], float], Callable[[float], bool], str]] = {
+    "die-after": (int, lambda v: v >= 0, "die-after needs a count >= 0"),
+    "lossy": (float, lambda v: 0 < v <= 1, "lossy:RATE needs 0 < RATE <= 1"),
+    "slow-first-token": (float, lambda v: v >= 0, "slow-first-token needs SECONDS >= 0"),
+}
 
 
 @dataclass(frozen=True)
@@ -63,30 +73,15 @@ def parse_fault(text: str) -> Fault:
         raise argparse.ArgumentTypeError(
             f"degenerate-drafter's SHAPE is one of {', '.join(DEGENERATE_SHAPES)}, got {raw!r}"
         )
-    if name == "die-after" and sep:
+    if name in _VALUED and sep:
+        convert, allowed, need = _VALUED[name]
         try:
-            count = int(raw)
+            value: float | None = convert(raw)
         except ValueError:
-            count = -1
-        if count >= 0:
-            return Fault(name, count)
-        raise argparse.ArgumentTypeError(f"die-after needs a count >= 0, got {raw!r}")
-    if name == "lossy" and sep:
-        try:
-            rate = float(raw)
-        except ValueError:
-            rate = -1.0
-        if 0 < rate <= 1:
-            return Fault(name, rate)
-        raise argparse.ArgumentTypeError(f"lossy:RATE needs 0 < RATE <= 1, got {raw!r}")
-    if name == "slow-first-token" and sep:
-        try:
-            seconds = float(raw)
-        except ValueError:
-            seconds = -1.0
-        if seconds >= 0:
-            return Fault(name, seconds)
-        raise argparse.ArgumentTypeError(f"slow-first-token needs SECONDS >= 0, got {raw!r}")
+            value = None
+        if value is not None and allowed(value):
+            return Fault(name, value)
+        raise argparse.ArgumentTypeError(f"{need}, got {raw!r}")
     raise argparse.ArgumentTypeError(f"unknown fault {text!r}; known: {FAULT_HELP}")
 
 
@@ -110,35 +105,19 @@ class Faults:
     window_ignored: bool = False
     batch_collapse: bool = False
 
-    @property
-    def needs_state_file(self) -> bool:
-        return self.first_start is not None
-
     @classmethod
     def of(cls, faults: list[Fault]) -> Faults:
         """Combine parsed faults; a repeated valued fault keeps its last value."""
         names = {f.name for f in faults}
-        die_after = None
-        slow = 0.0
-        shape = DEGENERATE_SHAPES[0]
-        for f in faults:
-            if f.name == "degenerate-drafter":
-                shape = f.shape or DEGENERATE_SHAPES[0]
-            elif f.name == "die-after":
-                die_after = int(f.value or 0)
-            elif f.name == "slow-first-token":
-                slow = float(f.value or 0.0)
-        return cls(
-            crash_on_start="crash-on-start" in names,
-            hang_on_load="hang-on-load" in names,
-            die_after=die_after,
-            unhealthy="unhealthy" in names,
-            slow_first_token=slow,
+        last = {f.name: f for f in faults}
+        die, slow, degenerate = (
+            last.get(n) for n in ("die-after", "slow-first-token", "degenerate-drafter")
+        )
+        resolved = cls(
+            die_after=None if die is None else int(die.value or 0),
+            slow_first_token=0.0 if slow is None else float(slow.value or 0.0),
             lossy=any(f.name == "lossy" and f.value is None for f in faults),
             lossy_rate=max((f.value or 0.0 for f in faults if f.name == "lossy"), default=0.0),
-            near_tie="near-tie" in names,
-            stale_config="stale-config" in names,
-            drafter_ignores_window="drafter-ignores-window" in names,
             first_start=next(
                 (
                     n.split("-", 1)[0]
@@ -147,11 +126,10 @@ class Faults:
                 ),
                 None,
             ),
-            degenerate_drafter="degenerate-drafter" in names,
-            degenerate_shape=shape,
-            window_ignored="window-ignored" in names,
-            batch_collapse="batch-collapse" in names,
+            degenerate_shape=(degenerate and degenerate.shape) or DEGENERATE_SHAPES[0],
         )
+        switches: dict[str, Any] = {n.replace("-", "_"): True for n in names & _SWITCHES}
+        return replace(resolved, **switches)
 
 
 def stale_window(window: int | None, num_draft_tokens: int | None) -> int:

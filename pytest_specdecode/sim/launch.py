@@ -103,11 +103,6 @@ def effective_spec(args: cli.ServerArgs) -> SpecSettings:
     return spec
 
 
-def log_startup(args: cli.ServerArgs, spec: SpecSettings) -> None:
-    """SGLang's weight-loading and drafter lines."""
-    log.info("Load weight begin. avail mem=78.52 GB")
-
-
 def load_weights(args: cli.ServerArgs) -> float:
     """ "Load" the weights: from the weight-cache daemon when it answers, else from disk."""
     began = time.perf_counter()
@@ -268,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.restart_noise,
         )
     log.info("server_args=%r", args)
-    log_startup(args, spec)
+    log.info("Load weight begin. avail mem=78.52 GB")
     if args.faults.hang_on_load:
         while True:
             time.sleep(3600)

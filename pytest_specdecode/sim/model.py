@@ -148,8 +148,3 @@ class SpecModel:
                 per_request *= s.num_steps or 3
             seconds += DRAFT_FIXED + batch * per_request
         return seconds
-
-    @property
-    def drafts_per_step(self) -> int:
-        """Draft positions proposed per verify step (for accept rates)."""
-        return max(self.depth - 1, 0)

@@ -31,10 +31,9 @@ MAX_TOTAL_TOKENS = 425_000  # what a 80 GB GPU leaves for the KV cache, roughly
 def flat_fields(args: ServerArgs, spec: SpecSettings, *, stale: bool) -> dict[str, Any]:
     """The resolved fields; under ``stale-config`` the window the server really runs."""
     fields = dict(args.fields)
-    if fields.get("api_key"):
-        fields["api_key"] = REDACTED
-    if fields.get("admin_api_key"):
-        fields["admin_api_key"] = REDACTED
+    for key in ("api_key", "admin_api_key"):
+        if fields.get(key):
+            fields[key] = REDACTED
     if stale:
         key = (
             "speculative_dflash_draft_window_size"

@@ -9,11 +9,13 @@ they are plain text inside these string literals.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 # (prompt, correct, variant) -> the code block's source.
 Solver = Callable[[str, bool, int], str]
+_DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,29 @@ class Fixed:
         pool = self.correct if correct else self.wrong
         return pool[variant % len(pool)]
 
+    @property
+    def name(self) -> str:
+        """The function the solutions define: the first one's first top-level ``def``."""
+        found = _DEF.search(self.correct[0])
+        assert found is not None, self.correct[0]
+        return found.group(1)
 
-REVERSE_WORDS = Fixed(
-    correct=(
-        """\
+
+def by_name(*solvers: Fixed) -> dict[str, Solver]:
+    """The solvers by the name of the function they write."""
+    return {solver.name: solver for solver in solvers}
+
+
+SOLVERS = by_name(
+    Fixed(
+        correct=(
+            """\
 def reverse_words(s: str) -> str:
     words = s.split()
     words.reverse()
     return " ".join(words)
 """,
-        """\
+            """\
 def reverse_words(s: str) -> str:
     result: list[str] = []
     word = ""
@@ -49,25 +64,24 @@ def reverse_words(s: str) -> str:
             word += ch
     return " ".join(result)
 """,
-    ),
-    wrong=(
-        """\
+        ),
+        wrong=(
+            """\
 def reverse_words(s: str) -> str:
     return " ".join(s.split(" ")[::-1])
 """,
+        ),
     ),
-)
-
-RUN_LENGTH_ENCODE = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 from itertools import groupby
 
 
 def run_length_encode(s: str) -> list[tuple[str, int]]:
     return [(ch, len(list(run))) for ch, run in groupby(s)]
 """,
-        """\
+            """\
 def run_length_encode(s: str) -> list[tuple[str, int]]:
     runs = []
     i = 0
@@ -79,10 +93,10 @@ def run_length_encode(s: str) -> list[tuple[str, int]]:
         i = j
     return runs
 """,
-    ),
-    wrong=(
-        # Forgets to emit the final run.
-        """\
+        ),
+        wrong=(
+            # Forgets to emit the final run.
+            """\
 def run_length_encode(s: str) -> list[tuple[str, int]]:
     runs = []
     count = 0
@@ -93,19 +107,18 @@ def run_length_encode(s: str) -> list[tuple[str, int]]:
         count += 1
     return runs
 """,
+        ),
     ),
-)
-
-IS_ANAGRAM = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 from collections import Counter
 
 
 def is_anagram(a: str, b: str) -> bool:
     return Counter(a) == Counter(b)
 """,
-        """\
+            """\
 def is_anagram(a: str, b: str) -> bool:
     if len(a) != len(b):
         return False
@@ -118,22 +131,21 @@ def is_anagram(a: str, b: str) -> bool:
         counts[ch] -= 1
     return True
 """,
-    ),
-    wrong=(
-        """\
+        ),
+        wrong=(
+            """\
 def is_anagram(a: str, b: str) -> bool:
     return set(a) == set(b)
 """,
-        """\
+            """\
 def is_anagram(a: str, b: str) -> bool:
     return sorted(a.lower()) == sorted(b.lower())
 """,
+        ),
     ),
-)
-
-CAESAR_CIPHER = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 import string
 
 
@@ -143,7 +155,7 @@ def caesar_cipher(text: str, shift: int) -> str:
     table = str.maketrans(lower + upper, lower[k:] + lower[:k] + upper[k:] + upper[:k])
     return text.translate(table)
 """,
-        """\
+            """\
 def caesar_cipher(text: str, shift: int) -> str:
     out = []
     for ch in text:
@@ -153,10 +165,10 @@ def caesar_cipher(text: str, shift: int) -> str:
         out.append(ch)
     return "".join(out)
 """,
-    ),
-    wrong=(
-        # Only lowercase letters are shifted.
-        """\
+        ),
+        wrong=(
+            # Only lowercase letters are shifted.
+            """\
 import string
 
 
@@ -165,8 +177,8 @@ def caesar_cipher(text: str, shift: int) -> str:
     lower = string.ascii_lowercase
     return text.translate(str.maketrans(lower, lower[k:] + lower[:k]))
 """,
-        # Wraps modulo 25.
-        """\
+            # Wraps modulo 25.
+            """\
 def caesar_cipher(text: str, shift: int) -> str:
     out = []
     for ch in text:
@@ -176,12 +188,11 @@ def caesar_cipher(text: str, shift: int) -> str:
         out.append(ch)
     return "".join(out)
 """,
+        ),
     ),
-)
-
-BALANCED_BRACKETS = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def balanced_brackets(s: str) -> bool:
     closer = {"(": ")", "[": "]", "{": "}"}
     expected: list[str] = []
@@ -193,7 +204,7 @@ def balanced_brackets(s: str) -> bool:
                 return False
     return len(expected) == 0
 """,
-        """\
+            """\
 def balanced_brackets(s: str) -> bool:
     rest = "".join(ch for ch in s if ch in "()[]{}")
     previous = None
@@ -202,10 +213,10 @@ def balanced_brackets(s: str) -> bool:
         rest = rest.replace("()", "").replace("[]", "").replace("{}", "")
     return rest == ""
 """,
-    ),
-    wrong=(
-        # Unclosed openers left on the stack are not noticed.
-        """\
+        ),
+        wrong=(
+            # Unclosed openers left on the stack are not noticed.
+            """\
 def balanced_brackets(s: str) -> bool:
     closer = {"(": ")", "[": "]", "{": "}"}
     expected: list[str] = []
@@ -217,12 +228,11 @@ def balanced_brackets(s: str) -> bool:
                 return False
     return True
 """,
+        ),
     ),
-)
-
-INT_TO_ROMAN = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def int_to_roman(n: int) -> str:
     thousands = ["", "M", "MM", "MMM"]
     hundreds = ["", "C", "CC", "CCC", "CD", "D", "DC", "DCC", "DCCC", "CM"]
@@ -230,7 +240,7 @@ def int_to_roman(n: int) -> str:
     ones = ["", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX"]
     return thousands[n // 1000] + hundreds[n // 100 % 10] + tens[n // 10 % 10] + ones[n % 10]
 """,
-        """\
+            """\
 def int_to_roman(n: int) -> str:
     symbols = "IVXLCDM  "
     parts = []
@@ -250,10 +260,10 @@ def int_to_roman(n: int) -> str:
         place += 2
     return "".join(reversed(parts))
 """,
-    ),
-    wrong=(
-        # No subtractive forms below ten: 4 -> IIII.
-        """\
+        ),
+        wrong=(
+            # No subtractive forms below ten: 4 -> IIII.
+            """\
 def int_to_roman(n: int) -> str:
     values = [(1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"),
               (90, "XC"), (50, "L"), (40, "XL"), (10, "X"), (5, "V"), (1, "I")]
@@ -263,12 +273,11 @@ def int_to_roman(n: int) -> str:
         out.append(symbol * count)
     return "".join(out)
 """,
+        ),
     ),
-)
-
-LONGEST_COMMON_PREFIX = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def longest_common_prefix(words: list[str]) -> str:
     if not words:
         return ""
@@ -278,7 +287,7 @@ def longest_common_prefix(words: list[str]) -> str:
         i += 1
     return first[:i]
 """,
-        """\
+            """\
 def longest_common_prefix(words: list[str]) -> str:
     if not words:
         return ""
@@ -289,10 +298,10 @@ def longest_common_prefix(words: list[str]) -> str:
         prefix.append(column[0])
     return "".join(prefix)
 """,
-    ),
-    wrong=(
-        # Stops one character short when a whole word is the prefix.
-        """\
+        ),
+        wrong=(
+            # Stops one character short when a whole word is the prefix.
+            """\
 def longest_common_prefix(words: list[str]) -> str:
     if not words:
         return ""
@@ -302,12 +311,11 @@ def longest_common_prefix(words: list[str]) -> str:
             return shortest[:i]
     return shortest[: max(len(shortest) - 1, 0)]
 """,
+        ),
     ),
-)
-
-EDIT_DISTANCE = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def edit_distance(a: str, b: str) -> int:
     rows, cols = len(a) + 1, len(b) + 1
     table = [[0] * cols for _ in range(rows)]
@@ -325,7 +333,7 @@ def edit_distance(a: str, b: str) -> int:
             )
     return table[-1][-1]
 """,
-        """\
+            """\
 from functools import lru_cache
 
 
@@ -342,10 +350,10 @@ def edit_distance(a: str, b: str) -> int:
 
     return dist(0, 0)
 """,
-    ),
-    wrong=(
-        # Substitutions cost two (a delete plus an insert).
-        """\
+        ),
+        wrong=(
+            # Substitutions cost two (a delete plus an insert).
+            """\
 def edit_distance(a: str, b: str) -> int:
     prev = list(range(len(b) + 1))
     for i, x in enumerate(a, 1):
@@ -355,16 +363,6 @@ def edit_distance(a: str, b: str) -> int:
         prev = row
     return prev[-1]
 """,
+        ),
     ),
 )
-
-SOLVERS: dict[str, Solver] = {
-    "reverse_words": REVERSE_WORDS,
-    "run_length_encode": RUN_LENGTH_ENCODE,
-    "is_anagram": IS_ANAGRAM,
-    "caesar_cipher": CAESAR_CIPHER,
-    "balanced_brackets": BALANCED_BRACKETS,
-    "int_to_roman": INT_TO_ROMAN,
-    "longest_common_prefix": LONGEST_COMMON_PREFIX,
-    "edit_distance": EDIT_DISTANCE,
-}

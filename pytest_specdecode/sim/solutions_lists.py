@@ -6,11 +6,12 @@ solutions and up to two plausibly buggy ones per problem.
 
 from __future__ import annotations
 
-from pytest_specdecode.sim.solutions import Fixed, Solver
+from pytest_specdecode.sim.solutions import Fixed, by_name
 
-FLATTEN = Fixed(
-    correct=(
-        """\
+SOLVERS = by_name(
+    Fixed(
+        correct=(
+            """\
 def flatten(items: list) -> list[int]:
     out: list[int] = []
     stack = [iter(items)]
@@ -24,7 +25,7 @@ def flatten(items: list) -> list[int]:
             stack.pop()
     return out
 """,
-        """\
+            """\
 def flatten(items: list) -> list[int]:
     def walk(xs: list):
         for x in xs:
@@ -35,10 +36,10 @@ def flatten(items: list) -> list[int]:
 
     return list(walk(items))
 """,
-    ),
-    wrong=(
-        # Flattens one level only.
-        """\
+        ),
+        wrong=(
+            # Flattens one level only.
+            """\
 def flatten(items: list) -> list[int]:
     out = []
     for x in items:
@@ -48,12 +49,11 @@ def flatten(items: list) -> list[int]:
             out.append(x)
     return out
 """,
+        ),
     ),
-)
-
-HAS_PAIR_WITH_SUM = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def has_pair_with_sum(nums: list[int], target: int) -> bool:
     ordered = sorted(nums)
     lo, hi = 0, len(ordered) - 1
@@ -67,7 +67,7 @@ def has_pair_with_sum(nums: list[int], target: int) -> bool:
             hi -= 1
     return False
 """,
-        """\
+            """\
 from collections import Counter
 
 
@@ -79,20 +79,19 @@ def has_pair_with_sum(nums: list[int], target: int) -> bool:
             return True
     return False
 """,
-    ),
-    wrong=(
-        # Pairs an element with itself.
-        """\
+        ),
+        wrong=(
+            # Pairs an element with itself.
+            """\
 def has_pair_with_sum(nums: list[int], target: int) -> bool:
     values = set(nums)
     return any(target - x in values for x in nums)
 """,
+        ),
     ),
-)
-
-BINARY_SEARCH = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def binary_search(items: list[int], target: int) -> int:
     lo, hi = 0, len(items)
     while lo < hi:
@@ -103,7 +102,7 @@ def binary_search(items: list[int], target: int) -> int:
             hi = mid
     return lo if lo < len(items) and items[lo] == target else -1
 """,
-        """\
+            """\
 from bisect import bisect_left
 
 
@@ -113,10 +112,10 @@ def binary_search(items: list[int], target: int) -> int:
         return i
     return -1
 """,
-    ),
-    wrong=(
-        # The loop condition skips a one-element range.
-        """\
+        ),
+        wrong=(
+            # The loop condition skips a one-element range.
+            """\
 def binary_search(items: list[int], target: int) -> int:
     lo, hi = 0, len(items) - 1
     while lo < hi:
@@ -129,12 +128,11 @@ def binary_search(items: list[int], target: int) -> int:
             hi = mid - 1
     return -1
 """,
+        ),
     ),
-)
-
-MAX_SUBARRAY_SUM = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def max_subarray_sum(nums: list[int]) -> int:
     best = nums[0]
     prefix = 0
@@ -145,7 +143,7 @@ def max_subarray_sum(nums: list[int]) -> int:
         lowest = min(lowest, prefix)
     return best
 """,
-        """\
+            """\
 def max_subarray_sum(nums: list[int]) -> int:
     best = running = nums[0]
     for x in nums[1:]:
@@ -154,10 +152,10 @@ def max_subarray_sum(nums: list[int]) -> int:
             best = running
     return best
 """,
-    ),
-    wrong=(
-        # Treats the empty slice as allowed: all-negative lists give 0.
-        """\
+        ),
+        wrong=(
+            # Treats the empty slice as allowed: all-negative lists give 0.
+            """\
 def max_subarray_sum(nums: list[int]) -> int:
     best = running = 0
     for x in nums:
@@ -165,12 +163,11 @@ def max_subarray_sum(nums: list[int]) -> int:
         best = max(best, running)
     return best
 """,
+        ),
     ),
-)
-
-CHUNK = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def chunk(items: list[int], size: int) -> list[list[int]]:
     out = []
     start = 0
@@ -179,7 +176,7 @@ def chunk(items: list[int], size: int) -> list[list[int]]:
         start += size
     return out
 """,
-        """\
+            """\
 from itertools import islice
 
 
@@ -187,19 +184,18 @@ def chunk(items: list[int], size: int) -> list[list[int]]:
     it = iter(items)
     return list(iter(lambda: list(islice(it, size)), []))
 """,
-    ),
-    wrong=(
-        # Drops a short last chunk.
-        """\
+        ),
+        wrong=(
+            # Drops a short last chunk.
+            """\
 def chunk(items: list[int], size: int) -> list[list[int]]:
     return [items[i : i + size] for i in range(0, len(items) - size + 1, size)]
 """,
+        ),
     ),
-)
-
-ROTATE_RIGHT = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 from collections import deque
 
 
@@ -208,26 +204,25 @@ def rotate_right(items: list[int], k: int) -> list[int]:
     d.rotate(k)
     return list(d)
 """,
-        """\
+            """\
 def rotate_right(items: list[int], k: int) -> list[int]:
     n = len(items)
     return [items[(i - k) % n] for i in range(n)]
 """,
-    ),
-    wrong=(
-        # k is not reduced modulo the length.
-        """\
+        ),
+        wrong=(
+            # k is not reduced modulo the length.
+            """\
 def rotate_right(items: list[int], k: int) -> list[int]:
     if not items or k == 0:
         return list(items)
     return items[-k:] + items[:-k]
 """,
+        ),
     ),
-)
-
-DEDUPE = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def dedupe(items: list[int]) -> list[int]:
     seen = set()
     out = []
@@ -237,30 +232,29 @@ def dedupe(items: list[int]) -> list[int]:
             out.append(x)
     return out
 """,
-        """\
+            """\
 def dedupe(items: list[int]) -> list[int]:
     return [x for i, x in enumerate(items) if x not in items[:i]]
 """,
-    ),
-    wrong=(
-        # Loses the original order.
-        """\
+        ),
+        wrong=(
+            # Loses the original order.
+            """\
 def dedupe(items: list[int]) -> list[int]:
     return sorted(set(items))
 """,
+        ),
     ),
-)
-
-INVERT_DICT = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def invert_dict(d: dict[str, int]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for key in sorted(d):
         out.setdefault(d[key], []).append(key)
     return out
 """,
-        """\
+            """\
 from collections import defaultdict
 
 
@@ -270,19 +264,18 @@ def invert_dict(d: dict[str, int]) -> dict[int, list[str]]:
         groups[value].append(key)
     return {value: sorted(keys) for value, keys in groups.items()}
 """,
-    ),
-    wrong=(
-        # A later key overwrites an earlier one with the same value.
-        """\
+        ),
+        wrong=(
+            # A later key overwrites an earlier one with the same value.
+            """\
 def invert_dict(d: dict[str, int]) -> dict[int, list[str]]:
     return {value: [key] for key, value in d.items()}
 """,
+        ),
     ),
-)
-
-SECOND_LARGEST = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def second_largest(nums: list[int]) -> int | None:
     first = second = None
     for x in nums:
@@ -292,7 +285,7 @@ def second_largest(nums: list[int]) -> int | None:
             second = x
     return second
 """,
-        """\
+            """\
 def second_largest(nums: list[int]) -> int | None:
     distinct = set(nums)
     if len(distinct) < 2:
@@ -300,21 +293,20 @@ def second_largest(nums: list[int]) -> int | None:
     distinct.remove(max(distinct))
     return max(distinct)
 """,
-    ),
-    wrong=(
-        # Ignores "distinct": a repeated maximum is returned.
-        """\
+        ),
+        wrong=(
+            # Ignores "distinct": a repeated maximum is returned.
+            """\
 def second_largest(nums: list[int]) -> int | None:
     if len(nums) < 2:
         return None
     return sorted(nums)[-2]
 """,
+        ),
     ),
-)
-
-PRIMES_UP_TO = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def primes_up_to(n: int) -> list[int]:
     primes: list[int] = []
     for candidate in range(2, n + 1):
@@ -328,7 +320,7 @@ def primes_up_to(n: int) -> list[int]:
             primes.append(candidate)
     return primes
 """,
-        """\
+            """\
 def primes_up_to(n: int) -> list[int]:
     if n < 2:
         return []
@@ -341,19 +333,18 @@ def primes_up_to(n: int) -> list[int]:
         p += 1
     return [k for k in range(2, n + 1) if not composite[k]]
 """,
-    ),
-    wrong=(
-        # Excludes n itself.
-        """\
+        ),
+        wrong=(
+            # Excludes n itself.
+            """\
 def primes_up_to(n: int) -> list[int]:
     return [k for k in range(2, n) if all(k % d for d in range(2, int(k**0.5) + 1))]
 """,
+        ),
     ),
-)
-
-HANOI_MOVES = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 def hanoi_moves(n: int) -> list[tuple[str, str]]:
     pegs: dict[str, list[int]] = {"A": list(range(n, 0, -1)), "B": [], "C": []}
     # Cycling through these peg pairs, always making the one legal move, solves it.
@@ -370,7 +361,7 @@ def hanoi_moves(n: int) -> list[tuple[str, str]]:
             moves.append((y, x))
     return moves
 """,
-        """\
+            """\
 def hanoi_moves(n: int) -> list[tuple[str, str]]:
     moves: list[tuple[str, str]] = []
 
@@ -383,10 +374,10 @@ def hanoi_moves(n: int) -> list[tuple[str, str]]:
     move(n, "A", "C", "B")
     return moves
 """,
-    ),
-    wrong=(
-        # The second recursive call swaps target and spare.
-        """\
+        ),
+        wrong=(
+            # The second recursive call swaps target and spare.
+            """\
 def hanoi_moves(n: int) -> list[tuple[str, str]]:
     moves: list[tuple[str, str]] = []
 
@@ -399,12 +390,11 @@ def hanoi_moves(n: int) -> list[tuple[str, str]]:
     move(n, "A", "C", "B")
     return moves
 """,
+        ),
     ),
-)
-
-IS_VALID_IPV4 = Fixed(
-    correct=(
-        """\
+    Fixed(
+        correct=(
+            """\
 import re
 
 _OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
@@ -414,7 +404,7 @@ _ADDRESS = re.compile("[.]".join([_OCTET] * 4))
 def is_valid_ipv4(s: str) -> bool:
     return _ADDRESS.fullmatch(s) is not None
 """,
-        """\
+            """\
 def is_valid_ipv4(s: str) -> bool:
     parts = s.split(".")
     if len(parts) != 4:
@@ -426,30 +416,16 @@ def is_valid_ipv4(s: str) -> bool:
             return False
     return True
 """,
-    ),
-    wrong=(
-        # Accepts leading zeros.
-        """\
+        ),
+        wrong=(
+            # Accepts leading zeros.
+            """\
 def is_valid_ipv4(s: str) -> bool:
     parts = s.split(".")
     return len(parts) == 4 and all(
         p.isascii() and p.isdigit() and int(p) <= 255 for p in parts
     )
 """,
+        ),
     ),
 )
-
-SOLVERS: dict[str, Solver] = {
-    "flatten": FLATTEN,
-    "has_pair_with_sum": HAS_PAIR_WITH_SUM,
-    "binary_search": BINARY_SEARCH,
-    "max_subarray_sum": MAX_SUBARRAY_SUM,
-    "chunk": CHUNK,
-    "rotate_right": ROTATE_RIGHT,
-    "dedupe": DEDUPE,
-    "invert_dict": INVERT_DICT,
-    "second_largest": SECOND_LARGEST,
-    "primes_up_to": PRIMES_UP_TO,
-    "hanoi_moves": HANOI_MOVES,
-    "is_valid_ipv4": IS_VALID_IPV4,
-}

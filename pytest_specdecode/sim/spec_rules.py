@@ -132,6 +132,17 @@ def _force_one(r: Resolution, name: str, algo: str) -> None:
     r.set(**{name: 1})
 
 
+def _fitting_window(r: Resolution, tokens: int) -> int | None:
+    """The drafter window of a block drafter (DFLASH, DDTREE): never below the block."""
+    window = r.get("speculative_draft_window_size")
+    if window is not None and int(window) < tokens:
+        raise InvalidArgs(
+            "--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
+            f"(block_size). window_size={window}, block_size={tokens}."
+        )
+    return None if window is None else int(window)
+
+
 def _dflash(r: Resolution) -> None:
     # SGLang's first DFLASH rule: only CUDA, NPU and XPU run it (seen with
     # SGLANG_USE_CPU_ENGINE=1 --device cpu, whose platform is CpuSRTPlatform).
@@ -174,14 +185,9 @@ def _dflash(r: Resolution) -> None:
     tokens = int(r.get("speculative_num_draft_tokens"))
     if tokens < 1:
         raise InvalidArgs(f"speculative_num_draft_tokens must be >= 1, got {tokens}.")
-    window = r.get("speculative_draft_window_size")
-    if window is not None and int(window) < tokens:
-        raise InvalidArgs(
-            "--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
-            f"(block_size). window_size={window}, block_size={tokens}."
-        )
+    window = _fitting_window(r, tokens)
     _max_running(r)
-    r.spec = SpecSettings("DFLASH", tokens, 1, 1, None if window is None else int(window))
+    r.spec = SpecSettings("DFLASH", tokens, 1, 1, window)
 
 
 def _ddtree(r: Resolution, env: Mapping[str, str]) -> None:
@@ -201,12 +207,7 @@ def _ddtree(r: Resolution, env: Mapping[str, str]) -> None:
     budget = int(r.get("speculative_ddtree_budget") or DEFAULT_DDTREE_BUDGET)
     if min(tokens, budget) < 1:
         raise InvalidArgs(f"DDTREE needs draft tokens and budget >= 1, got {tokens}, {budget}.")
-    window = r.get("speculative_draft_window_size")
-    if window is not None and int(window) < tokens:
-        raise InvalidArgs(
-            "--speculative-draft-window-size must be >= --speculative-num-draft-tokens "
-            f"(block_size). window_size={window}, block_size={tokens}."
-        )
+    window = _fitting_window(r, tokens)
     r.set(
         speculative_num_draft_tokens=tokens,
         speculative_ddtree_budget=budget,
@@ -214,9 +215,7 @@ def _ddtree(r: Resolution, env: Mapping[str, str]) -> None:
         speculative_num_steps=1,
     )
     _max_running(r)
-    r.spec = SpecSettings(
-        "DDTREE", tokens, topk, 1, None if window is None else int(window), budget
-    )
+    r.spec = SpecSettings("DDTREE", tokens, topk, 1, window, budget)
 
 
 def _eagle_family(r: Resolution, algo: str) -> None:

@@ -21,7 +21,7 @@ _PIECE = re.compile(r" ?[A-Za-z_]{1,12}| ?\d{1,3}| ?[^\sA-Za-z_\d]{1,4}|\n+|[ \t
 
 # Per piece: its id, the id as text and the piece escaped for a JSON string literal,
 # worked out once: replies are built for every request admitted, from a bounded set
-# of pieces (prompts' pieces come through ``encode`` too, so the cache is bounded).
+# of pieces (scripted replies may bring any: the cache is bounded).
 _cache: dict[str, tuple[int, str, str]] = {}
 _CACHE_MAX = 1 << 16
 
@@ -44,11 +44,6 @@ def _piece(piece: str) -> tuple[int, str, str]:
 def piece_id(piece: str) -> int:
     """The stable id of one piece."""
     return _piece(piece)[0]
-
-
-def encode(text: str) -> list[int]:
-    """Token ids of ``text``."""
-    return [piece_id(p) for p in split(text)]
 
 
 def count(text: str) -> int:
@@ -92,6 +87,4 @@ class Pieces:
     def replace(self, index: int, piece: str) -> None:
         """Overwrite one token (used by the ``lossy`` fault)."""
         self.pieces[index] = piece
-        self.ids[index] = piece_id(piece)
-        self.escaped[index] = json.dumps(piece)[1:-1]
-        self.id_strs[index] = str(self.ids[index])
+        self.ids[index], self.id_strs[index], self.escaped[index] = _piece(piece)
