@@ -482,14 +482,6 @@ def run_noise(history: History, row: CaseRow, metric: str, current: CaseRow | No
     return Noise(means, left)
 
 
-def run_means(
-    history: History, row: CaseRow, metric: str, current: CaseRow | None = None
-) -> list[float]:
-    """The mean of ``metric`` in each saved run of ``row``'s config and case that
-    :func:`run_noise` counts (``current``: the run they must match; default ``row``)."""
-    return run_noise(history, row, metric, current or row).means
-
-
 def _noise(
     delta: CaseDelta, spec: FailSpec, within: stats.Interval, history: History | None
 ) -> tuple[stats.Interval, str, str, int | None]:
@@ -632,30 +624,3 @@ def check(
             why = f"the saved run {saved or '?'} has none of this run's {measured} case(s)"
         found.append(Finding("*", spec, CANNOT_JUDGE, f"nothing compared: {why}"))
     return found
-
-
-def regressions(deltas: Iterable[CaseDelta], specs: Iterable[FailSpec]) -> list[str]:
-    """One line per case and spec whose whole interval lies beyond the allowed drop."""
-    return [f.line for f in check(deltas, specs) if f.status == "fail"]
-
-
-def render_sweep(rows: Iterable[CaseRow], *, configs: Sequence[str] | None = None) -> str:
-    """One table for a sweep: a row per case, per config a ``tok/s`` and ``accept`` column."""
-    rows = list(rows)
-    order = list(configs) if configs is not None else list(dict.fromkeys(r.config for r in rows))
-    cases = list(dict.fromkeys(r.case for r in rows))
-    cell = {(r.case, r.config): r for r in rows}
-    header = ["case"]
-    for config in order:
-        header += [f"tok/s {config}", f"accept {config}"]
-    body: list[list[str]] = []
-    for case in cases:
-        line = [case]
-        for config in order:
-            r = cell.get((case, config))
-            line += [
-                figures.rate(r.tok_s if r else None),
-                _fmt(r.accept_length if r else None, 2),
-            ]
-        body.append(line)
-    return _table(header, body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,26 +86,6 @@ class ThroughputCase:
             parts.append(f"t{self.max_tokens}")
         parts.append(self.domain)
         return "-".join(parts)
-
-
-def parse_int_list(text: str, *, what: str = "value", minimum: int = 1) -> tuple[int, ...]:
-    """Parse ``"60,1024,4096"``; raises ``argparse.ArgumentTypeError`` with one line."""
-    values: list[int] = []
-    for part in text.split(","):
-        item = part.strip()
-        try:
-            value = int(item)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"invalid {what} {item!r} in {text!r}: expected comma-separated integers "
-                f"such as '60,1024,4096'"
-            ) from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(
-                f"invalid {what} {value!r} in {text!r}: must be >= {minimum}"
-            )
-        values.append(value)
-    return tuple(dict.fromkeys(values))
 
 
 def make_cases(
@@ -392,10 +372,3 @@ class PromptBuilder:
     def build(self, target_tokens: int, n: int) -> list[Prompt]:
         """``n`` prompts, each starting at a different place of the corpus."""
         return [self.one(target_tokens, start) for start in self.starts(n)]
-
-
-def batches(prompts: Sequence[Prompt], size: int) -> list[list[Prompt]]:
-    """Split prompts into consecutive batches of ``size`` (the last may be shorter)."""
-    if size < 1:
-        raise ValueError(f"batch size must be >= 1, got {size!r}")
-    return [list(prompts[i : i + size]) for i in range(0, len(prompts), size)]

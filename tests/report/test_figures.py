@@ -52,7 +52,8 @@ def row(tok_s: float | None, rounds: list[float] | None = None) -> compare.CaseR
 
 def test_a_regression_gate_line_shows_tok_s_with_separators() -> None:
     deltas = compare.pair([row(30572.4)], [row(25000.0, [25000.0, 25100.0, 24900.0])])
-    (line,) = compare.regressions(deltas, [compare.parse_fail_spec("tok_s:5%")])
+    findings = compare.check(deltas, [compare.parse_fail_spec("tok_s:5%")])
+    (line,) = [f.line for f in findings if f.status == "fail"]
     assert line == (
         "ctx60-c1: tok_s 30,572 tok/s -> 25,000 tok/s (-18.2%, 95% interval -19.8% to -16.6%), "
         "beyond the allowed drop tok_s:5%"
@@ -62,11 +63,12 @@ def test_a_regression_gate_line_shows_tok_s_with_separators() -> None:
 
 def test_a_vanished_figure_is_shown_as_it_was() -> None:
     deltas = compare.pair([row(30572.4)], [row(None)])
-    (line,) = compare.regressions(deltas, [compare.parse_fail_spec("tok_s:5%")])
+    findings = compare.check(deltas, [compare.parse_fail_spec("tok_s:5%")])
+    (line,) = [f.line for f in findings if f.status == "fail"]
     assert line == "ctx60-c1: tok_s missing in the current run (was 30,572 tok/s)"
 
 
 def test_tables_use_separators_too() -> None:
-    table = compare.render_sweep([row(30572.4)])
+    table = compare.render_compare(compare.pair([row(30572.4)], [row(30572.4)]), "a", "b")
     assert "30,572" in table
     assert "30572" not in table

@@ -11,10 +11,8 @@ from pytest_specdecode.throughput import domains
 from pytest_specdecode.throughput.workload import (
     PromptBuilder,
     ThroughputCase,
-    batches,
     make_cases,
     parse_case_id,
-    parse_int_list,
 )
 
 
@@ -58,17 +56,6 @@ def test_case_id_round_trips(case: ThroughputCase) -> None:
 def test_bad_case_id_is_one_line(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=f"invalid throughput case {bad!r}"):
         parse_case_id(bad)
-
-
-def test_parse_int_list() -> None:
-    assert parse_int_list("60, 1024,4096") == (60, 1024, 4096)
-    assert parse_int_list("8,8,1") == (8, 1)
-
-
-@pytest.mark.parametrize(("text", "message"), [("60,abc", "'abc'"), ("0,8", "must be >= 1")])
-def test_parse_int_list_errors(text: str, message: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match=message):
-        parse_int_list(text, what="context")
 
 
 @pytest.mark.parametrize("name", domains.DOMAINS)
@@ -127,10 +114,6 @@ def test_prompts_hit_the_target_and_differ() -> None:
 def test_prompt_builder_rejects_nonpositive_target() -> None:
     with pytest.raises(ValueError, match="target_tokens"):
         PromptBuilder(len, "abc").one(0, 0)
-
-
-def test_batches_split_in_order() -> None:
-    assert batches([1, 2, 3, 4, 5], 2) == [[1, 2], [3, 4], [5]]  # type: ignore[list-item,comparison-overlap]
 
 
 def test_a_throughput_marker_picks_domains_and_rates_over_the_settings() -> None:
