@@ -46,6 +46,10 @@ METRICS = (TOK_S, ACCEPT_LENGTH)
 """Metrics a fail spec may name; higher is better for both."""
 
 
+RUN_PREFIX = "[0-9][0-9][0-9][0-9]_"
+"""How the name of a run pytest-benchmark saved starts (``NNNN_``), as a glob."""
+
+
 class CompareError(SpecDecodeError):
     """A saved run could not be found or read; one line for users."""
 
@@ -73,14 +77,12 @@ def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
         return candidate
     root = Path(str(storage).removeprefix("file://"))
     if spec == "latest":
-        runs = sorted((root / machine_id()).glob("[0-9][0-9][0-9][0-9]_*.json"))
-        runs = runs or sorted(root.glob("*/[0-9][0-9][0-9][0-9]_*.json"), key=lambda p: p.name)
-        if not runs:
+        if (newest := _newest(root, f"{RUN_PREFIX}*.json")) is None:
             raise CompareError(
                 f"no saved benchmark run under {str(root)!r} to compare with; "
                 "save one first with --benchmark-save=NAME or --benchmark-autosave"
             )
-        return runs[-1]
+        return newest
     if not re.fullmatch(r"\d{4}(_.*)?", spec):
         return _saved_by_name(spec, root)
     pattern = spec if "_" in spec else f"{spec}_*"
@@ -105,16 +107,20 @@ def _saved_by_name(name: str, root: Path) -> Path:
             f"no saved benchmark run {name!r}: give a .json file, a run number such as '0001', "
             "the name given to --benchmark-save, or 'latest'"
         )
-    pattern = f"[0-9][0-9][0-9][0-9]_{name}.json"
-    runs = sorted((root / machine_id()).glob(pattern))
-    runs = runs or sorted(root.glob(f"*/{pattern}"), key=lambda p: p.name)
-    if not runs:
+    if (newest := _newest(root, f"{RUN_PREFIX}{name}.json")) is None:
         raise CompareError(
             f"no saved benchmark run named {name!r} under {str(root)!r} (pytest-benchmark saves "
             f"--benchmark-save={name} as NNNN_{name}.json); give a .json file, a run number such "
             "as '0001' or 'latest'"
         )
-    return runs[-1]
+    return newest
+
+
+def _newest(root: Path, pattern: str) -> Path | None:
+    """The newest saved run matching ``pattern`` in this machine's folder, else in any."""
+    runs = sorted((root / machine_id()).glob(pattern))
+    runs = runs or sorted(root.glob(f"*/{pattern}"), key=lambda p: p.name)
+    return runs[-1] if runs else None
 
 
 @dataclass(frozen=True)
@@ -136,9 +142,7 @@ class CaseRow:
         a refused record: none)."""
         if self.refused is not None:
             return []
-        intervals = self.extra_info.get("intervals")
-        found = intervals.get(metric) if isinstance(intervals, Mapping) else None
-        listed = found.get("values") if isinstance(found, Mapping) else None
+        listed = _saved_values(self.extra_info, metric)
         values = stats.clean(listed) if isinstance(listed, list) else []
         if values:
             return values
@@ -188,17 +192,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _saved_values(info: Mapping[str, Any], metric: str) -> Any:
+    """``info["intervals"][metric]["values"]`` as saved; None where a level is missing."""
+    intervals = info.get("intervals")
+    found = intervals.get(metric) if isinstance(intervals, Mapping) else None
+    return found.get("values") if isinstance(found, Mapping) else None
+
+
 def refusal(info: Mapping[str, Any]) -> str | None:
     """Why a saved record's figures cannot be used, or None: a figure the gate reads
     (each of :data:`METRICS` and its per-round values) that is there but not a finite
     number. Such a record is refused whole, never repaired from its other fields."""
-    intervals = info.get("intervals")
     for metric in METRICS:
         fault = _figure_fault(info.get(metric))
         if fault is not None:
             return f"{metric} is {fault}"
-        found = intervals.get(metric) if isinstance(intervals, Mapping) else None
-        values = found.get("values") if isinstance(found, Mapping) else None
+        values = _saved_values(info, metric)
         if values is None:
             continue
         if not isinstance(values, list):
@@ -271,14 +280,7 @@ class CaseDelta:
         if not percent:
             return stats.paired_diff_interval(base, now)
         ratio = stats.paired_ratio_interval(now, base)
-        if ratio is None:
-            return None
-
-        def pct(x: float | None) -> float | None:
-            return None if x is None else (x - 1.0) * 100.0
-
-        low, high = pct(ratio.low), pct(ratio.high)
-        return stats.Interval((ratio.value - 1.0) * 100.0, low, high, ratio.n, ratio.method)
+        return None if ratio is None else _as_percent(ratio)
 
     def between_interval(
         self, metric: str, run_means: Sequence[float], *, percent: bool
@@ -296,10 +298,7 @@ class CaseDelta:
         # Centred on the within-run estimate (paired rounds: their geometric mean).
         ratio = 1.0 + within.value / 100.0 if within is not None else b / a
         found = stats.between_run_interval(ratio, run_means, relative=True)
-        if found is None or found.low is None or found.high is None:
-            return None
-        low, high = (found.low - 1.0) * 100.0, (found.high - 1.0) * 100.0
-        return stats.Interval((ratio - 1.0) * 100.0, low, high, found.n, found.method)
+        return None if found is None else _as_percent(found)
 
     def change(self, metric: str) -> float | None:
         """current - base, or ``None`` when either side lacks the value."""
@@ -312,6 +311,17 @@ class CaseDelta:
         return None if d is None or not a else d / a * 100
 
 
+def _as_percent(ratio: stats.Interval) -> stats.Interval:
+    """A ratio's interval as the relative change it says, in percent."""
+
+    def pct(x: float) -> float:
+        return (x - 1.0) * 100.0
+
+    low = None if ratio.low is None else pct(ratio.low)
+    high = None if ratio.high is None else pct(ratio.high)
+    return stats.Interval(pct(ratio.value), low, high, ratio.n, ratio.method)
+
+
 def pair(base: Iterable[CaseRow], current: Iterable[CaseRow]) -> list[CaseDelta]:
     """Pair rows by :func:`pairing_key`, current order first, then baseline-only rows."""
     base_by = {r.key: r for r in base}
@@ -322,10 +332,6 @@ def pair(base: Iterable[CaseRow], current: Iterable[CaseRow]) -> list[CaseDelta]
         seen.add(row.key)
     out.extend(CaseDelta(k, r.case, r, None) for k, r in base_by.items() if k not in seen)
     return out
-
-
-def _fmt(value: float | None, digits: int) -> str:
-    return figures.number(value, digits)
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -373,8 +379,8 @@ def render_compare(deltas: Sequence[CaseDelta], base_label: str, current_label: 
             figures.rate(d.value("tok_s", "current")),
             _fmt_pct(d.change_pct("tok_s")),
             _interval_cell(d.change_interval("tok_s", percent=True)),
-            _fmt(d.value("accept_length", "base"), 2),
-            _fmt(d.value("accept_length", "current"), 2),
+            figures.number(d.value("accept_length", "base"), 2),
+            figures.number(d.value("accept_length", "current"), 2),
             "-" if d.change("accept_length") is None else f"{d.change('accept_length'):+.2f}",
         ]
         for d in deltas
@@ -468,15 +474,13 @@ def run_noise(history: History, row: CaseRow, metric: str, current: CaseRow | No
     left: Counter[str] = Counter()
     now = current.extra_info.get(fingerprint.KEY) if current is not None else None
     for saved in history.rows.get((row.key, row.config)) or ():
-        why = "refused" if saved.refused is not None else None
-        why = why or fingerprint.left_out(saved.extra_info.get(fingerprint.KEY), now)
+        fingerprinted = saved.extra_info.get(fingerprint.KEY)
+        why = "refused" if saved.refused is not None else fingerprint.left_out(fingerprinted, now)
         mean = saved.mean(metric) if why is None else None
-        if why is None and mean is None:
-            why = f"no {metric}"
-        if why is None and mean is not None:
+        if mean is not None:
             means.append(mean)
         else:
-            left[why or "?"] += 1
+            left[why or f"no {metric}"] += 1
     if history.unreadable:
         left["unreadable"] += history.unreadable
     return Noise(means, left)
