@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_specdecode import statefiles
@@ -74,11 +74,7 @@ class Ceiling:
     overhead_ms_p99: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "tok_s": self.tok_s,
-            "overhead_ms_p99": self.overhead_ms_p99,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,7 @@ class GreedyOutput:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form for the baseline file."""
-        return {
-            "prompt_id": self.prompt_id,
-            "prompt": self.prompt,
-            "text": self.text,
-            "output_ids": None if self.output_ids is None else list(self.output_ids),
-            "margins": None if self.margins is None else list(self.margins),
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GreedyOutput:
@@ -107,17 +101,7 @@ class Divergence:
 
     def to_json(self) -> dict[str, Any]:
         """The report's form (masked with everything else the report writes)."""
-        return {
-            "prompt_id": self.prompt_id,
-            "unit": self.unit,
-            "index": self.index,
-            "kind": self.kind,
-            "why": self.why,
-            "margin": self.margin,
-            "before": self.before,
-            "baseline": self.baseline,
-            "actual": self.actual,
-        }
+        return asdict(self)
 
 
 def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
