@@ -125,6 +125,11 @@ def _meta_count(payload: bytes) -> int | None:
     return count if is_int(count) else None
 
 
+def _refused(message: str, status: int | None = None) -> ServerError:
+    """The error of a ``/generate`` reply that is not a result (``status``: its HTTP one)."""
+    return ServerError("POST", "/generate", status, message)
+
+
 class _Stream:
     """Folds a ``/generate`` stream's events into a GenerateResult, event by event
     (the same rules as the ``requests`` client: cumulative or incremental text,
@@ -180,20 +185,16 @@ class _Stream:
         try:
             event = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            raise ServerError(
-                "POST", "/generate", None, f"undecodable event {payload[:200]!r}"
-            ) from None
+            raise _refused(f"undecodable event {payload[:200]!r}") from None
         if not isinstance(event, dict):
-            raise ServerError("POST", "/generate", None, f"event is not an object: {event!r:.200}")
+            raise _refused(f"event is not an object: {event!r:.200}")
         if (message := error_message(event)) is not None:
-            raise ServerError("POST", "/generate", None, message)
+            raise _refused(message)
         self.last = event
         meta = event.get("meta_info")
         count = meta.get("completion_tokens", self.seen) if isinstance(meta, dict) else self.seen
         if not is_int(count):
-            raise ServerError(
-                "POST", "/generate", None, f"completion_tokens is not an integer: {count!r:.50}"
-            )
+            raise _refused(f"completion_tokens is not an integer: {count!r:.50}")
         chunk_text = event.get("text", "")
         chunk_text = chunk_text if isinstance(chunk_text, str) else str(chunk_text)
         # SGLang streams cumulative text by default, deltas with --incremental-streaming-output.
@@ -221,7 +222,7 @@ class _Stream:
             self._decode(self.pending)
             self.pending = None
         if not self.last:
-            raise ServerError("POST", "/generate", 200, "stream ended without any event")
+            raise _refused("stream ended without any event", 200)
         result = _generate_result(self.last, self.send)
         result.text = self.text
         result.output_ids = (
@@ -259,17 +260,13 @@ async def stream_one(
         ) as resp:
             if 300 <= resp.status < 400:
                 where = resp.headers.get("Location", "(no Location header)")
-                raise ServerError(
-                    "POST",
-                    "/generate",
-                    resp.status,
+                raise _refused(
                     f"redirect to {where[:200]!r} refused (redirects are never followed)",
+                    resp.status,
                 )
             if resp.status >= 400:
                 body = await resp.content.read(_ERROR_BODY)
-                raise ServerError(
-                    "POST", "/generate", resp.status, _error_text(body.decode("utf-8", "replace"))
-                )
+                raise _refused(_error_text(body.decode("utf-8", "replace")), resp.status)
             send = sent.at
             stream = _Stream(send)
             splitter = SSESplitter(max_line=target.max_line, max_total=MAX_RESPONSE)
@@ -296,32 +293,26 @@ async def stream_one(
             request.read = _Read(stream, end)
     except ServerError as exc:
         request.error = str(exc)
-        return
     except BoundExceeded as exc:  # the same words as the requests client's LimitError
         request.error = f"POST {url} {exc}; refused"
-        return
     except aiohttp.ServerTimeoutError:
         # sock_read: the stall limit between two reads (a subclass of TimeoutError,
         # so it is caught before the whole deadline below).
         request.error = (
             f"POST {url} sent nothing for {limits.stall:g} s (stall limit); is the server hung?"
         )
-        return
     except asyncio.TimeoutError:
         request.error = (
             f"POST {url} did not finish within its whole deadline of {deadline:g} s "
             f"for {request.max_tokens} tokens; is the server hung or streaming forever?"
         )
-        return
     except aiohttp.ClientConnectorError as exc:
         request.error = (
             f"POST {url} failed ({type(exc).__name__}: {exc.os_error.strerror or exc}); "
             f"is the server running at {target.base_url!r}?"
         )
-        return
     except aiohttp.ClientError as exc:
         request.error = f"POST {url} failed ({type(exc).__name__}: {str(exc)[:200]})"
-        return
 
 
 @dataclass(frozen=True)
@@ -456,64 +447,51 @@ async def drive(
     # per fold would carry the folding of all the streams before it.
     arrived = TurnClock(clock)
     try:
-        return await _send_all(target, requests, clock, arrived, arrivals, in_flight, sleep)
+        async with contextlib.AsyncExitStack() as stack:
+            session = await stack.enter_async_context(new_session(target))
+
+            async def send(req: Request) -> None:
+                await stream_one(session, target, req, clock, arrived)
+
+            # A loop kept polling saves the 0.2-2 ms of a wake-up per read but takes a
+            # whole core: a server on this machine (SGLang on CPU, the simulator) then
+            # serves several times slower. So the loop sleeps in the kernel until a
+            # socket is readable, and polls only for a server on another machine (unless
+            # --dflash-client-wait says otherwise).
+            polled = target.polls
+            if polled:
+                stack.enter_context(never_sleeping())
+            # The CPU time of the round's span alone (the same span as its wall time), not
+            # the pool's making and closing.
+            cpu = time.thread_time()
+            start = clock()
+            if arrivals is not None:
+                gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
+
+                async def arrive(req: Request, offset: float) -> None:
+                    delay = start + offset - clock()
+                    if delay > 0:
+                        await sleep(delay)  # the arrival time itself: this is the load
+                    async with gate or contextlib.nullcontext():
+                        await send(req)
+
+                arrive_all = (arrive(r, a) for r, a in zip(requests, arrivals, strict=True))
+                await asyncio.gather(*arrive_all)
+            elif in_flight > 0:
+                queue = iter(requests)
+
+                async def worker() -> None:
+                    for req in queue:  # one shared iterator: each request goes once
+                        await send(req)
+
+                await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
+            else:
+                await asyncio.gather(*map(send, requests))
+            return Driven(start, None if polled else time.thread_time() - cpu)
     finally:
         # After the round, interrupted or not: every stream read to its end is kept.
         for req in requests:
             finish(req)
-
-
-async def _send_all(
-    target: Target,
-    requests: Sequence[Request],
-    clock: Callable[[], float],
-    arrived: Callable[[], float],
-    arrivals: Sequence[float] | None,
-    in_flight: int,
-    sleep: Sleep,
-) -> Driven:
-    async with contextlib.AsyncExitStack() as stack:
-        session = await stack.enter_async_context(new_session(target))
-        # A loop kept polling saves the 0.2-2 ms of a wake-up per read but takes a
-        # whole core: a server on this machine (SGLang on CPU, the simulator) then
-        # serves several times slower. So the loop sleeps in the kernel until a
-        # socket is readable, and polls only for a server on another machine (unless
-        # --dflash-client-wait says otherwise).
-        polled = target.polls
-        if polled:
-            stack.enter_context(never_sleeping())
-        # The CPU time of the round's span alone (the same span as its wall time), not
-        # the pool's making and closing.
-        cpu = time.thread_time()
-        start = clock()
-        if arrivals is not None:
-            gate = asyncio.Semaphore(in_flight) if in_flight > 0 else None
-
-            async def arrive(req: Request, offset: float) -> None:
-                delay = start + offset - clock()
-                if delay > 0:
-                    await sleep(delay)  # the arrival time itself: this is the load
-                if gate is None:
-                    await stream_one(session, target, req, clock, arrived)
-                    return
-                async with gate:
-                    await stream_one(session, target, req, clock, arrived)
-
-            await asyncio.gather(*(arrive(r, a) for r, a in zip(requests, arrivals, strict=True)))
-        elif in_flight > 0:
-            queue = iter(requests)
-
-            async def worker() -> None:
-                for req in queue:  # one shared iterator: each request goes once
-                    await stream_one(session, target, req, clock, arrived)
-
-            await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
-        else:
-            await asyncio.gather(
-                *(stream_one(session, target, r, clock, arrived) for r in requests)
-            )
-        spent = None if polled else time.thread_time() - cpu
-        return Driven(start, spent)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
