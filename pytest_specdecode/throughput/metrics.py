@@ -266,23 +266,31 @@ def client_overheads(results: Iterable[GenerateResult]) -> list[float]:
     ]
 
 
+def _verify_steps(results: Sequence[GenerateResult]) -> int | None:
+    """The verify steps of ``results`` together; None unless every one reported its count."""
+    counted = [v for r in results if (v := r.spec_verify_ct) is not None]
+    return sum(counted) if results and len(counted) == len(results) else None
+
+
+def _request_rates(results: Sequence[GenerateResult]) -> list[float]:
+    """Each request's output tokens per second of its own latency."""
+    return [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
+
+
 def _round_values(rnd: RoundResult) -> dict[str, float | None]:
     results = rnd.results
     tokens = sum(r.completion_tokens for r in results)
-    verify = [r.spec_verify_ct for r in results]
-    steps = sum(v for v in verify if v is not None)
+    steps = _verify_steps(results)
     tpots = [t * 1000 for r in results if (t := request_tpot(r)) is not None]
-    rates = [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
     return {
         TOK_S: tokens / rnd.wall_time if rnd.wall_time > 0 else None,
         TPOT_MS: _mean(tpots),
-        ACCEPT_LENGTH: tokens / steps if results and steps and None not in verify else None,
-        REQ_TOK_S: _mean(rates),
+        ACCEPT_LENGTH: tokens / steps if steps else None,
+        REQ_TOK_S: _mean(_request_rates(results)),
     }
 
 
-def _intervals(rounds: list[RoundResult]) -> dict[str, RoundSummary | None]:
-    per_round = [_round_values(rnd) for rnd in rounds]
+def _intervals(per_round: list[dict[str, float | None]]) -> dict[str, RoundSummary | None]:
     out: dict[str, RoundSummary | None] = {}
     for name in ROUND_FIGURES:
         values = [v for r in per_round if (v := r[name]) is not None]
@@ -328,24 +336,13 @@ def case_metrics(
     errors = sum(len(rnd.errors) for rnd in rounds)
     wall = sum(rnd.wall_time for rnd in rounds)
     tokens = sum(r.completion_tokens for r in results)
-    round_rates = [
-        sum(r.completion_tokens for r in rnd.results) / rnd.wall_time
-        for rnd in rounds
-        if rnd.wall_time > 0
-    ]
-    verify = [r.spec_verify_ct for r in results]
-    verify_total = sum(v for v in verify if v is not None) if results else None
-    have_verify = bool(results) and all(v is not None for v in verify)
-    accept = (
-        sum(r.completion_tokens for r in results) / verify_total
-        if have_verify and verify_total
-        else None
-    )
+    per_round = [_round_values(rnd) for rnd in rounds]
+    round_rates = [v for values in per_round if (v := values[TOK_S]) is not None]
+    steps = _verify_steps(results)
     ttfts = [t for r in results if (t := r.ttft) is not None]
     tpots = [t for r in results if (t := request_tpot(r)) is not None]
     itls = [gap for r in results for gap in request_itls(r)]
     per_chunk = [float(n) for r in results for n in r.chunk_tokens]
-    req_rates = [r.completion_tokens / r.e2e_latency for r in results if r.e2e_latency > 0]
     histogram = sum_histograms(request_histogram(r) for r in results)
     good = sum(meets_slo(r, slo) for r in results) if slo else None
     requests = len(results) + errors
@@ -367,19 +364,19 @@ def case_metrics(
         tok_s=tokens / wall if wall > 0 else 0.0,
         tok_s_round_min=min(round_rates) if round_rates else None,
         tok_s_round_max=max(round_rates) if round_rates else None,
-        accept_length=accept,
-        spec_verify_ct=verify_total if have_verify else None,
+        accept_length=tokens / steps if steps else None,
+        spec_verify_ct=steps,
         tokens_per_chunk_mean=_mean(per_chunk),
         **_percentiles("ttft_ms", ttfts, 1000),
         **_percentiles(TPOT_MS, tpots, 1000),
         **_percentiles("itl_ms", itls, 1000),
         **_percentiles("e2e_ms", [r.e2e_latency for r in results], 1000),
-        **_percentiles(REQ_TOK_S, req_rates),
+        **_percentiles(REQ_TOK_S, _request_rates(results)),
         **_percentiles("tokens_per_chunk", per_chunk),
         domain=case.domain,
         load=case.load,
         rate=case.rate if case.open_loop else None,
-        intervals=_intervals(rounds),
+        intervals=_intervals(per_round),
         accept_histogram=histogram,
         accept_rate_by_position=position_rates(histogram),
         slo=slo_text(slo) if slo else None,

@@ -46,19 +46,15 @@ def _betacf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 300):
         m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        step = d * c
-        h *= step
+        even = m * (b - m) * x / ((qam + m2) * (a + m2))
+        odd = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        for aa in (even, odd):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            step = d * c
+            h *= step
         if abs(step - 1.0) < 1e-14:
             break
     return h
@@ -335,11 +331,10 @@ def between_run_interval(
     _, var = _mean_var(data)
     assert var is not None
     half = _critical(len(data) - 1) * math.sqrt(2.0 * var)
+    low, high = change - half, change + half
     if relative:
-        return Interval(
-            change, change * math.exp(-half), change * math.exp(half), len(data), "between-run"
-        )
-    return Interval(change, change - half, change + half, len(data), "between-run")
+        low, high = change * math.exp(-half), change * math.exp(half)
+    return Interval(change, low, high, len(data), "between-run")
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:

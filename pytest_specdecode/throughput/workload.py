@@ -186,17 +186,12 @@ def parse_case_id(text: str) -> ThroughputCase:
             f"invalid throughput case {text!r}: expected e.g. 'ctx1024-c8-code', "
             "'ctx60-c1-t128-chat' or 'ctx1024-r8-math'"
         )
-    tokens = int(match["tokens"]) if match["tokens"] else DEFAULT_MAX_TOKENS
-    if match["rate"]:
-        requests = int(match["requests"]) if match["requests"] else DEFAULT_RATE_REQUESTS
-        cap = int(match["cap"]) if match["cap"] else 0
-        rate = float(match["rate"])
-        return ThroughputCase(
-            int(match["context"]), cap, tokens, True, match["domain"], rate, requests
-        )
-    return ThroughputCase(
-        int(match["context"]), int(match["concurrency"]), tokens, True, match["domain"]
-    )
+    context, tokens = int(match["context"]), int(match["tokens"] or DEFAULT_MAX_TOKENS)
+    if not match["rate"]:
+        return ThroughputCase(context, int(match["concurrency"]), tokens, True, match["domain"])
+    requests = int(match["requests"] or DEFAULT_RATE_REQUESTS)
+    cap, rate = int(match["cap"] or 0), float(match["rate"])
+    return ThroughputCase(context, cap, tokens, True, match["domain"], rate, requests)
 
 
 SAMPLE_CHARS = 8000
