@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,29 +81,20 @@ PYTEST_BENCHMARK_OFF = (
 )
 
 
+@dataclass(eq=False)  # a fixture's object: compared by identity
 class ThroughputRunner:
     """Runs one throughput case; rounds go through pytest-benchmark."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        service: Server,
-        node: pytest.Item,
-        progress: Progress | None = None,
-        baseline: LosslessBaseline | None = None,
-        alone: bool = False,
-        calibration: Calibration | None = None,
-    ) -> None:
-        self.settings = settings
-        self.service = service
-        self.node = node
-        self.progress = progress
-        # The run's NONE baseline, for its output repetition per case (beside this one's).
-        self.baseline = baseline
-        # An xdist worker that holds its host alone (no other worker can load its server).
-        self.alone = alone
-        # The run's null-server calibration: a round it finds disturbed is run again.
-        self.calibration = calibration
+    settings: Settings
+    service: Server
+    node: pytest.Item
+    progress: Progress | None = None
+    # The run's NONE baseline, for its output repetition per case (beside this one's).
+    baseline: LosslessBaseline | None = None
+    # An xdist worker that holds its host alone (no other worker can load its server).
+    alone: bool = False
+    # The run's null-server calibration: a round it finds disturbed is run again.
+    calibration: Calibration | None = None
 
     def run(self, case: ThroughputCase, benchmark: BenchmarkLike | None) -> dict[str, Any]:
         """Measure ``case``; fail the test with the server's error text on errors."""
@@ -310,20 +302,14 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@dataclass(eq=False)  # a fixture's object: compared by identity
 class LosslessChecker:
     """Records the baseline (algorithm NONE) or compares a config against it."""
 
-    def __init__(
-        self,
-        baseline: LosslessBaseline,
-        service: Server,
-        node: pytest.Item,
-        settings: Settings | None = None,
-    ) -> None:
-        self.baseline = baseline
-        self.service = service
-        self.node = node
-        self.settings = settings or Settings()
+    baseline: LosslessBaseline
+    service: Server
+    node: pytest.Item
+    settings: Settings = field(default_factory=Settings)
 
     def outputs(self, *, reverse: bool = False) -> list[lossless.GreedyOutput]:
         """Greedy outputs of the prompts (in reverse order: other batches); a failed
