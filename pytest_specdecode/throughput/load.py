@@ -81,19 +81,17 @@ class RoundResult:
 
 
 class BenchmarkLike(Protocol):
-    """What :func:`run_case` needs of pytest-benchmark's ``benchmark`` fixture."""
+    """What :func:`run_case` needs of pytest-benchmark's ``benchmark`` fixture (the
+    arguments of ``pedantic`` it passes)."""
 
     extra_info: dict[str, Any]
 
     def pedantic(
         self,
         target: Callable[..., Any],
-        args: tuple[Any, ...] = ...,
-        kwargs: dict[str, Any] | None = ...,
+        *,
         setup: Callable[[], Any] | None = ...,
-        teardown: Callable[..., Any] | None = ...,
         rounds: int = ...,
-        warmup_rounds: int = ...,
         iterations: int = ...,
     ) -> Any: ...
 

@@ -131,9 +131,7 @@ class Interval:
     @property
     def half_width(self) -> float | None:
         """Half the interval's width (``None`` without one)."""
-        if self.low is None or self.high is None:
-            return None
-        return (self.high - self.low) / 2.0
+        return None if self.low is None or self.high is None else (self.high - self.low) / 2.0
 
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
@@ -182,15 +180,6 @@ def summary(values: Sequence[float]) -> dict[str, Any] | None:
     }
 
 
-def _welch_df(parts: Sequence[tuple[float, int]]) -> float:
-    """Welch-Satterthwaite degrees of freedom of a sum of ``var/n`` terms."""
-    num = sum(v for v, _ in parts) ** 2
-    den = sum(v * v / (n - 1) for v, n in parts if n > 1)
-    if num <= 0 or den <= 0:
-        return float(max(sum(n for _, n in parts) - len(parts), 1))
-    return max(num / den, 1.0)
-
-
 def _spreads(
     a: list[float], b: list[float], relative: bool
 ) -> tuple[float, float, float, float, str] | None:
@@ -218,9 +207,15 @@ def _spreads(
 
 
 def _df(a: list[float], b: list[float], sa: float, sb: float, method: str) -> float:
+    """The degrees of freedom of ``sa + sb`` (the variances of the two means): with a side
+    measured once, the other's; else Welch-Satterthwaite's."""
     if method == "pooled":
         return float(max(len(a), len(b)) - 1)
-    return _welch_df([(sa, len(a)), (sb, len(b))])
+    num = (sa + sb) ** 2
+    den = sum(v * v / (n - 1) for v, n in ((sa, len(a)), (sb, len(b))) if n > 1)
+    if num <= 0 or den <= 0:
+        return float(max(len(a) + len(b) - 2, 1))
+    return max(num / den, 1.0)
 
 
 def diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:

@@ -32,10 +32,6 @@ DEFAULT_MAX_TOKENS = 512
 DEFAULT_RATE_REQUESTS = 16
 
 
-def _rate_text(rate: float) -> str:
-    return f"{rate:g}"
-
-
 @dataclass(frozen=True, order=True)
 class ThroughputCase:
     """One load point: prompt length x load x output tokens x prompt domain.
@@ -65,7 +61,7 @@ class ThroughputCase:
         if not self.open_loop:
             return f"c{self.concurrency}"
         cap = f"-m{self.concurrency}" if self.concurrency else ""
-        return f"r{_rate_text(self.rate)}{cap}"
+        return f"r{self.rate:g}{cap}"
 
     @property
     def round_requests(self) -> int:
