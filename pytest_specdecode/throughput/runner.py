@@ -152,9 +152,7 @@ class ThroughputRunner:
         metrics.repetition_baseline = beside
         info = extra_info(metrics)
         if benchmark is not None:
-            if beside is not None:
-                benchmark.extra_info["repetition_baseline"] = beside
-            benchmark.extra_info["case"] = case.id
+            benchmark.extra_info.update(info)  # run_case's, and now repetition_baseline
             benchmark.extra_info["simulated"] = self.service.simulated
             # Where it ran: the compare gate's noise counts only saved runs of this setup.
             benchmark.extra_info[fingerprint.KEY] = fingerprint.of_run(

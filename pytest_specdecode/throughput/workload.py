@@ -304,9 +304,6 @@ class PromptBuilder:
             text += "\n" + corpus[: chars - len(text) - 1]
         return text
 
-    def _wrap(self, body: str) -> str:
-        return f"{self.prefix}{body}{self.suffix}"
-
     def one(self, target_tokens: int, offset: int) -> Prompt:
         """A prompt of about ``target_tokens`` tokens whose body starts at corpus ``offset``."""
         if target_tokens < 1:
@@ -322,7 +319,7 @@ class PromptBuilder:
         chars = self._cap(max(1, round(target_tokens * ratio) - wrapper), ratio)
         best: Prompt | None = None
         for _ in range(self.max_tries):
-            text = self._wrap(self._slice(offset, chars))
+            text = f"{self.prefix}{self._slice(offset, chars)}{self.suffix}"
             tokens = self._count(text)
             fits = limit is None or tokens <= limit
             if fits and (
