@@ -180,32 +180,6 @@ def summary(values: Sequence[float]) -> dict[str, Any] | None:
     }
 
 
-def _spreads(
-    a: list[float], b: list[float], relative: bool
-) -> tuple[float, float, float, float, str] | None:
-    """(mean a, mean b, var-of-mean a, var-of-mean b, method) or None without any spread.
-
-    With ``relative``, variances are of ``x / mean`` (for ratios).
-    """
-    ma, va = _mean_var(a)
-    mb, vb = _mean_var(b)
-    if relative:
-        if ma == 0 or mb == 0:
-            return None
-        va = None if va is None else va / (ma * ma)
-        vb = None if vb is None else vb / (mb * mb)
-    if va is None and vb is None:
-        return None
-    method = "welch"
-    if va is None:  # measured once: take the other side's spread (equal variances)
-        va, method = vb, "pooled"
-    if vb is None:
-        vb, method = va, "pooled"
-    assert va is not None
-    assert vb is not None
-    return ma, mb, va / len(a), vb / len(b), method
-
-
 def _df(a: list[float], b: list[float], sa: float, sb: float, method: str) -> float:
     """The degrees of freedom of ``sa + sb`` (the variances of the two means): with a side
     measured once, the other's; else Welch-Satterthwaite's."""
@@ -218,19 +192,39 @@ def _df(a: list[float], b: list[float], sa: float, sb: float, method: str) -> fl
     return max(num / den, 1.0)
 
 
-def diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:
-    """mean(now) - mean(base) and its 95% interval (Welch); ``None`` if a side is empty."""
-    a, b = clean(base), clean(now)
+def _unpaired(a: list[float], b: list[float], *, ratio: bool) -> Interval | None:
+    """mean(b) - mean(a), or with ``ratio`` mean(b) / mean(a), and its 95% interval; None
+    if a side is empty (or, for a ratio, a mean is not positive).
+
+    For a ratio the variances are of ``x / mean`` and the interval is on the log scale.
+    A side measured once takes the other side's spread (equal variances: ``pooled``).
+    """
     if not a or not b:
         return None
-    found = _spreads(a, b, relative=False)
-    if found is None:
-        d = sum(b) / len(b) - sum(a) / len(a)
-        return Interval(d, n=1)
-    ma, mb, sa, sb, method = found
+    ma, va = _mean_var(a)
+    mb, vb = _mean_var(b)
+    if ratio:
+        if ma <= 0 or mb <= 0:
+            return None
+        va = None if va is None else va / (ma * ma)
+        vb = None if vb is None else vb / (mb * mb)
+    value = mb / ma if ratio else mb - ma
+    spread = va if va is not None else vb
+    if spread is None:  # one round on both sides: no interval
+        return Interval(value, n=1)
+    method = "welch" if va is not None and vb is not None else "pooled"
+    sa = (va if va is not None else spread) / len(a)
+    sb = (vb if vb is not None else spread) / len(b)
     half = _critical(_df(a, b, sa, sb, method)) * math.sqrt(sa + sb)
-    d = mb - ma
-    return Interval(d, d - half, d + half, len(a) + len(b), method)
+    low, high = value - half, value + half
+    if ratio:
+        low, high = value * math.exp(-half), value * math.exp(half)
+    return Interval(value, low, high, len(a) + len(b), method)
+
+
+def diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:
+    """mean(now) - mean(base) and its 95% interval (Welch); ``None`` if a side is empty."""
+    return _unpaired(clean(base), clean(now), ratio=False)
 
 
 def ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> Interval | None:
@@ -240,20 +234,7 @@ def ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> 
     method, ``se**2 = var_num / (n_num * mean_num**2) + var_den / (n_den *
     mean_den**2)``, and Welch-Satterthwaite degrees of freedom.
     """
-    a, b = clean(numerator), clean(denominator)
-    if not a or not b:
-        return None
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    if ma <= 0 or mb <= 0:
-        return None
-    ratio = ma / mb
-    found = _spreads(a, b, relative=True)
-    if found is None:
-        return Interval(ratio, n=1)
-    _, _, sa, sb, method = found
-    se = math.sqrt(sa + sb)
-    half = _critical(_df(a, b, sa, sb, method)) * se
-    return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half), len(a) + len(b), method)
+    return _unpaired(clean(denominator), clean(numerator), ratio=True)
 
 
 def _paired(a: list[float], b: list[float]) -> bool:
