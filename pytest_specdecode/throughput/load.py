@@ -3,12 +3,11 @@
 A closed-loop round sends C streaming ``/generate`` requests at once (on one
 event loop, one connection each: :mod:`~pytest_specdecode.throughput.aioload`)
 and waits for all of them; a continuous closed-loop round sends N requests
-keeping C in flight. An open-loop
-round (a request-rate case) releases its requests at Poisson arrival times,
-seeded by the case and round so every config sees the same arrivals, with at
-most ``max_concurrency`` in flight. A case flushes the prefix cache, runs one
-uncounted warm-up round (all at once), then its counted rounds, through
-``benchmark.pedantic`` when pytest-benchmark is active.
+keeping C in flight. An open-loop round (a request-rate case) releases its
+requests at Poisson arrival times, seeded by the case and round so every config
+sees the same arrivals, with at most ``max_concurrency`` in flight. A case
+flushes the prefix cache, runs one uncounted warm-up round (all at once), then
+its counted rounds, through ``benchmark.pedantic`` when pytest-benchmark is active.
 """
 
 from __future__ import annotations
@@ -126,15 +125,11 @@ def run_round(
 ) -> RoundResult:
     """Send every prompt as a streaming request and wait for all of them.
 
-    Without ``arrivals`` every request goes at once, or with ``max_concurrency``
-    N, N at a time, each slot sending the next prompt as soon as its request
-    ends (a continuous closed loop). With ``arrivals`` request i is released
-    ``arrivals[i]`` seconds after the start and, with ``max_concurrency``,
-    waits while that many are in flight. Requests go out on one event loop
-    (:mod:`~pytest_specdecode.throughput.aioload`), one connection per request
-    in flight, to ``client``'s server with its API key. Failed requests are
-    recorded, not raised: see :func:`raise_for_errors`. ``wait`` is how the loop waits
-    for bytes (``--dflash-client-wait``, :attr:`~.aioload.Target.polls`).
+    ``arrivals`` and ``max_concurrency`` (its ``in_flight``) say how the round is
+    driven (:func:`~pytest_specdecode.throughput.aioload.drive`): on one event loop, one
+    connection per request in flight, to ``client``'s server with its API key. Failed
+    requests are recorded, not raised: see :func:`raise_for_errors`. ``wait`` is how the
+    loop waits for bytes (``--dflash-client-wait``, :attr:`~.aioload.Target.polls`).
     """
     if arrivals is not None and len(arrivals) != len(prompts):
         raise ValueError(f"{len(arrivals)} arrival times for {len(prompts)} prompts")
