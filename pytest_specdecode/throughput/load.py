@@ -234,14 +234,13 @@ def run_case(
     rounds. With ``benchmark`` the rounds go through ``benchmark.pedantic``
     (so pytest-benchmark records, saves and compares them) and the metrics
     are stored in ``benchmark.extra_info`` (with ``config``, the config's
-    label, when given: compare and sweep tables use it); ``on_round`` hears each
-    round's label ("warm-up round", "round 2/3") as it starts, for progress
-    displays; without it (pytest-benchmark is
-    off under xdist) the rounds are timed here. A failed request raises
-    :class:`ThroughputError` with the server's error text. ``slo`` adds
-    goodput and attainment to the metrics. ``bounds`` (the config's draft
-    positions) is what every counted reply is checked against before it
-    becomes a figure (:mod:`pytest_specdecode.replies`). ``window`` is the server's
+    label, when given: compare and sweep tables use it); without it (pytest-benchmark
+    is off under xdist) the rounds are timed here. ``on_round`` hears each round's
+    label ("warm-up round", "round 2/3") as it starts, for progress displays. A failed
+    request raises :class:`ThroughputError` with the server's error text. ``slo`` adds
+    goodput and attainment to the metrics. ``bounds`` (the config's draft positions) is
+    what every counted reply is checked against before it becomes a figure
+    (:mod:`pytest_specdecode.replies`). ``window`` is the server's
     context length (:func:`~pytest_specdecode.throughput.workload.context_window`): a
     case whose prompt and output cannot fit in it is a :class:`ThroughputError` before
     any request, and no prompt is longer than what is left of it.
