@@ -111,11 +111,9 @@ class TextSample:
     limit: int = SAMPLE_TEXTS
     chars: int = SAMPLE_CHARS
     texts: list[str] = field(default_factory=list)
-    seen: int = 0
 
     def add(self, text: str) -> None:
-        """Keep ``text`` (its start) while the sample has room; count it anyway."""
-        self.seen += 1
+        """Keep ``text`` (its start) while the sample has room."""
         if len(self.texts) < self.limit:
             self.texts.append(text[: self.chars])
 

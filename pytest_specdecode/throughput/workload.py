@@ -139,15 +139,13 @@ def marker_cases(kwargs: Mapping[str, Any], settings: Settings) -> list[Throughp
 
 
 def _ints(value: Any, name: str) -> tuple[int, ...]:
-    values = value if isinstance(value, (list, tuple)) else [value]
-    out: list[int] = []
+    values = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    if not values:
+        raise ConfigError(f"{name}=[]: give at least one value")
     for item in values:
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
             raise ConfigError(f"{name}={value!r}: expected integers >= 1")
-        out.append(item)
-    if not out:
-        raise ConfigError(f"{name}=[]: give at least one value")
-    return tuple(out)
+    return values
 
 
 def _names(value: Any) -> tuple[str, ...]:
