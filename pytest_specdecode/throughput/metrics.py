@@ -225,16 +225,10 @@ def request_histogram(result: GenerateResult) -> list[int] | None:
 
 def sum_histograms(histograms: Iterable[list[int] | None]) -> list[int] | None:
     """Element-wise sum (lists grow as SGLang's do); None when there is none."""
-    total: list[int] = []
-    seen = False
-    for hist in histograms:
-        if hist is None:
-            continue
-        seen = True
-        total += [0] * (len(hist) - len(total))
-        for i, n in enumerate(hist):
-            total[i] += n
-    return total if seen else None
+    found = [hist for hist in histograms if hist is not None]
+    if not found:
+        return None
+    return [sum(column) for column in itertools.zip_longest(*found, fillvalue=0)]
 
 
 def position_rates(histogram: list[int] | None) -> list[float] | None:
