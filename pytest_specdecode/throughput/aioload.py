@@ -27,6 +27,7 @@ import ipaddress
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NamedTuple, TypeVar
@@ -505,21 +506,16 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return run_fresh(coro)
-    box: list[T] = []
-    errors: list[BaseException] = []
+    done: Future[T] = Future()
 
     def runner() -> None:
         try:
-            box.append(run_fresh(coro))
+            done.set_result(run_fresh(coro))
         except BaseException as exc:  # handed back to the caller's thread
-            errors.append(exc)
+            done.set_exception(exc)
 
-    thread = threading.Thread(target=runner, name="specdecode-load-loop", daemon=True)
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return box[0]
+    threading.Thread(target=runner, name="specdecode-load-loop", daemon=True).start()
+    return done.result()
 
 
 def body_bytes(text: str, max_tokens: int, *, temperature: float, ignore_eos: bool) -> bytes:

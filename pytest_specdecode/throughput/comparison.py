@@ -325,13 +325,9 @@ def _as_percent(ratio: stats.Interval) -> stats.Interval:
 def pair(base: Iterable[CaseRow], current: Iterable[CaseRow]) -> list[CaseDelta]:
     """Pair rows by :func:`pairing_key`, current order first, then baseline-only rows."""
     base_by = {r.key: r for r in base}
-    out: list[CaseDelta] = []
-    seen: set[str] = set()
-    for row in current:
-        out.append(CaseDelta(row.key, row.case, base_by.get(row.key), row))
-        seen.add(row.key)
-    out.extend(CaseDelta(k, r.case, r, None) for k, r in base_by.items() if k not in seen)
-    return out
+    out = [CaseDelta(row.key, row.case, base_by.get(row.key), row) for row in current]
+    seen = {d.key for d in out}
+    return out + [CaseDelta(k, r.case, r, None) for k, r in base_by.items() if k not in seen]
 
 
 def _fmt_pct(value: float | None) -> str:
