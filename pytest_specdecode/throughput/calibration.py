@@ -210,14 +210,11 @@ def calibrate(
                 if clock() >= deadline:
                     found.skipped = wanted[position:]
                     break
-                rates: list[float] = []
-                overheads: list[float] = []
-                for _ in range(ROUNDS):
-                    rate, spent = one_round(url, concurrency, max_tokens)
-                    rates.append(rate)
-                    overheads += spent
+                measured = [one_round(url, concurrency, max_tokens) for _ in range(ROUNDS)]
+                overheads = [spent for _, round_spent in measured for spent in round_spent]
                 p99 = metrics.Percentiles.of(overheads).scaled(1000).p99
-                found.ceilings[concurrency] = Ceiling(concurrency, max(rates), p99)
+                best = max(rate for rate, _ in measured)
+                found.ceilings[concurrency] = Ceiling(concurrency, best, p99)
     except Exception as exc:  # a calibration never ends the run: it is one line instead
         found.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
     found.seconds = clock() - started

@@ -72,8 +72,7 @@ def request_tpot(result: GenerateResult) -> float | None:
 
 def request_itls(result: GenerateResult) -> list[float]:
     """Gaps between consecutive token-carrying chunks of one request."""
-    t = result.chunk_times
-    return [b - a for a, b in itertools.pairwise(t)]
+    return [b - a for a, b in itertools.pairwise(result.chunk_times)]
 
 
 # The names under which a case's figures are written (Metrics' fields, and the keys of
