@@ -131,6 +131,7 @@ def _refused(message: str, status: int | None = None) -> ServerError:
     return ServerError("POST", "/generate", status, message)
 
 
+@dataclass(slots=True)
 class _Stream:
     """Folds a ``/generate`` stream's events into a GenerateResult, event by event
     (the same rules as the ``requests`` client: cumulative or incremental text,
@@ -144,30 +145,16 @@ class _Stream:
     incremental stream (small deltas) is decoded event by event.
     """
 
-    __slots__ = (
-        "cumulative",
-        "decoded",
-        "ids",
-        "last",
-        "pending",
-        "seen",
-        "send",
-        "text",
-        "times",
-        "tokens",
-    )
-
-    def __init__(self, send: float) -> None:
-        self.send = send
-        self.text = ""
-        self.ids: list[list[Any]] | None = None
-        self.last: dict[str, Any] = {}
-        self.times: list[float] = []
-        self.tokens: list[int] = []
-        self.seen = 0
-        self.decoded = 0  # events decoded whole
-        self.cumulative = False
-        self.pending: bytes | None = None  # the last event, its meta_info alone read
+    send: float
+    text: str = ""
+    ids: list[list[Any]] | None = None
+    last: dict[str, Any] = field(default_factory=dict)
+    times: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    seen: int = 0
+    decoded: int = 0  # events decoded whole
+    cumulative: bool = False
+    pending: bytes | None = None  # the last event, its meta_info alone read
 
     def event(self, arrival: float, payload: bytes) -> None:
         count = _meta_count(payload) if self.cumulative else None
