@@ -203,15 +203,13 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-HISTOGRAM_FIELDS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
-"""SGLang's name for the histogram of correct drafts per step, then its older alias."""
 MAX_HISTOGRAM = 1024
 """Longest histogram taken from a server (a draft budget is far below; a longer list is junk)."""
 
 
 def request_histogram(result: GenerateResult) -> list[int] | None:
     """The request's histogram of correct drafts per verify step, if the server sent one."""
-    for name in HISTOGRAM_FIELDS:
+    for name in replies.HISTOGRAM_FIELDS:  # SGLang's name, then its older alias
         found = result.meta_info.get(name)
         if (
             isinstance(found, list)
