@@ -81,7 +81,7 @@ PYTEST_BENCHMARK_OFF = (
 )
 
 
-@dataclass(eq=False)  # a fixture's object: compared by identity
+@dataclass(eq=False, repr=False)  # a fixture's object: identity, and no repr of its settings
 class ThroughputRunner:
     """Runs one throughput case; rounds go through pytest-benchmark."""
 
@@ -300,7 +300,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass(eq=False)  # a fixture's object: compared by identity
+@dataclass(eq=False, repr=False)  # a fixture's object: identity, and no repr of its settings
 class LosslessChecker:
     """Records the baseline (algorithm NONE) or compares a config against it."""
 
