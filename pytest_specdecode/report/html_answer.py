@@ -44,8 +44,7 @@ def _verdict(report: Report) -> list[str]:
             else "no throughput case was measured"
         )
         return ["<h3>Per load and domain</h3>", para(f"No verdict: {reason}."), para(missing)]
-    ranked_by = found.ranked_by if found is not None else ""
-    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
+    by = tables.ranked_by(report)
     note = (
         f"Per load and domain, the best {by} among the configs that passed every gate "
         "(geometric mean over contexts), with every config whose 95% interval overlaps it "

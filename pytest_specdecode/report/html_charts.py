@@ -110,12 +110,8 @@ def _name(short: Mapping[str, str], config: ConfigResults) -> str:
 
 def _case_order(case: ThroughputRecord) -> tuple[Any, ...]:
     context, load, domain = case_shape(case.case, case.metrics)
-    head = load.split("-")[0]
-    try:
-        load_key = (0 if head.startswith("c") else 1, float(head[1:]))
-    except ValueError:
-        load_key = (2, 0.0)
-    return (context if context is not None else 1 << 30, load_key, tables.domain_rank(domain), load)
+    known = context if context is not None else 1 << 30
+    return (known, tables.load_order(load), tables.domain_rank(domain), load)
 
 
 def _cases(report: Report) -> list[str]:

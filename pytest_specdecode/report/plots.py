@@ -23,7 +23,7 @@ import msgspec
 from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.output import figures
-from pytest_specdecode.report import verdict
+from pytest_specdecode.report import tables, verdict
 from pytest_specdecode.report.model import Config, Metrics, PassRate, Report
 from pytest_specdecode.throughput.metrics import TOK_S
 
@@ -69,11 +69,6 @@ class Point:
         return (self.context, self.domain)
 
 
-def is_simulated(report: Report) -> bool:
-    """Whether the report's figures come from the bundled simulator."""
-    return report.simulated or any(c.service.get("simulated") for c in report.configs)
-
-
 def throughput_points(report: Report) -> list[Point]:
     """Every throughput case with a known context and concurrency, in report order."""
     points: list[Point] = []
@@ -106,7 +101,7 @@ def throughput_points(report: Report) -> list[Point]:
 def build_figures(report: Report) -> dict[str, Figure]:
     """The report's figures by file stem; a plot whose data is absent is left out."""
     require_matplotlib()
-    simulated = is_simulated(report)
+    simulated = tables.simulated(report)
     configs = [c.label for c in report.configs]
     colors = {label: f"C{i % 10}" for i, label in enumerate(configs)}
     points = throughput_points(report)

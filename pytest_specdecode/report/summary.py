@@ -17,10 +17,8 @@ from pytest_specdecode.report.model import (
     Finding,
     Report,
 )
-from pytest_specdecode.report.tables import short_labels
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
-__all__ = ["SIM_NOTICE", "render", "short_labels"]
 
 
 def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
@@ -28,7 +26,7 @@ def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
     configs = report.configs
     if not configs:  # nothing measured; a gate that was asked for still says its verdict
         return _gates(report, list(gate_lines))
-    notice = _notice(report, configs)
+    notice = _notice(report)
     simulated = " (simulated)" if notice else ""
     lines = [*notice, *_config_table(configs), *_carried(configs), *_coding_times(configs)]
     if any(c.throughput for c in configs):
@@ -41,9 +39,9 @@ def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
     return [*lines, *_search(report), *_gates(report, list(gate_lines))]
 
 
-def _notice(report: Report, configs: list[ConfigResults]) -> list[str]:
+def _notice(report: Report) -> list[str]:
     """That the figures are the simulator's, with the defaults it assumed."""
-    if not report.simulated and not any(c.service.get("simulated") for c in configs):
+    if not tables.simulated(report):
         return []
     defaults = report.simulator_defaults
     return [f"NOTE: {SIM_NOTICE}", *(f"NOTE: simulator default: {t}" for t in defaults)]
@@ -51,7 +49,7 @@ def _notice(report: Report, configs: list[ConfigResults]) -> list[str]:
 
 def _measured(report: Report, configs: list[ConfigResults], simulated: str) -> list[str]:
     """The throughput, latency, acceptance and repetition tables."""
-    short = short_labels(configs)
+    short = tables.short_labels(configs)
     lines = ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
     lines += _table(*tables.throughput(report, short))
     missing = report.speedup.missing if report.speedup else None
@@ -197,8 +195,7 @@ def _noise_used(findings: list[Finding]) -> list[str]:
 
 
 def _verdict(report: Report, simulated: str) -> list[str]:
-    ranked_by = report.verdict.ranked_by if report.verdict else ""
-    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
+    by = tables.ranked_by(report)
     lines = [
         "",
         f"verdict{simulated}: per load and domain, the best {by} among the configs that passed "
