@@ -60,7 +60,6 @@ def number(value: Any) -> float | None:
 def charts(report: Report) -> list[Chart]:
     """Every chart the report has data for, in the page's order."""
     colors = _colors(report)
-    simulated = report.simulated
     found = [
         readiness(report),
         tok_s(report, colors),
@@ -72,10 +71,8 @@ def charts(report: Report) -> list[Chart]:
         pass_rate(report, colors),
     ]
     out = [c for c in found if c is not None]
-    if simulated:
-        for chart in out:
-            chart["title"] += " (simulated)"
     for chart in out:
+        chart["title"] += " (simulated)" if report.simulated else ""
         chart["layout"] = {**_LAYOUT, **chart["layout"], "title": {"text": label(chart["title"])}}
     return out
 
@@ -89,17 +86,17 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
+_UNITY = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+          "line": {"dash": "dot", "color": "grey", "width": 1}}  # fmt: skip
+"""The dotted line of no speedup (1.0) across a chart."""
+
+
 def _short(report: Report) -> dict[str, str]:
     return tables.short_labels(report.configs)
 
 
 def _colors(report: Report) -> dict[str, str]:
-    short = _short(report)
-    return {
-        c.label: _PALETTE[i % len(_PALETTE)]
-        for i, c in enumerate(report.configs)
-        if c.label in short
-    }
+    return {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
 
 
 def _name(short: Mapping[str, str], config: ConfigResults) -> str:
@@ -259,8 +256,7 @@ def speedup(report: Report, colors: Mapping[str, str]) -> Chart | None:
         "layout": {
             "barmode": "group",
             "yaxis": {"title": {"text": "speedup (x)"}, "rangemode": "tozero"},
-            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-                        "line": {"dash": "dot", "color": "grey", "width": 1}}],
+            "shapes": [_UNITY],
         },
     }  # fmt: skip
 
@@ -336,8 +332,7 @@ def break_even(report: Report, colors: Mapping[str, str]) -> Chart | None:
             "xaxis": {"title": {"text": axis}, "type": "log", "tickvals": sorted(levels),
                       "ticktext": [f"{x:g}" for x in sorted(levels)]},
             "yaxis": {"title": {"text": "speedup (x)"}, "type": "log"},
-            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-                        "line": {"dash": "dot", "color": "grey", "width": 1}}],
+            "shapes": [_UNITY],
         },
     }  # fmt: skip
 

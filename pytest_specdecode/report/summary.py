@@ -8,6 +8,7 @@ print the same summary from a saved JSON report.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from pytest_specdecode.report import client_limit, tables
@@ -173,25 +174,22 @@ def _findings(findings: list[Finding]) -> list[str]:
 
 def _noise_used(findings: list[Finding]) -> list[str]:
     """Which noise the cases' verdicts used, with the saved runs found for them."""
-    groups: dict[tuple[str, int], int] = {}
-    for f in findings:
-        runs = f.saved_runs
-        if f.noise and isinstance(runs, int):
-            key = (str(f.noise), runs)
-            groups[key] = groups.get(key, 0) + 1
-    lines = []
-    for (noise, k), n in groups.items():
-        if noise == "within-run only":
-            said = (
-                f"between-run noise unknown ({k} saved runs): the gate uses the within-run "
-                "interval only"
-            )
-        elif noise == "between-run":
-            said = f"between-run noise from {k} saved runs (wider than the within-run interval)"
-        else:
-            said = f"within-run noise (wider than the between-run noise of {k} saved runs)"
-        lines.append(f"  noise used for {n} case(s): {said}")
-    return lines
+    groups = Counter(
+        (str(f.noise), f.saved_runs) for f in findings if f.noise and isinstance(f.saved_runs, int)
+    )
+    return [
+        f"  noise used for {n} case(s): {_NOISE.get(noise, _WITHIN).format(k=k)}"
+        for (noise, k), n in groups.items()
+    ]
+
+
+_NOISE = {
+    "within-run only": "between-run noise unknown ({k} saved runs): the gate uses the "
+    "within-run interval only",
+    "between-run": "between-run noise from {k} saved runs (wider than the within-run interval)",
+}
+"""What each noise a compare verdict used means, with the saved runs found for it."""
+_WITHIN = "within-run noise (wider than the between-run noise of {k} saved runs)"
 
 
 def _verdict(report: Report, simulated: str) -> list[str]:
