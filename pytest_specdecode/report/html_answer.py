@@ -22,12 +22,7 @@ NOT_CHECKED = " (correctness not checked)"
 
 def answer(report: Report, charts: ChartSlot) -> str:
     """The verdict per load and domain, then the policy per concurrency band."""
-    return section(
-        "answer",
-        "Answer: which config to run",
-        *_verdict(report),
-        *_policy(report),
-    )
+    return section("answer", "Answer: which config to run", *_verdict(report), *_policy(report))
 
 
 def _verdict(report: Report) -> list[str]:
@@ -100,8 +95,7 @@ def _policy(report: Report) -> list[str]:
         return [
             head,
             para(
-                "No policy: it needs a NONE baseline and closed-loop (concurrency) cases.",
-                "note",
+                "No policy: it needs a NONE baseline and closed-loop (concurrency) cases.", "note"
             ),
         ]
     note = (

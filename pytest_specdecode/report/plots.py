@@ -373,12 +373,7 @@ def _pass_rate_figure(
     figure = _new_figure(max(5.5, 1.5 * len(rates) + 2), 4.8)
     ax: Axes = figure.add_subplot()
     heights = [rate.rate * 100 for _, rate in rates]
-    bars = ax.bar(
-        range(len(rates)),
-        heights,
-        0.6,
-        color=[colors[label] for label, _ in rates],
-    )
+    bars = ax.bar(range(len(rates)), heights, 0.6, color=[colors[label] for label, _ in rates])
     ax.bar_label(
         bars,
         labels=[

@@ -138,13 +138,7 @@ def _config_points(ax: Axes, mine: list[Dot], color: str) -> Any:
         zorder=3,
     )
     for p, x, y in mine:
-        ax.annotate(
-            p.load,
-            (x, y),
-            textcoords="offset points",
-            xytext=(4, 4),
-            fontsize=7,
-        )
+        ax.annotate(p.load, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     return handle
 
 

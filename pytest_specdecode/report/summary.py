@@ -12,12 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from pytest_specdecode.report import client_limit, tables
-from pytest_specdecode.report.model import (
-    Compare,
-    ConfigResults,
-    Finding,
-    Report,
-)
+from pytest_specdecode.report.model import Compare, ConfigResults, Finding, Report
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
 
