@@ -329,26 +329,24 @@ def configs(report: Report, charts: ChartSlot) -> str:
 
 
 def throughput(report: Report, charts: ChartSlot) -> str:
-    header, rows = tables.throughput(report)
-    if not rows:
-        return ""
-    sim = " (simulated)" if tables.simulated(report) else ""
-    return section(
+    return _table_section(
         "throughput",
-        f"Speedup and throughput{sim}",
-        para(tables.rounds_note(report), "note"),
+        "Speedup and throughput" + (" (simulated)" if tables.simulated(report) else ""),
+        tables.rounds_note(report),
+        tables.throughput(report),
         charts("chart-speedup"),
         charts("chart-tok-s"),
-        table(header, rows, ident="throughput-table"),
     )
 
 
-def _table_section(name: str, title: str, note: str, found: tables.Table) -> str:
-    """A section that is one table under a note; none when the table has no rows."""
+def _table_section(name: str, title: str, note: str, found: tables.Table, *charts: str) -> str:
+    """A section that is one table under a note and its charts; none when the table has no
+    rows."""
     header, rows = found
     if not rows:
         return ""
-    return section(name, title, para(note, "note"), table(header, rows, ident=f"{name}-table"))
+    shown = table(header, rows, ident=f"{name}-table")
+    return section(name, title, para(note, "note"), *charts, shown)
 
 
 def latency(report: Report, charts: ChartSlot) -> str:
@@ -417,15 +415,13 @@ def pareto(report: Report, charts: ChartSlot) -> str:
 
 
 def acceptance(report: Report, charts: ChartSlot) -> str:
-    header, rows = tables.acceptance(report)
-    if not rows:
-        return ""
-    return section(
+    return _table_section(
         "acceptance",
         "Acceptance per draft position",
+        "",
+        tables.acceptance(report),
         charts("chart-acceptance"),
         charts("chart-histogram"),
-        table(header, rows, ident="acceptance-table"),
     )
 
 
