@@ -106,12 +106,20 @@ def _cases(configs: Iterable[ConfigResults]) -> Iterator[Case]:
             yield config, case, case.metrics, case_shape(case.case, case.metrics)[2]
 
 
-def with_interval(metrics: Metrics, name: str, digits: int, *, relative: bool) -> str:
-    """``30,572 ±2.1%`` (relative) or ``3.21 ±0.04``; the plain figure with one round."""
+def mean_figure(metrics: Metrics, name: str) -> Any:
+    """A case's figure ``name`` as the tables show it: the mean over its rounds, else the
+    case's own figure."""
     found = metrics.interval(name)
     value = found.mean if found else None
     if value is None:
         value = mean(metrics, name) if found else metrics.figure(name)
+    return value
+
+
+def with_interval(metrics: Metrics, name: str, digits: int, *, relative: bool) -> str:
+    """``30,572 ±2.1%`` (relative) or ``3.21 ±0.04``; the plain figure with one round."""
+    found = metrics.interval(name)
+    value = mean_figure(metrics, name)
     shown = figures.rate(value) if name == "tok_s" else figures.number(value, digits)
     if shown == figures.MISSING or not found or found.low is None or found.high is None:
         return shown
@@ -294,8 +302,7 @@ def verdict(report: Report) -> Table:
     short = short_labels(report.configs)
     by_speedup = found.ranked_by == "speedup"
     score = "speedup" if by_speedup else "tok/s"
-    header = ["load", "domain", "best config", score, "over contexts", "runner-up"]
-    header.append("correctness")
+    header = ["load", "domain", "best config", score, "over contexts", "runner-up", "correctness"]
     unranked = any(g.unranked for g in found.groups)
     if unranked:
         header.append("not ranked")
