@@ -91,10 +91,6 @@ _UNITY = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
 """The dotted line of no speedup (1.0) across a chart."""
 
 
-def _short(report: Report) -> dict[str, str]:
-    return tables.short_labels(report.configs)
-
-
 def _colors(report: Report) -> dict[str, str]:
     return {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
 
@@ -206,7 +202,7 @@ def _case_bars(config: ConfigResults, cases: Sequence[str], found: Mapping[str, 
 
 def tok_s(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Output tok/s per case and config, with the 95% interval over rounds as error bars."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     cases = _cases(report)
     data = []
     for config in report.configs:
@@ -236,7 +232,7 @@ def _tok_s(metrics: Metrics) -> Ratio:
 
 def speedup(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Speedup (baseline TPOT / config TPOT) per case, with its 95% interval."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     cases = _cases(report)
     data = []
     for config in report.configs:
@@ -303,7 +299,7 @@ def _curve(record: BreakEven, name: str, color: str | None) -> Chart:
 def break_even(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Speedup against load per config and domain, an X where it crosses 1.0
     (the report's ``break_even`` records, as ``break_even.png`` draws them)."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     data = []
     kinds: set[str] = set()
     levels: set[float] = set()
@@ -339,7 +335,7 @@ def break_even(report: Report, colors: Mapping[str, str]) -> Chart | None:
 
 def pareto(report: Report, colors: Mapping[str, str]) -> list[Chart]:
     """Per context and domain: per-request against aggregate tok/s, the front drawn as a line."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     groups = report.verdict.pareto if report.verdict is not None else []
     found = [_pareto_panel(i, g, short, colors) for i, g in enumerate(groups[:MAX_PARETO_PANELS])]
     return [chart for chart in found if chart is not None]
@@ -421,7 +417,7 @@ def _dash(domain: str) -> str:
 
 def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Acceptance rate per draft position, per config and domain (from the histogram)."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     data = []
     for (full, domain), hist in _histograms(report).items():
         steps = sum(hist)
@@ -456,7 +452,7 @@ def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
 
 def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Share of verify steps by correct drafts, per config and domain."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     data = []
     for (full, domain), hist in _histograms(report).items():
         steps = sum(hist)
@@ -492,7 +488,7 @@ def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
 
 def pass_rate(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Coding pass rate (mean pass@1) per config."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     rows = []
     for config in report.configs:
         found = config.pass_rate

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_specdecode.report import tables
+from pytest_specdecode.report import search_summary, sweep_progress, tables
 from pytest_specdecode.report.model import CodingRecord, Compare, ConfigResults, Report
 
 TITLE = "pytest-specdecode run"
@@ -41,9 +41,7 @@ def render_markdown(report: Report) -> str:
     out += _compare(report.compare)
     if tables.ranks_several(report):
         out += _verdict(report, simulated)
-    from pytest_specdecode.report.search_summary import markdown_lines
-
-    out += [*markdown_lines(report), *([""] if report.search else [])]
+    out += [*search_summary.markdown_lines(report), *([""] if report.search else [])]
     out.append(_footer(report))
     return "\n".join(out) + "\n"
 
@@ -66,9 +64,7 @@ def append_step_summary(report: Report, environ: Mapping[str, str] = os.environ)
 
 def _sweep(report: Report) -> list[str]:
     """Long sweeps: progress, what a resume carried, moved configs, retried starts."""
-    from pytest_specdecode.report.sweep_progress import notes
-
-    found = notes(report)
+    found = sweep_progress.notes(report)
     return ["### Sweep", "", *(f"- {_esc(line)}" for line in found), ""] if found else []
 
 

@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from pytest_specdecode.report import client_limit, tables
+from pytest_specdecode.report import client_limit, search_summary, tables
 from pytest_specdecode.report.model import Compare, ConfigResults, Finding, Report
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
@@ -76,9 +76,7 @@ def _compare(compare: Compare | None) -> list[str]:
 
 
 def _search(report: Report) -> list[str]:
-    from pytest_specdecode.report.search_summary import summary_lines
-
-    found = summary_lines(report)
+    found = search_summary.summary_lines(report)
     return ["", *found] if found else []
 
 
