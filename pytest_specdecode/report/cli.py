@@ -50,14 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot",
         metavar="DIR",
         type=Path,
-        default=None,
         help="write the PNG plots into DIR (needs pytest-specdecode[plot]). Default: no plots",
     )
     report.add_argument(
         "--html",
         metavar="OUT",
         type=Path,
-        default=None,
         help="write the self-contained HTML report (the page a run writes with --dflash-html) "
         "to OUT. Default: no page",
     )

@@ -104,10 +104,8 @@ def status(report: Report) -> str:
     parts = []
     if report.interrupted:
         parts.append("run interrupted: the figures are what it measured before that")
-    if failed:
-        parts.append(f"{len(failed)} gate{'s' if len(failed) != 1 else ''} failed")
-    else:
-        parts.append("no gate failed")
+    count = len(failed)
+    parts.append(f"{count} gate{'s' if count != 1 else ''} failed" if failed else "no gate failed")
     if code is not None:
         parts.append(f"exit status {code}")
     cls = "status bad" if failed or code not in (0, None) else "status good"
