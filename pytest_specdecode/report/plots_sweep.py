@@ -106,8 +106,8 @@ def _pareto_figure(groups: list[Pareto], colors: dict[str, str], simulated: bool
                 color="black",
                 linewidth=1.2,
                 zorder=2,
+                label="Pareto front",
             )
-            line.set_label("Pareto front")
             handles.setdefault("Pareto front", line)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)

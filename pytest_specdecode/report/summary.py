@@ -250,7 +250,7 @@ CLIENT_SHARE = client_limit.OVERHEAD_SHARE
 """Client overhead p99 above this share of e2e p50: the client may be the limit."""
 
 
-SHOWN_CASES = 4
+SHOWN_CASES = client_limit.SHOWN_CASES
 """The client-limited warning names this many cases (the worst first), then a count."""
 
 
