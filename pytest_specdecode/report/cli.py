@@ -50,14 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot",
         metavar="DIR",
         type=Path,
-        default=None,
         help="write the PNG plots into DIR (needs pytest-specdecode[plot]). Default: no plots",
     )
     report.add_argument(
         "--html",
         metavar="OUT",
         type=Path,
-        default=None,
         help="write the self-contained HTML report (the page a run writes with --dflash-html) "
         "to OUT. Default: no page",
     )
@@ -84,7 +82,7 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
         print(f"{PROG}: error: {exc}", file=err)
         return 2
     try:
-        return _report(args.path, args.plot, args.markdown, out, err, html_out=args.html)
+        return _report(args, out, err)
     except _Failure as exc:
         print(f"{PROG}: error: {exc}", file=err)
         return 1
@@ -94,37 +92,31 @@ class _Failure(SpecDecodeError):
     """The command could not do its work; the message is one line."""
 
 
-def _report(
-    path: Path,
-    plot_dir: Path | None,
-    markdown: bool,
-    out: TextIO,
-    err: TextIO,
-    *,
-    html_out: Path | None = None,
-) -> int:
+_MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+"""What rendering a report whose shape is not the one expected raises."""
+
+
+def _report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from pytest_specdecode.report import json_report as report_file
 
+    path: Path = args.path
     try:
         data = report_file.load(path)  # typed: format 1 read as format 2, its shape checked
     except ValueError as exc:
         raise _Failure(str(exc)) from None
     try:
-        text = _render(data, markdown)
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        text = _render(data, args.markdown)
+    except _MALFORMED as exc:
         raise _Failure(
             f"report {str(path)!r} is malformed ({type(exc).__name__}: {exc}); "
             "was it written by this version of pytest-specdecode?"
         ) from None
-    if text:
-        print(text, file=out)
-    else:
-        print(f"report {str(path)!r} holds no measured config", file=out)
-    if plot_dir is not None:
-        for written in _plots(data, plot_dir, path):
+    print(text or f"report {str(path)!r} holds no measured config", file=out)
+    if args.plot is not None:
+        for written in _plots(data, args.plot, path):
             print(f"plot: {written}", file=err)
-    if html_out is not None:
-        print(f"html: {_html(data, html_out, path)}", file=err)
+    if args.html is not None:
+        print(f"html: {_html(data, args.html, path)}", file=err)
     return 0
 
 
@@ -138,7 +130,7 @@ def _html(data: Report, html_out: Path, path: Path) -> Path:
             f"cannot write the HTML report to {str(html_out)!r}: {exc.strerror or exc}; "
             "pass a writable path to --html"
         ) from None
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+    except _MALFORMED as exc:
         raise _Failure(
             f"cannot render report {str(path)!r} as HTML ({type(exc).__name__}: {exc})"
         ) from None
@@ -166,7 +158,7 @@ def _plots(data: Report, plot_dir: Path, path: Path) -> list[Path]:
             f"cannot write plots to {str(plot_dir)!r}: {exc.strerror or exc}; "
             "pass a writable directory to --plot"
         ) from None
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+    except _MALFORMED as exc:
         raise _Failure(f"cannot plot report {str(path)!r} ({type(exc).__name__}: {exc})") from None
     if not written:
         raise _Failure(f"report {str(path)!r} has nothing to plot (no throughput or coding)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
-from pytest_specdecode.report import html_answer, html_charts, html_sections
+from pytest_specdecode.report import html_answer, html_charts, html_sections, tables
 from pytest_specdecode.report.html_sections import esc
 from pytest_specdecode.report.model import Report
 
@@ -127,7 +127,7 @@ def render(report: Report, *, js: str | None = None) -> str:
             "network needed). The JSON report beside it holds every figure.", "muted")),
     ]  # fmt: skip
     body.insert(5, _contents(body))
-    title = TITLE + (" (simulated)" if s.simulated(report) else "")
+    title = TITLE + (" (simulated)" if tables.simulated(report) else "")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -22,12 +22,7 @@ NOT_CHECKED = " (correctness not checked)"
 
 def answer(report: Report, charts: ChartSlot) -> str:
     """The verdict per load and domain, then the policy per concurrency band."""
-    return section(
-        "answer",
-        "Answer: which config to run",
-        *_verdict(report),
-        *_policy(report),
-    )
+    return section("answer", "Answer: which config to run", *_verdict(report), *_policy(report))
 
 
 def _verdict(report: Report) -> list[str]:
@@ -44,8 +39,7 @@ def _verdict(report: Report) -> list[str]:
             else "no throughput case was measured"
         )
         return ["<h3>Per load and domain</h3>", para(f"No verdict: {reason}."), para(missing)]
-    ranked_by = found.ranked_by if found is not None else ""
-    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
+    by = tables.ranked_by(report)
     note = (
         f"Per load and domain, the best {by} among the configs that passed every gate "
         "(geometric mean over contexts), with every config whose 95% interval overlaps it "
@@ -101,8 +95,7 @@ def _policy(report: Report) -> list[str]:
         return [
             head,
             para(
-                "No policy: it needs a NONE baseline and closed-loop (concurrency) cases.",
-                "note",
+                "No policy: it needs a NONE baseline and closed-loop (concurrency) cases.", "note"
             ),
         ]
     note = (

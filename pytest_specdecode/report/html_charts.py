@@ -60,7 +60,6 @@ def number(value: Any) -> float | None:
 def charts(report: Report) -> list[Chart]:
     """Every chart the report has data for, in the page's order."""
     colors = _colors(report)
-    simulated = report.simulated
     found = [
         readiness(report),
         tok_s(report, colors),
@@ -72,10 +71,8 @@ def charts(report: Report) -> list[Chart]:
         pass_rate(report, colors),
     ]
     out = [c for c in found if c is not None]
-    if simulated:
-        for chart in out:
-            chart["title"] += " (simulated)"
     for chart in out:
+        chart["title"] += " (simulated)" if report.simulated else ""
         chart["layout"] = {**_LAYOUT, **chart["layout"], "title": {"text": label(chart["title"])}}
     return out
 
@@ -89,17 +86,13 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
-def _short(report: Report) -> dict[str, str]:
-    return tables.short_labels(report.configs)
+_UNITY = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+          "line": {"dash": "dot", "color": "grey", "width": 1}}  # fmt: skip
+"""The dotted line of no speedup (1.0) across a chart."""
 
 
 def _colors(report: Report) -> dict[str, str]:
-    short = _short(report)
-    return {
-        c.label: _PALETTE[i % len(_PALETTE)]
-        for i, c in enumerate(report.configs)
-        if c.label in short
-    }
+    return {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
 
 
 def _name(short: Mapping[str, str], config: ConfigResults) -> str:
@@ -110,12 +103,8 @@ def _name(short: Mapping[str, str], config: ConfigResults) -> str:
 
 def _case_order(case: ThroughputRecord) -> tuple[Any, ...]:
     context, load, domain = case_shape(case.case, case.metrics)
-    head = load.split("-")[0]
-    try:
-        load_key = (0 if head.startswith("c") else 1, float(head[1:]))
-    except ValueError:
-        load_key = (2, 0.0)
-    return (context if context is not None else 1 << 30, load_key, tables.domain_rank(domain), load)
+    known = context if context is not None else 1 << 30
+    return (known, tables.load_order(load), tables.domain_rank(domain), load)
 
 
 def _cases(report: Report) -> list[str]:
@@ -213,7 +202,7 @@ def _case_bars(config: ConfigResults, cases: Sequence[str], found: Mapping[str, 
 
 def tok_s(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Output tok/s per case and config, with the 95% interval over rounds as error bars."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     cases = _cases(report)
     data = []
     for config in report.configs:
@@ -243,7 +232,7 @@ def _tok_s(metrics: Metrics) -> Ratio:
 
 def speedup(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Speedup (baseline TPOT / config TPOT) per case, with its 95% interval."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     cases = _cases(report)
     data = []
     for config in report.configs:
@@ -263,8 +252,7 @@ def speedup(report: Report, colors: Mapping[str, str]) -> Chart | None:
         "layout": {
             "barmode": "group",
             "yaxis": {"title": {"text": "speedup (x)"}, "rangemode": "tozero"},
-            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-                        "line": {"dash": "dot", "color": "grey", "width": 1}}],
+            "shapes": [_UNITY],
         },
     }  # fmt: skip
 
@@ -311,7 +299,7 @@ def _curve(record: BreakEven, name: str, color: str | None) -> Chart:
 def break_even(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Speedup against load per config and domain, an X where it crosses 1.0
     (the report's ``break_even`` records, as ``break_even.png`` draws them)."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     data = []
     kinds: set[str] = set()
     levels: set[float] = set()
@@ -340,15 +328,14 @@ def break_even(report: Report, colors: Mapping[str, str]) -> Chart | None:
             "xaxis": {"title": {"text": axis}, "type": "log", "tickvals": sorted(levels),
                       "ticktext": [f"{x:g}" for x in sorted(levels)]},
             "yaxis": {"title": {"text": "speedup (x)"}, "type": "log"},
-            "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-                        "line": {"dash": "dot", "color": "grey", "width": 1}}],
+            "shapes": [_UNITY],
         },
     }  # fmt: skip
 
 
 def pareto(report: Report, colors: Mapping[str, str]) -> list[Chart]:
     """Per context and domain: per-request against aggregate tok/s, the front drawn as a line."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     groups = report.verdict.pareto if report.verdict is not None else []
     found = [_pareto_panel(i, g, short, colors) for i, g in enumerate(groups[:MAX_PARETO_PANELS])]
     return [chart for chart in found if chart is not None]
@@ -430,7 +417,7 @@ def _dash(domain: str) -> str:
 
 def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Acceptance rate per draft position, per config and domain (from the histogram)."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     data = []
     for (full, domain), hist in _histograms(report).items():
         steps = sum(hist)
@@ -465,7 +452,7 @@ def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
 
 def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Share of verify steps by correct drafts, per config and domain."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     data = []
     for (full, domain), hist in _histograms(report).items():
         steps = sum(hist)
@@ -501,7 +488,7 @@ def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
 
 def pass_rate(report: Report, colors: Mapping[str, str]) -> Chart | None:
     """Coding pass rate (mean pass@1) per config."""
-    short = _short(report)
+    short = tables.short_labels(report.configs)
     rows = []
     for config in report.configs:
         found = config.pass_rate

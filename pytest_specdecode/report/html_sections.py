@@ -88,16 +88,11 @@ def items(lines: Sequence[str], cls: str = "") -> str:
     return f"<ul{attr}>" + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul>"
 
 
-def simulated(report: Report) -> bool:
-    """Whether any figure of the report came from the simulator."""
-    return report.simulated or any(c.service.get("simulated") for c in report.configs)
-
-
 # --- the top of the page -----------------------------------------------------------
 
 
 def banner(report: Report) -> str:
-    if not simulated(report):
+    if not tables.simulated(report):
         return ""
     return f'<div class="banner" id="simulated" role="note">{esc(SIM_BANNER)}</div>'
 
@@ -109,10 +104,8 @@ def status(report: Report) -> str:
     parts = []
     if report.interrupted:
         parts.append("run interrupted: the figures are what it measured before that")
-    if failed:
-        parts.append(f"{len(failed)} gate{'s' if len(failed) != 1 else ''} failed")
-    else:
-        parts.append("no gate failed")
+    count = len(failed)
+    parts.append(f"{count} gate{'s' if count != 1 else ''} failed" if failed else "no gate failed")
     if code is not None:
         parts.append(f"exit status {code}")
     cls = "status bad" if failed or code not in (0, None) else "status good"
@@ -334,26 +327,24 @@ def configs(report: Report, charts: ChartSlot) -> str:
 
 
 def throughput(report: Report, charts: ChartSlot) -> str:
-    header, rows = tables.throughput(report)
-    if not rows:
-        return ""
-    sim = " (simulated)" if simulated(report) else ""
-    return section(
+    return _table_section(
         "throughput",
-        f"Speedup and throughput{sim}",
-        para(tables.rounds_note(report), "note"),
+        "Speedup and throughput" + (" (simulated)" if tables.simulated(report) else ""),
+        tables.rounds_note(report),
+        tables.throughput(report),
         charts("chart-speedup"),
         charts("chart-tok-s"),
-        table(header, rows, ident="throughput-table"),
     )
 
 
-def _table_section(name: str, title: str, note: str, found: tables.Table) -> str:
-    """A section that is one table under a note; none when the table has no rows."""
+def _table_section(name: str, title: str, note: str, found: tables.Table, *charts: str) -> str:
+    """A section that is one table under a note and its charts; none when the table has no
+    rows."""
     header, rows = found
     if not rows:
         return ""
-    return section(name, title, para(note, "note"), table(header, rows, ident=f"{name}-table"))
+    shown = table(header, rows, ident=f"{name}-table")
+    return section(name, title, para(note, "note"), *charts, shown)
 
 
 def latency(report: Report, charts: ChartSlot) -> str:
@@ -422,15 +413,13 @@ def pareto(report: Report, charts: ChartSlot) -> str:
 
 
 def acceptance(report: Report, charts: ChartSlot) -> str:
-    header, rows = tables.acceptance(report)
-    if not rows:
-        return ""
-    return section(
+    return _table_section(
         "acceptance",
         "Acceptance per draft position",
+        "",
+        tables.acceptance(report),
         charts("chart-acceptance"),
         charts("chart-histogram"),
-        table(header, rows, ident="acceptance-table"),
     )
 
 
@@ -479,19 +468,6 @@ def _one_line(text: Any, limit: int = 300) -> str:
 # --- comparison, search, provenance ----------------------------------------------------
 
 
-def _text_table(text: str) -> tuple[list[str], list[list[str]]] | None:
-    """A fixed-width text table (header, dash row, rows) split into cells by its dash row."""
-    lines = text.splitlines()
-    if len(lines) < 2 or not re.fullmatch(r"-+( +-+)*", lines[1].strip()):
-        return None
-    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
-
-    def split(line: str) -> list[str]:
-        return [line[start:end].strip() for start, end in spans]
-
-    return split(lines[0]), [split(line) for line in lines[2:]]
-
-
 def compare(report: Report) -> str:
     found = report.compare
     if found is None:
@@ -499,7 +475,7 @@ def compare(report: Report) -> str:
     findings: dict[str, list[str]] = {}
     for f in found.findings:
         findings.setdefault(str(f.case), []).append(f"{f.status}: {f.line}")
-    parsed = _text_table(found.table)
+    parsed = tables.text_table(found.table)
     if parsed is not None:
         header, rows = parsed
         words = [" | ".join(findings.get(r[0], [])) or "-" for r in rows]
@@ -594,7 +570,7 @@ def _run_facts(report: Report) -> list[tuple[str, Any]]:
     asked = report.settings.sglang_version if report.settings is not None else None
     versions = {str(v) for c in report.configs if (v := c.service.get("version"))}
     return [
-        ("simulated", "yes" if simulated(report) else "no"),
+        ("simulated", "yes" if tables.simulated(report) else "no"),
         ("pytest-specdecode", report.plugin),
         ("SGLang (server version)", _joined(", ", sorted(versions))),
         ("SGLang dialect / version asked", f"{report.dialect} / {asked or 'auto'}"),

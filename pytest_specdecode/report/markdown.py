@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_specdecode.report import tables
+from pytest_specdecode.report import search_summary, sweep_progress, tables
 from pytest_specdecode.report.model import CodingRecord, Compare, ConfigResults, Report
 
 TITLE = "pytest-specdecode run"
@@ -29,21 +29,19 @@ def render_markdown(report: Report) -> str:
     """The report as GFM: gates, per-config results, throughput, comparison, metadata."""
     configs = report.configs
     out: list[str] = [f"## {TITLE}", ""]
-    if _simulated(report, configs):
+    if tables.simulated(report):
         out += [f"> {SIM_NOTE}", ""]
     out += _gates(report)
     out += _sweep(report)
     out += _configs(configs)
-    simulated = " (simulated)" if _simulated(report, configs) else ""
+    simulated = " (simulated)" if tables.simulated(report) else ""
     if any(c.throughput for c in configs):
         out += _throughput(report, simulated)
     out += _coding_failures(configs)
     out += _compare(report.compare)
     if tables.ranks_several(report):
         out += _verdict(report, simulated)
-    from pytest_specdecode.report.search_summary import markdown_lines
-
-    out += [*markdown_lines(report), *([""] if report.search else [])]
+    out += [*search_summary.markdown_lines(report), *([""] if report.search else [])]
     out.append(_footer(report))
     return "\n".join(out) + "\n"
 
@@ -64,15 +62,9 @@ def append_step_summary(report: Report, environ: Mapping[str, str] = os.environ)
 # --- sections ----------------------------------------------------------------
 
 
-def _simulated(report: Report, configs: list[ConfigResults]) -> bool:
-    return report.simulated or any(c.service.get("simulated") for c in configs)
-
-
 def _sweep(report: Report) -> list[str]:
     """Long sweeps: progress, what a resume carried, moved configs, retried starts."""
-    from pytest_specdecode.report.sweep_progress import notes
-
-    found = notes(report)
+    found = sweep_progress.notes(report)
     return ["### Sweep", "", *(f"- {_esc(line)}" for line in found), ""] if found else []
 
 
@@ -116,9 +108,10 @@ def _compare(compare: Compare | None) -> list[str]:
     return [*out, *(f"- {_esc(f.line)}" for f in notes), *([""] if notes else [])]
 
 
-def _cells(table: tables.Table) -> list[str]:
+def _cells(table: tables.Table, right_from: int = 2) -> list[str]:
+    """A table as GFM, its cells escaped; the columns from ``right_from`` on align right."""
     header, rows = table
-    right = set(range(2, len(header)))
+    right = set(range(right_from, len(header)))
     return _table([_esc(h) for h in header], [[_esc(c) for c in r] for r in rows], right)
 
 
@@ -128,38 +121,40 @@ def _throughput(report: Report, simulated: str) -> list[str]:
     missing = report.speedup.missing if report.speedup else None
     if missing:
         out += [_esc(missing), ""]
-    header, rows = tables.acceptance(report)
-    if rows:
-        out += [f"### Acceptance per config and domain{simulated}", ""]
-        out += ["Rate at draft position i: verify steps that accepted at least i drafts / "
-                "verify steps (from the server's spec_correct_drafts_histogram).", ""]  # fmt: skip
-        out += [*_cells((header, rows)), ""]
-    header, rows = tables.repetition(report)
-    if rows:
-        out += [f"### Output repetition per config and domain{simulated}", ""]
-        out += ["Share of repeated word 4-grams in the replies (the most repetitive case); "
-                "DEGENERATE fails the run and leaves the verdict.", ""]  # fmt: skip
-        out += [*_cells((header, rows)), ""]
+    out += _titled(
+        f"### Acceptance per config and domain{simulated}",
+        tables.acceptance(report),
+        "Rate at draft position i: verify steps that accepted at least i drafts / "
+        "verify steps (from the server's spec_correct_drafts_histogram).",
+    )
+    out += _titled(
+        f"### Output repetition per config and domain{simulated}",
+        tables.repetition(report),
+        "Share of repeated word 4-grams in the replies (the most repetitive case); "
+        "DEGENERATE fails the run and leaves the verdict.",
+    )
     return out
+
+
+def _titled(title: str, table: tables.Table, note: str) -> list[str]:
+    """A table under its heading and note; nothing when the table has no rows."""
+    return [title, "", note, "", *_cells(table), ""] if table[1] else []
 
 
 def _verdict(report: Report, simulated: str) -> list[str]:
-    ranked_by = report.verdict.ranked_by if report.verdict else ""
-    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
     out = [f"### Verdict{simulated}", ""]
-    out += [f"Per load and domain, the best {by} among the configs that passed every gate "
-            "(geometric mean over contexts), with every config whose 95% interval overlaps "
-            "it (tie within noise; clear when none does).", ""]  # fmt: skip
+    out += [f"Per load and domain, the best {tables.ranked_by(report)} among the configs that "
+            "passed every gate (geometric mean over contexts), with every config whose 95% "
+            "interval overlaps it (tie within noise; clear when none does).", ""]  # fmt: skip
     out += [*_cells(tables.verdict(report)), ""]
     excluded = tables.excluded_lines(report)
     out += [*(f"- not eligible: {_esc(line)}" for line in excluded), *([""] if excluded else [])]
-    header, rows = tables.pareto(report)
-    if rows:
-        out += [f"### Pareto front{simulated}", ""]
-        out += ["Per context and domain, the (config, load) points that no other beats on both "
-                "per-request and aggregate tok/s.", ""]  # fmt: skip
-        out += [*_cells((header, rows)), ""]
-    return out
+    return out + _titled(
+        f"### Pareto front{simulated}",
+        tables.pareto(report),
+        "Per context and domain, the (config, load) points that no other beats on both "
+        "per-request and aggregate tok/s.",
+    )
 
 
 def _coding_failures(configs: list[ConfigResults]) -> list[str]:
@@ -178,20 +173,12 @@ def _coding_failures(configs: list[ConfigResults]) -> list[str]:
 
 
 def _text_table(text: str) -> list[str]:
-    """A fixed-width text table (header, dash row, rows) as GFM; fenced text if not one.
-
-    The comparison is stored as rendered text; the dash row gives the columns.
-    """
-    lines = text.splitlines()
-    if len(lines) < 2 or not re.fullmatch(r"-+( +-+)*", lines[1].strip()):
+    """A fixed-width text table (:func:`tables.text_table`) as GFM; fenced text if not one."""
+    found = tables.text_table(text)
+    if found is None:
+        lines = text.splitlines()
         return ["```text", *lines, "```"] if lines else []
-    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
-
-    def split(line: str) -> list[str]:
-        # Every cell is padded to its column's width, so the dash row's spans cut exactly.
-        return [_esc(line[start:end].strip()) for start, end in spans]
-
-    return _table(split(lines[0]), [split(line) for line in lines[2:]], set(range(1, len(spans))))
+    return _cells(found, right_from=1)
 
 
 def _known(value: str | None) -> str:

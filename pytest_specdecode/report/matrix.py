@@ -12,20 +12,12 @@ from __future__ import annotations
 
 from pytest_specdecode.output import figures
 from pytest_specdecode.report import tables
-from pytest_specdecode.report.model import ConfigResults, Metrics, Report, ThroughputRecord
-from pytest_specdecode.report.verdict import case_shape, mean
+from pytest_specdecode.report.model import ConfigResults, Report, ThroughputRecord
+from pytest_specdecode.report.verdict import case_shape
 from pytest_specdecode.throughput.metrics import TOK_S
 
 Load = tuple[int | None, str]
 """(context, load point) of a column."""
-
-
-def _tok_s(metrics: Metrics) -> str:
-    found = metrics.interval(TOK_S)
-    value = found.mean if found else None
-    if value is None:
-        value = mean(metrics, TOK_S) if found else metrics.tok_s
-    return figures.tok_s(value)
 
 
 def speed_cell(config: ConfigResults, case: ThroughputRecord) -> str:
@@ -35,7 +27,7 @@ def speed_cell(config: ConfigResults, case: ThroughputRecord) -> str:
     # The interval is the throughput table's: here the figures side by side.
     speedup = case.speedup.tpot if case.speedup else None
     ratio = "1.00x" if baseline else tables.ratio_cell(speedup, interval=False)
-    cell = f"{ratio} · {_tok_s(metrics)}"
+    cell = f"{ratio} · {figures.tok_s(tables.mean_figure(metrics, TOK_S))}"
     if metrics.errors:
         cell += f" ({metrics.errors} errors)"
     if case.client_limited:

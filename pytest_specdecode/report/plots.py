@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.errors import SpecDecodeError
 from pytest_specdecode.output import figures
-from pytest_specdecode.report import verdict
+from pytest_specdecode.report import tables, verdict
 from pytest_specdecode.report.model import Config, Metrics, PassRate, Report
 from pytest_specdecode.throughput.metrics import TOK_S
 
@@ -69,11 +68,6 @@ class Point:
         return (self.context, self.domain)
 
 
-def is_simulated(report: Report) -> bool:
-    """Whether the report's figures come from the bundled simulator."""
-    return report.simulated or any(c.service.get("simulated") for c in report.configs)
-
-
 def throughput_points(report: Report) -> list[Point]:
     """Every throughput case with a known context and concurrency, in report order."""
     points: list[Point] = []
@@ -106,7 +100,7 @@ def throughput_points(report: Report) -> list[Point]:
 def build_figures(report: Report) -> dict[str, Figure]:
     """The report's figures by file stem; a plot whose data is absent is left out."""
     require_matplotlib()
-    simulated = is_simulated(report)
+    simulated = tables.simulated(report)
     configs = [c.label for c in report.configs]
     colors = {label: f"C{i % 10}" for i, label in enumerate(configs)}
     points = throughput_points(report)
@@ -123,14 +117,10 @@ def build_figures(report: Report) -> dict[str, Figure]:
         figures[f"heatmap_tok_s_{_slug(sweep.algorithm)}"] = _heatmap_figure(
             sweep, points, simulated
         )
-    from pytest_specdecode.report import plots_sweep
+    from pytest_specdecode.report import plots_break_even, plots_search, plots_sweep
 
     figures.update(plots_sweep.build(report, colors, simulated))
-    from pytest_specdecode.report import plots_break_even
-
     figures.update(plots_break_even.build(report, colors, simulated))
-    from pytest_specdecode.report import plots_search
-
     figures.update(plots_search.build(report, simulated))
     return figures
 
@@ -260,7 +250,7 @@ def panels_of(points: Sequence[Point]) -> list[tuple[int, str]]:
 
 def _panel_order(panel: tuple[int, str]) -> tuple[int, int, str]:
     context, domain = panel
-    return (context, DOMAINS.index(domain) if domain in DOMAINS else 9, domain)
+    return (context, tables.domain_rank(domain), domain)
 
 
 def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: bool) -> Figure:
@@ -362,7 +352,7 @@ def _accept_figure(
         xs = [j + (i - (len(labels) - 1) / 2) * width for j, c in enumerate(contexts)]
         heights = [accept[label].get(c, math.nan) for c in contexts]
         bars = ax.bar(xs, heights, width * 0.95, color=colors[label], label=label)
-        ax.bar_label(bars, labels=[_fmt(h, 2) for h in heights], padding=2, fontsize=8)
+        ax.bar_label(bars, labels=[figures.number(h, 2) for h in heights], padding=2, fontsize=8)
     ax.axhline(1.0, color="grey", linestyle=":", label="no speculation (1 token/step)")
     ax.set_xticks(range(len(contexts)), [f"{c}\n{d}" if several else f"{c}" for c, d in contexts])
     ax.set_xlabel("context (prompt tokens)" + (" and domain" if several else ""))
@@ -383,12 +373,7 @@ def _pass_rate_figure(
     figure = _new_figure(max(5.5, 1.5 * len(rates) + 2), 4.8)
     ax: Axes = figure.add_subplot()
     heights = [rate.rate * 100 for _, rate in rates]
-    bars = ax.bar(
-        range(len(rates)),
-        heights,
-        0.6,
-        color=[colors[label] for label, _ in rates],
-    )
+    bars = ax.bar(range(len(rates)), heights, 0.6, color=[colors[label] for label, _ in rates])
     ax.bar_label(
         bars,
         labels=[
@@ -455,7 +440,9 @@ def _cell_texts(ax: Axes, grid: list[list[float]]) -> None:
         for j, value in enumerate(line):
             dark = not math.isnan(value) and (value - low) < 0.5 * (high - low or 1)
             color = "white" if dark else "black"
-            ax.text(j, i, _fmt(value, 0), ha="center", va="center", color=color, fontsize=9)
+            ax.text(
+                j, i, figures.number(value, 0), ha="center", va="center", color=color, fontsize=9
+            )
 
 
 # --- helpers ---------------------------------------------------------------
@@ -485,10 +472,6 @@ def _case_shape(case: str, metrics: Metrics) -> tuple[int | None, int | None]:
 
 def _number(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
-
-
-def _fmt(value: float, digits: int) -> str:
-    return figures.number(value, digits)
 
 
 def _wrap(label: str) -> str:

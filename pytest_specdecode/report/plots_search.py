@@ -31,20 +31,19 @@ def build(report: Report, simulated: bool) -> dict[str, Figure]:
 def _figure(visits: list[Mapping[str, Any]], metric: str, simulated: bool) -> Figure:
     figure = plots._new_figure(max(5.5, 0.7 * len(visits) + 3), 4.8)
     ax = figure.subplots()
-    xs, best_line, best = [], [], None
+    shown, best = [], None  # the best feasible objective so far, from the first feasible one
     for n, visit in enumerate(visits, 1):
         value = _visit(ax, n, visit)
         if value is not None and (best is None or value > best):
             best = value
-        xs.append(n)
-        best_line.append(best)
-    shown = [(x, b) for x, b in zip(xs, best_line, strict=True) if b is not None]
+        if best is not None:
+            shown.append((n, best))
     if shown:
         ax.step([x for x, _ in shown], [b for _, b in shown], where="post", color="C1",
                 label="best so far")  # fmt: skip
         ax.legend(loc="lower right")
-    ax.set_xticks(xs, [f"{n}\n{_short(v.get('label'))}" for n, v in zip(xs, visits, strict=True)],
-                  fontsize=7)  # fmt: skip
+    ticks = [f"{n}\n{_short(v.get('label'))}" for n, v in enumerate(visits, 1)]
+    ax.set_xticks(range(1, len(visits) + 1), ticks, fontsize=7)
     ax.set_xlabel("restart (config started, in order)")
     ax.set_ylabel(f"objective: geometric mean of {metric}")
     ax.grid(True, alpha=0.3)

@@ -106,8 +106,8 @@ def _pareto_figure(groups: list[Pareto], colors: dict[str, str], simulated: bool
                 color="black",
                 linewidth=1.2,
                 zorder=2,
+                label="Pareto front",
             )
-            line.set_label("Pareto front")
             handles.setdefault("Pareto front", line)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
@@ -138,13 +138,7 @@ def _config_points(ax: Axes, mine: list[Dot], color: str) -> Any:
         zorder=3,
     )
     for p, x, y in mine:
-        ax.annotate(
-            p.load,
-            (x, y),
-            textcoords="offset points",
-            xytext=(4, 4),
-            fontsize=7,
-        )
+        ax.annotate(p.load, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     return handle
 
 

@@ -18,11 +18,7 @@ def summary_lines(data: Report) -> list[str]:
     if found is None:
         return []
     metric = found.get("metric")
-    lines = [
-        f"search ({metric}): {found.get('started')} of {found.get('space_size')} configs "
-        f"started ({_budget(found)}), {found.get('restarts_saved')} restarts "
-        f"saved against the grid; stopped: {found.get('stopped') or 'interrupted'}"
-    ]
+    lines = [f"search ({metric}): {_progress(found, 'saved against the grid')}"]
     rows = [("#", "config", metric or "objective", "95% interval", "feasible")]
     rows += [_visit_row(visit) for visit in found.get("visited") or []]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -61,6 +57,15 @@ def _feasible(visit: Mapping[str, Any]) -> str:
     return "yes" if visit.get("feasible") else "no: " + "; ".join(visit.get("reasons") or [])
 
 
+def _progress(found: Mapping[str, Any], saved: str) -> str:
+    """``3 of 12 configs started (budget 3), 9 restarts <saved>; stopped: <why>``."""
+    return (
+        f"{found.get('started')} of {found.get('space_size')} configs started "
+        f"({_budget(found)}), {found.get('restarts_saved')} restarts {saved}; stopped: "
+        f"{found.get('stopped') or 'interrupted'}"
+    )
+
+
 def _budget(found: Mapping[str, Any]) -> str:
     """``budget 8`` (restarts) or ``time budget 5400 s, 1234 s taken``."""
     seconds = found.get("budget_seconds")
@@ -83,9 +88,7 @@ def markdown_lines(data: Report) -> list[str]:
         "",
         f"### Search ({found.get('metric')})",
         "",
-        f"{found.get('started')} of {found.get('space_size')} configs started "
-        f"({_budget(found)}), {found.get('restarts_saved')} restarts saved; stopped: "
-        f"{found.get('stopped') or 'interrupted'}. Best: "
+        f"{_progress(found, 'saved')}. Best: "
         + (
             f"**{best['label']}** ({_num(best.get('objective'))})"
             if isinstance(best, Mapping)

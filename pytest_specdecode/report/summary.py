@@ -8,19 +8,13 @@ print the same summary from a saved JSON report.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from pytest_specdecode.report import client_limit, tables
-from pytest_specdecode.report.model import (
-    Compare,
-    ConfigResults,
-    Finding,
-    Report,
-)
-from pytest_specdecode.report.tables import short_labels
+from pytest_specdecode.report import client_limit, search_summary, tables
+from pytest_specdecode.report.model import Compare, ConfigResults, Finding, Report
 
 SIM_NOTICE = "simulated server: these figures come from the bundled simulator, not a GPU"
-__all__ = ["SIM_NOTICE", "render", "short_labels"]
 
 
 def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
@@ -28,7 +22,7 @@ def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
     configs = report.configs
     if not configs:  # nothing measured; a gate that was asked for still says its verdict
         return _gates(report, list(gate_lines))
-    notice = _notice(report, configs)
+    notice = _notice(report)
     simulated = " (simulated)" if notice else ""
     lines = [*notice, *_config_table(configs), *_carried(configs), *_coding_times(configs)]
     if any(c.throughput for c in configs):
@@ -41,9 +35,9 @@ def render(report: Report, gate_lines: Iterable[str] = ()) -> list[str]:
     return [*lines, *_search(report), *_gates(report, list(gate_lines))]
 
 
-def _notice(report: Report, configs: list[ConfigResults]) -> list[str]:
+def _notice(report: Report) -> list[str]:
     """That the figures are the simulator's, with the defaults it assumed."""
-    if not report.simulated and not any(c.service.get("simulated") for c in configs):
+    if not tables.simulated(report):
         return []
     defaults = report.simulator_defaults
     return [f"NOTE: {SIM_NOTICE}", *(f"NOTE: simulator default: {t}" for t in defaults)]
@@ -51,7 +45,7 @@ def _notice(report: Report, configs: list[ConfigResults]) -> list[str]:
 
 def _measured(report: Report, configs: list[ConfigResults], simulated: str) -> list[str]:
     """The throughput, latency, acceptance and repetition tables."""
-    short = short_labels(configs)
+    short = tables.short_labels(configs)
     lines = ["", f"throughput{simulated}: {tables.rounds_note(report)}"]
     lines += _table(*tables.throughput(report, short))
     missing = report.speedup.missing if report.speedup else None
@@ -82,9 +76,7 @@ def _compare(compare: Compare | None) -> list[str]:
 
 
 def _search(report: Report) -> list[str]:
-    from pytest_specdecode.report.search_summary import summary_lines
-
-    found = summary_lines(report)
+    found = search_summary.summary_lines(report)
     return ["", *found] if found else []
 
 
@@ -175,30 +167,26 @@ def _findings(findings: list[Finding]) -> list[str]:
 
 def _noise_used(findings: list[Finding]) -> list[str]:
     """Which noise the cases' verdicts used, with the saved runs found for them."""
-    groups: dict[tuple[str, int], int] = {}
-    for f in findings:
-        runs = f.saved_runs
-        if f.noise and isinstance(runs, int):
-            key = (str(f.noise), runs)
-            groups[key] = groups.get(key, 0) + 1
-    lines = []
-    for (noise, k), n in groups.items():
-        if noise == "within-run only":
-            said = (
-                f"between-run noise unknown ({k} saved runs): the gate uses the within-run "
-                "interval only"
-            )
-        elif noise == "between-run":
-            said = f"between-run noise from {k} saved runs (wider than the within-run interval)"
-        else:
-            said = f"within-run noise (wider than the between-run noise of {k} saved runs)"
-        lines.append(f"  noise used for {n} case(s): {said}")
-    return lines
+    groups = Counter(
+        (str(f.noise), f.saved_runs) for f in findings if f.noise and isinstance(f.saved_runs, int)
+    )
+    return [
+        f"  noise used for {n} case(s): {_NOISE.get(noise, _WITHIN).format(k=k)}"
+        for (noise, k), n in groups.items()
+    ]
+
+
+_NOISE = {
+    "within-run only": "between-run noise unknown ({k} saved runs): the gate uses the "
+    "within-run interval only",
+    "between-run": "between-run noise from {k} saved runs (wider than the within-run interval)",
+}
+"""What each noise a compare verdict used means, with the saved runs found for it."""
+_WITHIN = "within-run noise (wider than the between-run noise of {k} saved runs)"
 
 
 def _verdict(report: Report, simulated: str) -> list[str]:
-    ranked_by = report.verdict.ranked_by if report.verdict else ""
-    by = "speedup" if ranked_by == "speedup" else "output tok/s (no baseline)"
+    by = tables.ranked_by(report)
     lines = [
         "",
         f"verdict{simulated}: per load and domain, the best {by} among the configs that passed "
@@ -262,7 +250,7 @@ CLIENT_SHARE = client_limit.OVERHEAD_SHARE
 """Client overhead p99 above this share of e2e p50: the client may be the limit."""
 
 
-SHOWN_CASES = 4
+SHOWN_CASES = client_limit.SHOWN_CASES
 """The client-limited warning names this many cases (the worst first), then a count."""
 
 

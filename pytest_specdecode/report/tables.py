@@ -12,6 +12,7 @@ TPOT / config TPOT with its 95% interval.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,6 @@ from pytest_specdecode.report.model import (
     PassRate,
     Ratio,
     Report,
-    StartPhases,
     ThroughputRecord,
     Verdict,
     VerdictGroup,
@@ -45,13 +45,7 @@ SHORT_KEYS = ("algorithm", "budget", "topk", "window", "draft_model")  # what a 
 
 def _short_values(config: Config) -> dict[str, Any]:
     """The values a short label names, by :data:`SHORT_KEYS`."""
-    return {
-        "algorithm": config.algorithm,
-        "budget": config.budget,
-        "topk": config.topk,
-        "window": config.window,
-        "draft_model": config.draft_model,
-    }
+    return {key: getattr(config, key) for key in SHORT_KEYS}
 
 
 def short_labels(configs: Sequence[ConfigResults]) -> dict[str, str]:
@@ -74,6 +68,26 @@ def short_labels(configs: Sequence[ConfigResults]) -> dict[str, str]:
     }
 
 
+def simulated(report: Report) -> bool:
+    """Whether any figure of the report came from the simulator."""
+    return report.simulated or any(c.service.get("simulated") for c in report.configs)
+
+
+def text_table(text: str) -> Table | None:
+    """A fixed-width text table (header, dash row, rows) split into cells by its dash row;
+    None when ``text`` is not one. The comparison is stored as rendered text like this."""
+    lines = text.splitlines()
+    if len(lines) < 2 or not re.fullmatch(r"-+( +-+)*", lines[1].strip()):
+        return None
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
+
+    def split(line: str) -> list[str]:
+        # Every cell is padded to its column's width, so the dash row's spans cut exactly.
+        return [line[start:end].strip() for start, end in spans]
+
+    return split(lines[0]), [split(line) for line in lines[2:]]
+
+
 def _baseline(entry: ConfigResults) -> bool:
     return entry.config.algorithm == "NONE"
 
@@ -92,12 +106,20 @@ def _cases(configs: Iterable[ConfigResults]) -> Iterator[Case]:
             yield config, case, case.metrics, case_shape(case.case, case.metrics)[2]
 
 
-def with_interval(metrics: Metrics, name: str, digits: int, *, relative: bool) -> str:
-    """``30,572 ±2.1%`` (relative) or ``3.21 ±0.04``; the plain figure with one round."""
+def mean_figure(metrics: Metrics, name: str) -> Any:
+    """A case's figure ``name`` as the tables show it: the mean over its rounds, else the
+    case's own figure."""
     found = metrics.interval(name)
     value = found.mean if found else None
     if value is None:
         value = mean(metrics, name) if found else metrics.figure(name)
+    return value
+
+
+def with_interval(metrics: Metrics, name: str, digits: int, *, relative: bool) -> str:
+    """``30,572 ±2.1%`` (relative) or ``3.21 ±0.04``; the plain figure with one round."""
+    found = metrics.interval(name)
+    value = mean_figure(metrics, name)
     shown = figures.rate(value) if name == "tok_s" else figures.number(value, digits)
     if shown == figures.MISSING or not found or found.low is None or found.high is None:
         return shown
@@ -126,20 +148,21 @@ def ordered_cases(
     for position, config in enumerate(report.configs):
         for case in config.throughput:
             context, load, domain = case_shape(case.case, case.metrics)
-            head = load.split("-")[0]
-            try:
-                load_key: tuple[int, float] = (0 if head.startswith("c") else 1, float(head[1:]))
-            except ValueError:
-                load_key = (2, 0.0)
-            order = (
-                context if context is not None else 1 << 30,
-                load_key,
-                domain_rank(domain),
-                domain,
-            )
+            known = context if context is not None else 1 << 30
+            order = (known, load_order(load), domain_rank(domain), domain)
             out.append((order, position, config, case))
     out.sort(key=lambda entry: (entry[0], entry[1]))
     return out
+
+
+def load_order(load: str) -> tuple[int, float]:
+    """Where a load point sorts: concurrencies (``c8``) by number, then request rates
+    (``r2.5``), then anything else."""
+    head = load.split("-")[0]
+    try:
+        return (0 if head.startswith("c") else 1, float(head[1:]))
+    except ValueError:
+        return (2, 0.0)
 
 
 def throughput(report: Report, short: Mapping[str, str] | None = None) -> Table:
@@ -264,6 +287,13 @@ def ranks_several(report: Report) -> bool:
     return measured > 1 or any(len(g.members) > 1 for g in report.verdict.groups)
 
 
+def ranked_by(report: Report) -> str:
+    """What the verdict ranked the configs by, in words."""
+    found = report.verdict
+    by_speedup = found is not None and found.ranked_by == "speedup"
+    return "speedup" if by_speedup else "output tok/s (no baseline)"
+
+
 def verdict(report: Report) -> Table:
     """One row per load point and domain: the verdict's set (``clear: budget=8``,
     ``tie within noise: budget=8, budget=16``), each member's correctness coverage, and
@@ -272,8 +302,7 @@ def verdict(report: Report) -> Table:
     short = short_labels(report.configs)
     by_speedup = found.ranked_by == "speedup"
     score = "speedup" if by_speedup else "tok/s"
-    header = ["load", "domain", "best config", score, "over contexts", "runner-up"]
-    header.append("correctness")
+    header = ["load", "domain", "best config", score, "over contexts", "runner-up", "correctness"]
     unranked = any(g.unranked for g in found.groups)
     if unranked:
         header.append("not ranked")
@@ -543,19 +572,6 @@ START_COLUMNS = (
 )
 
 
-def _phase_seconds(phases: StartPhases) -> list[float | None]:
-    """The seconds of :data:`START_COLUMNS`, in their order."""
-    return [
-        phases.total_seconds,
-        phases.load_seconds,
-        phases.kv_cache_seconds,
-        phases.graph_capture_seconds,
-        phases.warmup_seconds,
-        phases.other_seconds,
-        phases.first_generate_seconds,
-    ]
-
-
 def start_phases(found: Sequence[ConfigResults]) -> Table:
     """Per config that was started: where its start's seconds went (server log and plugin
     clock) and whether it loaded through the weight cache; no rows when none was started."""
@@ -564,7 +580,7 @@ def start_phases(found: Sequence[ConfigResults]) -> Table:
     for c in found:
         if c.start_phases is None:
             continue
-        seconds = (_seconds(s, 2) for s in _phase_seconds(c.start_phases))
+        seconds = (_seconds(getattr(c.start_phases, field), 2) for field, _ in START_COLUMNS)
         rows.append([c.label, *seconds, c.start_phases.weight_cache or "off"])
     return header, rows
 
