@@ -148,11 +148,6 @@ def _session_baselines(configs: Sequence[ConfigResults]) -> list[ConfigResults]:
     return [c for c in configs if c.config.algorithm == "NONE"]
 
 
-def _pick(baselines: list[ConfigResults], config: Config) -> list[ConfigResults]:
-    """Baselines with the config's own extra server flags first (same build and flags)."""
-    return sorted(baselines, key=lambda b: b.config.extra != config.extra)
-
-
 def speedups(
     report: Report, saved: Iterable[CaseRow] = (), saved_label: str | None = None
 ) -> list[Speedup | None]:
@@ -187,7 +182,9 @@ def _baseline_of(
     saved run's (None for a NONE config, or with neither)."""
     if config.config.algorithm == "NONE":
         return None
-    found = _baseline_case(case, _pick(baselines, config.config))
+    # Baselines with the config's own extra server flags first (same build and flags).
+    mine = sorted(baselines, key=lambda b: b.config.extra != config.config.extra)
+    found = _baseline_case(case, mine)
     if found is not None:
         return found[1], f"{found[0]} (this run)"
     if case in saved_none:

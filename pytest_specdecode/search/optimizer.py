@@ -217,12 +217,6 @@ class GridSearch:
         """Seconds the visits took (restart plus measurement; unknown ones count 0)."""
         return sum(v.seconds or 0.0 for v in self.visits)
 
-    def expected_cost(self) -> float | None:
-        """What the next config is expected to take: the costliest visit's seconds (a
-        config slow to start counts fully); None before one is known."""
-        known = [v.seconds for v in self.visits if v.seconds is not None]
-        return max(known) if known else None
-
     # --- ask / tell ---------------------------------------------------------
 
     def ask(self, n: int = 1, *, after: Hashable | None = None) -> list[int]:
@@ -356,9 +350,12 @@ class GridSearch:
         return None
 
     def _over_budget(self) -> str | None:
-        expected = self.expected_cost()
-        if self.budget_seconds is None or expected is None:
+        # The next config is expected to take what the costliest visit took (a config
+        # slow to start counts fully).
+        known = [v.seconds for v in self.visits if v.seconds is not None]
+        if self.budget_seconds is None or not known:
             return None
+        expected = max(known)
         committed = self.spent + expected * len(self.pending)
         if committed + expected <= self.budget_seconds:
             return None
