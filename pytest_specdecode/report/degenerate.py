@@ -108,11 +108,7 @@ def _figure(metrics: Metrics) -> float | None:
 def configs_of(results: RunResults) -> list[ConfigResults]:
     """The run's configs as the report's (label, config, throughput cases)."""
     return [
-        ConfigResults(
-            label=r.label,
-            config=r.config,
-            throughput=list(r.throughput.values()),
-        )
+        ConfigResults(label=r.label, config=r.config, throughput=list(r.throughput.values()))
         for r in results.ordered()
     ]
 

@@ -142,12 +142,7 @@ def git_commit(cwd: str | os.PathLike[str] = ".") -> str | None:
     """The checked-out commit of ``cwd``'s repository, if there is one."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
         return None
