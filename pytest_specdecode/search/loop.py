@@ -202,7 +202,7 @@ class SearchLoop:
         assert self.space is not None
         items, key = self.space.items[index], self.space.keys[index]
         cases, pruned = 0, False
-        for item, nextitem in zip(items, [*items[1:], None], strict=True):
+        for item, nextitem in zip(items, [*items[1:], None], strict=False):
             if pruned:
                 item.add_marker(pytest.mark.skip(reason=_pruned_reason(cases)))
             _run_one(session, item, nextitem)
@@ -248,7 +248,8 @@ def register(
 
 def _run(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Run ``items`` in order, as pytest's own loop does; the last one tears everything down."""
-    for item, nextitem in zip(items, [*items[1:], None], strict=True):
+    # Each item with the next one, None after the last (not strict: no items, no None).
+    for item, nextitem in zip(items, [*items[1:], None], strict=False):
         _run_one(session, item, nextitem)
 
 
