@@ -116,13 +116,7 @@ def point(case: str, metrics: Metrics) -> Point | None:
         return None
     first = stats.clean((metrics.accept_rate_by_position or [])[:1])
     return Point(
-        case,
-        context,
-        load,
-        domain,
-        metrics.max_tokens,
-        tuple(values),
-        first[0] if first else None,
+        case, context, load, domain, metrics.max_tokens, tuple(values), first[0] if first else None
     )
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_specdecode.output import figures
 from pytest_specdecode.report.model import Calibration, Ceiling, ClientLimited, Metrics, Report
@@ -109,8 +108,9 @@ def warning(report: Report, short: Mapping[str, str]) -> list[str]:
     """The run's one warning line naming its client-limited cases (none: no line)."""
     cases = throughput_cases(report)
     marked = [
-        (n, f"{case.case} ({short.get(config.label, config.label)})")
-        for n, (config, case) in enumerate(c for c in cases if c[1].client_limited is not None)
+        f"{case.case} ({short.get(config.label, config.label)})"
+        for config, case in cases
+        if case.client_limited is not None
     ]
     if not marked:
         return []
@@ -122,7 +122,7 @@ def warning(report: Report, short: Mapping[str, str]) -> list[str]:
     ]
 
 
-def _names(found: list[tuple[Any, str]]) -> str:
-    named = ", ".join(name for _, name in found[:SHOWN_CASES])
+def _names(found: list[str]) -> str:
+    named = ", ".join(found[:SHOWN_CASES])
     more = f" and {len(found) - SHOWN_CASES} more" if len(found) > SHOWN_CASES else ""
     return named + more

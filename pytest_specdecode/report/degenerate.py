@@ -23,8 +23,9 @@ of the verdict (and out of a search's candidates).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 from typing import Any
+
+import msgspec
 
 from pytest_specdecode.config.options import REPETITION_MARGIN
 from pytest_specdecode.output import figures
@@ -60,33 +61,25 @@ METHOD = (
 )
 
 
-@dataclass(frozen=True)
-class Finding:
-    """The repetition of one speculative config's case, beside the baseline's."""
+Finding = DegenerateCase
+"""The repetition of one speculative config's case beside the baseline's, judged
+(``degenerate``); the report's record of a degenerate case has the same fields."""
 
-    config: str
-    case: str
-    domain: str
-    repetition: float | None
-    baseline: float | None
-    baseline_config: str | None
-    degenerate: bool
-    excerpt: str | None = None
 
-    def line(self, bound: float) -> str:
-        """The one failure line: config, domain, both figures, the case, an escaped excerpt."""
-        if self.baseline is not None:
-            against = (
-                f"vs {figures.number(self.baseline, 2)} for the baseline {self.baseline_config} "
-                f"(bound {figures.plain(bound)}, margin {figures.plain(MARGIN)})"
-            )
-        else:
-            against = f"> bound {figures.plain(bound)} (no NONE baseline in this run)"
-        return (
-            f"degenerate output: {self.config} on {self.domain}: repetition "
-            f"{figures.number(self.repetition, 2)} {against} in {self.case}; output starts "
-            f"{escaped(self.excerpt or '')}"
+def _line(f: Finding, bound: float) -> str:
+    """The one failure line: config, domain, both figures, the case, an escaped excerpt."""
+    if f.baseline is not None:
+        against = (
+            f"vs {figures.number(f.baseline, 2)} for the baseline {f.baseline_config} "
+            f"(bound {figures.plain(bound)}, margin {figures.plain(MARGIN)})"
         )
+    else:
+        against = f"> bound {figures.plain(bound)} (no NONE baseline in this run)"
+    return (
+        f"degenerate output: {f.config} on {f.domain}: repetition "
+        f"{figures.number(f.repetition, 2)} {against} in {f.case}; output starts "
+        f"{escaped(f.excerpt or '')}"
+    )
 
 
 def escaped(text: str, limit: int = EXCERPT) -> str:
@@ -115,11 +108,7 @@ def _figure(metrics: Metrics) -> float | None:
 def configs_of(results: RunResults) -> list[ConfigResults]:
     """The run's configs as the report's (label, config, throughput cases)."""
     return [
-        ConfigResults(
-            label=r.label,
-            config=r.config,
-            throughput=list(r.throughput.values()),
-        )
+        ConfigResults(label=r.label, config=r.config, throughput=list(r.throughput.values()))
         for r in results.ordered()
     ]
 
@@ -194,7 +183,7 @@ def worst(found: Iterable[Finding]) -> list[Finding]:
 
 def failure_lines(results: RunResults, bound: float) -> list[str]:
     """One line per degenerate config and domain (empty when none is)."""
-    return [f.line(bound) for f in worst(findings(configs_of(results), bound))]
+    return [_line(f, bound) for f in worst(findings(configs_of(results), bound))]
 
 
 def infeasible(results: RunResults, bound: float) -> dict[str, list[str]]:
@@ -237,7 +226,6 @@ def repetition(found: Iterable[Finding], bound: float) -> Repetition:
         bound=bound,
         margin=MARGIN,
         degenerate=[
-            DegenerateCase(**{**asdict(f), "excerpt": escaped(f.excerpt or "")})
-            for f in worst(found)
+            msgspec.structs.replace(f, excerpt=escaped(f.excerpt or "")) for f in worst(found)
         ],
     )

@@ -95,7 +95,7 @@ def outcomes(
     found.extend(_unreadable(results))
     if settings.min_pass_rate is not None:
         found.extend(_pass_rate(settings.min_pass_rate, results))
-    found.extend(_paired(results))
+    found.extend(outcome for _, outcome in _paired_by_label(results))
     if settings.min_accept_length is not None:
         found.extend(_accept_length(settings.min_accept_length, results))
     found.extend(_acceptance(settings.max_accept_drop, results))
@@ -146,10 +146,6 @@ def _recheck_note(r: ConfigResults) -> str:
 
 PAIRED_ALPHA = 0.05
 """The paired test's level for the whole run (Holm's step-down over the configs)."""
-
-
-def _paired(results: RunResults) -> list[Outcome]:
-    return [outcome for _, outcome in _paired_by_label(results)]
 
 
 def _paired_by_label(results: RunResults) -> list[tuple[str, Outcome]]:

@@ -28,20 +28,21 @@ import pytest
 from pytest_specdecode import __version__, statefiles
 from pytest_specdecode.config.load_options import slo_text
 from pytest_specdecode.config.settings import Settings
-from pytest_specdecode.report.model import Report
+from pytest_specdecode.report.model import FORMAT, Report
 
-REPORT_FORMAT = 2  # 1: spaced setting names, dicts keyed by label (report/upgrade.py)
-READ_FORMATS = (1, REPORT_FORMAT)  # what load() reads; a format-1 file is upgraded
+# What load() reads; a format-1 file (spaced setting names, dicts keyed by label) is upgraded.
+READ_FORMATS = (1, FORMAT)
 
 
-def metadata(settings: Settings, *, cwd: str | os.PathLike[str] = ".") -> dict[str, Any]:
-    """Run metadata: versions, target, control mode, dialect, git commit."""
+def metadata(settings: Settings, started: str, cwd: str | os.PathLike[str]) -> dict[str, Any]:
+    """Run metadata: versions, start time, target, control mode, dialect, git commit (of
+    ``cwd``)."""
     return {
-        "format": REPORT_FORMAT,
+        "format": FORMAT,
         "plugin": __version__,
         "pytest": pytest.__version__,
         "python": platform.python_version(),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": started,
         "hosts": [str(h) for h in settings.hosts] or ["localhost"],
         "control": settings.control,
         "dialect": settings.dialect,
@@ -141,12 +142,7 @@ def git_commit(cwd: str | os.PathLike[str] = ".") -> str | None:
     """The checked-out commit of ``cwd``'s repository, if there is one."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -233,9 +229,7 @@ def load(path: str | os.PathLike[str]) -> Report:
     except statefiles.FileRefused as exc:
         raise ValueError(f"cannot read report {exc}") from None
     if not isinstance(data, dict) or data.get("format") not in READ_FORMATS:
-        raise ValueError(
-            f"{str(path)!r} is not a pytest-specdecode report (format 1 or {REPORT_FORMAT})"
-        )
+        raise ValueError(f"{str(path)!r} is not a pytest-specdecode report (format 1 or {FORMAT})")
     # Imported here: only a reader of saved reports needs it.
     from pytest_specdecode.report.upgrade import upgrade
 

@@ -85,10 +85,7 @@ class RunOutputs:
         """Run metadata, gathered on first use: a run without our tests never pays
         for it (it asks git for the commit)."""
         if self._meta is None:
-            self._meta = {
-                **json_report.metadata(self.settings, cwd=self.root),
-                "started": self._started,
-            }
+            self._meta = json_report.metadata(self.settings, self._started, self.root)
             found = self.problem_set() if self.problem_set else None
             if found is not None:  # --dflash-resume compares it (report.resume)
                 self._meta["settings"]["problem_set"] = json_report.problem_records(found)

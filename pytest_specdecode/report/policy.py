@@ -113,18 +113,11 @@ def choose(point: LoadPoint) -> tuple[str | None, float]:
     return (best[1], best[0]) if best else (None, 1.0)
 
 
-def _spec(configs: Mapping[str, Config], label: str | None) -> dict[str, Any]:
-    """The config's values as the policy file holds them (NONE's when none qualifies)."""
-    found = configs.get(label) if label else None
-    return found.to_dict() if found else dict(NONE_CONFIG)
-
-
 def bands(points: Sequence[LoadPoint], configs: Mapping[str, Config]) -> list[dict[str, Any]]:
     """Contiguous bands of concurrency, each with its config (NONE when none qualifies)."""
     out: list[dict[str, Any]] = []
     for point in points:
         label, score = choose(point)
-        spec = _spec(configs, label)
         name = label or "NONE"
         evidence = {
             shape: {"ratio": value, "low": low}
@@ -141,7 +134,8 @@ def bands(points: Sequence[LoadPoint], configs: Mapping[str, Config]) -> list[di
             {
                 "min_concurrency": 1 if not out else point.concurrency,
                 "max_concurrency": None,
-                "config": spec,
+                # The config's values as the policy file holds them (NONE's when none qualifies).
+                "config": configs[label].to_dict() if label else dict(NONE_CONFIG),
                 "label": name,
                 "speedup": score,
                 "measured": [point.concurrency],

@@ -106,17 +106,11 @@ class ConfigResults:
         # Keyed by test id: two tests measuring one case (or problem) under one
         # config are two records, each naming its case as a field.
         if kind == "coding":
-            found = self._convert(nodeid, {**record, "nodeid": nodeid}, CodingRecord)
-            if found is not None:
-                self.coding[nodeid] = found
+            self._keep(self.coding, nodeid, nodeid, {**record, "nodeid": nodeid}, CodingRecord)
         elif kind == "throughput":
-            case = self._convert(nodeid, _case(record, nodeid), ThroughputRecord)
-            if case is not None:
-                self.throughput[nodeid] = case
+            self._keep(self.throughput, nodeid, nodeid, _case(record, nodeid), ThroughputRecord)
         elif kind == "lossless":
-            checked = self._convert(nodeid, {**record, "nodeid": nodeid}, LosslessRecord)
-            if checked is not None:
-                self.lossless[nodeid] = checked
+            self._keep(self.lossless, nodeid, nodeid, {**record, "nodeid": nodeid}, LosslessRecord)
 
     def _baseline_cases(self, nodeid: str, measured: list[Any]) -> None:
         """The lossless baseline's throughput cases, for speedup."""
@@ -129,19 +123,23 @@ class ConfigResults:
                     "metrics": found.get("metrics") or {},
                     "key": str(found.get("key")),
                 }
-                case = self._convert(nodeid, data, ThroughputRecord)
-                if case is not None:
-                    self.throughput[key] = case
+                self._keep(self.throughput, key, nodeid, data, ThroughputRecord)
 
-    def _convert(self, nodeid: str, data: dict[str, Any], kind: type[Record]) -> Record | None:
-        """The test's record as the report's type, converted once; a record that does not
-        convert (the test's properties are what a server replied) is refused, with why
-        (a gate fails on it), never the run's crash."""
+    def _keep(
+        self,
+        records: dict[str, Record],
+        key: str,
+        nodeid: str,
+        data: dict[str, Any],
+        kind: type[Record],
+    ) -> None:
+        """The test's record as the report's type, converted once, in ``records[key]``; a
+        record that does not convert (the test's properties are what a server replied) is
+        refused, with why (a gate fails on it), never the run's crash."""
         try:
-            return msgspec.convert(data, kind)
+            records[key] = msgspec.convert(data, kind)
         except msgspec.ValidationError as exc:
             self.refused.setdefault(nodeid, str(exc))
-            return None
 
     def accept_length(self) -> float | None:
         """Tokens per verify step over the throughput cases (else the coding answers)."""
@@ -292,9 +290,9 @@ class RunResults:
                         if (v := r.pass_at_k(k)) is not None
                     ],
                     "accept_length": r.accept_length(),
-                    "coding": _builtins(r.coding.values()),
-                    "throughput": _builtins(r.throughput.values()),
-                    "lossless": _builtins(r.lossless.values()),
+                    "coding": msgspec.to_builtins(list(r.coding.values())),
+                    "throughput": msgspec.to_builtins(list(r.throughput.values())),
+                    "lossless": msgspec.to_builtins(list(r.lossless.values())),
                     "errors": r.errors,
                     "server_died": (
                         {"reason": r.died, "after_tests": r.died_after()} if r.died else None
@@ -310,11 +308,6 @@ class RunResults:
             **({"sweep": msgspec.to_builtins(self.sweep)} if self.sweep else {}),
             **({"search": self.search} if self.search else {}),
         }
-
-
-def _builtins(records: Iterable[Record]) -> list[dict[str, Any]]:
-    """The records as the report's JSON holds them."""
-    return [msgspec.to_builtins(r) for r in records]
 
 
 def _rate_json(rate: tuple[float, int, int] | None) -> dict[str, Any] | None:

@@ -163,11 +163,9 @@ class Resume:
     def note(self, configs: int, to_run: int) -> str:
         """The line a resumed run shows after collection."""
         started = self.origin["started"] or "an earlier run"
-        unverified = (
-            ""
-            if self.verified or not self.carried
-            else (" (not verified: the report predates record digests)")
-        )
+        unverified = ""
+        if self.carried and not self.verified:
+            unverified = " (not verified: the report predates record digests)"
         return (
             f"dflash: resume: {len(self.carried)} tests carried from {str(self.path)!r} (run "
             f"of {started}){unverified}; {configs} config{'s' if configs != 1 else ''} "

@@ -96,11 +96,11 @@ class SweepProgress:
             return None
         start = sum(self.starts) / len(self.starts)
         test = sum(every) / len(every)
-        work = 0.0
-        for c in self.configs.values():
-            if c.carried:
-                continue
-            work += (0.0 if c.started else start) + max(0, c.tests - c.done) * test
+        work = sum(
+            (0.0 if c.started else start) + max(0, c.tests - c.done) * test
+            for c in self.configs.values()
+            if not c.carried
+        )
         return round(work / max(1, self.parallel), 1)
 
 

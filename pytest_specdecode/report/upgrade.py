@@ -13,25 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# Format-1 setting names and their format-2 spelling (the sections' keys too).
-RENAMED = {
-    "sglang version": "sglang_version",
-    "launch line": "launch_line",
-    "restart command": "restart_command",
-    "flag templates": "flag_templates",
-    "draft model": "draft_model",
-    "simulator arguments": "simulator_arguments",
-    "problem set": "problem_set",
-    "output tokens": "output_tokens",
-    "request rates": "request_rates",
-    "max concurrency": "max_concurrency",
-    "rate requests": "rate_requests",
-    "max tokens": "max_tokens",
-    "system prompt": "system_prompt",
-    "prompt template": "prompt_template",
-    "answer timeout": "answer_timeout",
-}
-
 
 def upgrade(report: dict[str, Any]) -> dict[str, Any]:
     """``report`` in format 2 (a format-2 report is returned as it is)."""
@@ -51,7 +32,9 @@ def upgrade(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _renamed(section: Mapping[str, Any]) -> dict[str, Any]:
-    return {RENAMED.get(k, k): v for k, v in section.items()}
+    """A settings section with format 2's names: format 1 spelled ``sglang_version`` (and
+    every other setting of two words or more) with spaces."""
+    return {k.replace(" ", "_"): v for k, v in section.items()}
 
 
 def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:

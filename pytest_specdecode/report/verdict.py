@@ -27,6 +27,7 @@ from the report and returned (:func:`speedups`, :func:`speedup_method`, :func:`d
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -147,11 +148,6 @@ def _session_baselines(configs: Sequence[ConfigResults]) -> list[ConfigResults]:
     return [c for c in configs if c.config.algorithm == "NONE"]
 
 
-def _pick(baselines: list[ConfigResults], config: Config) -> list[ConfigResults]:
-    """Baselines with the config's own extra server flags first (same build and flags)."""
-    return sorted(baselines, key=lambda b: b.config.extra != config.extra)
-
-
 def speedups(
     report: Report, saved: Iterable[CaseRow] = (), saved_label: str | None = None
 ) -> list[Speedup | None]:
@@ -186,7 +182,9 @@ def _baseline_of(
     saved run's (None for a NONE config, or with neither)."""
     if config.config.algorithm == "NONE":
         return None
-    found = _baseline_case(case, _pick(baselines, config.config))
+    # Baselines with the config's own extra server flags first (same build and flags).
+    mine = sorted(baselines, key=lambda b: b.config.extra != config.config.extra)
+    found = _baseline_case(case, mine)
     if found is not None:
         return found[1], f"{found[0]} (this run)"
     if case in saved_none:
@@ -389,8 +387,12 @@ def _judge(
 
 
 def _group_order(load: str, domain: str) -> tuple[Any, ...]:
-    rank = DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
-    return (_load_order(load), rank, domain)
+    return (_load_order(load), *_domain_order(domain))
+
+
+def _domain_order(domain: str) -> tuple[int, str]:
+    """The built-in domains in their order, then any other by name."""
+    return (DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS), domain)
 
 
 def _margin(best: dict[int | None, Score], runner: dict[int | None, Score]) -> str:
@@ -537,12 +539,10 @@ def pareto(report: Report, excluded: Mapping[str, Sequence[str]]) -> list[Pareto
                 eligible=not excluded.get(config.label) and not case.metrics.errors,
             )
         )
-
-    def rank(key: tuple[int, str]) -> tuple[int, int, str]:
-        return (key[0], DOMAINS.index(key[1]) if key[1] in DOMAINS else len(DOMAINS), key[1])
-
     out = []
-    for (context, domain), points in sorted(groups.items(), key=lambda item: rank(item[0])):
+    for (context, domain), points in sorted(
+        groups.items(), key=lambda item: (item[0][0], *_domain_order(item[0][1]))
+    ):
         mark_front(points)
         points.sort(key=lambda p: -(p.req_tok_s or 0.0))
         out.append(Pareto(context=context, domain=domain, points=points))
@@ -569,14 +569,9 @@ def mark_front(points: Sequence[ParetoPoint]) -> None:
         key=lambda e: (-e[0], -e[1]),
     )
     best: float | None = None  # the highest tok_s among points of a higher req_tok_s
-    start = 0
-    while start < len(eligible):
-        x = eligible[start][0]
-        end = start
-        while end < len(eligible) and eligible[end][0] == x:
-            end += 1
-        top = eligible[start][1]
-        for _, y, p in eligible[start:end]:
+    for _, same in itertools.groupby(eligible, key=lambda e: e[0]):
+        group = list(same)
+        top = group[0][1]
+        for _, y, p in group:
             p.front = y == top and (best is None or top > best)
         best = top if best is None else max(best, top)
-        start = end

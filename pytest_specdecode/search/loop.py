@@ -93,12 +93,8 @@ class SearchLoop:
         for index in sorted(space.carried):  # carried whole by --dflash-resume
             seconds = seconds_of(data, space.keys[index])
             search.tell(index, self._measure(data, index), carried=True, seconds=seconds)
-        self._publish()
+        self.publish()
         return search
-
-    def measure(self, index: int) -> Measured:
-        """The objective of config ``index`` from the run's report as it stands."""
-        return self._measure(self.outputs.report(), index)
 
     def tell(self, index: int, *, pruned: bool = False) -> None:
         """Tell config ``index``'s objective and what it took, from the report as it stands."""
@@ -115,9 +111,6 @@ class SearchLoop:
 
     def publish(self, stopped: str | None = None) -> None:
         """The report's ``search`` section as the search stands now."""
-        self._publish(stopped)
-
-    def _publish(self, stopped: str | None = None) -> None:
         assert self.search is not None
         assert self.space is not None
         self.results.search = record.section(
@@ -192,9 +185,9 @@ class SearchLoop:
             finally:
                 # Told even when interrupted: the report says how far the search got.
                 self.tell(index, pruned=pruned)
-                self._publish()
+                self.publish()
         stopped = search.stop_reason() or "done"
-        self._publish(stopped)
+        self.publish(stopped)
         skipped = [i for i in range(len(space.keys)) if i not in search.visited]
         reason = record.skip_reason(search, space.labels)
         for index in skipped:
@@ -209,13 +202,12 @@ class SearchLoop:
         assert self.space is not None
         items, key = self.space.items[index], self.space.keys[index]
         cases, pruned = 0, False
-        for position, item in enumerate(items):
+        for item, nextitem in zip(items, [*items[1:], None], strict=False):
             if pruned:
                 item.add_marker(pytest.mark.skip(reason=_pruned_reason(cases)))
-            _run_one(session, item, items[position + 1] if position + 1 < len(items) else None)
+            _run_one(session, item, nextitem)
             # The report is built only after a throughput test, and not after the last.
-            last = position + 1 == len(items)
-            if pruned or last or item.get_closest_marker("throughput") is None:
+            if pruned or nextitem is None or item.get_closest_marker("throughput") is None:
                 continue
             data = self.outputs.report()
             if (now := cases_of(data, key)) > cases:
@@ -256,8 +248,9 @@ def register(
 
 def _run(session: pytest.Session, items: list[pytest.Item]) -> None:
     """Run ``items`` in order, as pytest's own loop does; the last one tears everything down."""
-    for position, item in enumerate(items):
-        _run_one(session, item, items[position + 1] if position + 1 < len(items) else None)
+    # Each item with the next one, None after the last (not strict: no items, no None).
+    for item, nextitem in zip(items, [*items[1:], None], strict=False):
+        _run_one(session, item, nextitem)
 
 
 def _run_one(session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None) -> None:

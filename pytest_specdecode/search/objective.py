@@ -48,21 +48,15 @@ def measure(
     failed = [t.nodeid for t in report.tests if t.config_key == key and t.outcome == "failed"]
     if failed and "server not ready" not in reasons:
         reasons.append(f"{len(failed)} failed test(s)")
-    values: list[float] = []
-    lows: list[float | None] = []
-    highs: list[float | None] = []
+    figures = []
     for case in config.throughput:
         if case.metrics.errors:
             reasons.append(f"request errors in {case.case}")
-            continue
-        found = _figure(*READERS[metric](case))
-        if found is None:
-            continue
-        values.append(found[0])
-        lows.append(found[1])
-        highs.append(found[2])
-    if not values:
+        elif (found := _figure(*READERS[metric](case))) is not None:
+            figures.append(found)
+    if not figures:
         return Measured(None, feasible=False, reasons=(*reasons, f"no {metric} measured"))
+    values, lows, highs = zip(*figures, strict=True)
     return Measured(
         _geo(values), _geo(lows), _geo(highs), feasible=not reasons, reasons=tuple(reasons)
     )

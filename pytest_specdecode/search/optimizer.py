@@ -103,7 +103,6 @@ class GridSearch:
             for key in keys
         }
         self.pending: dict[int, optuna.trial.Trial] = {}
-        self._trials: dict[int, optuna.trial.Trial] = {}
         startup = self.startup if self.startup is not None else default_startup(self.restarts)
         self.startup_trials = startup
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -127,7 +126,7 @@ class GridSearch:
         self.study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
         self._last_group: Hashable | None = None
         for coords in self._warm_order(self.initial_design(startup)):
-            self.study.enqueue_trial(dict(zip(keys, coords, strict=True)), skip_if_exists=False)
+            self._enqueue(coords)
 
     def initial_design(self, count: int) -> list[tuple[int, ...]]:
         """The first ``count`` points, spread over the grid before TPE models anything: the
@@ -218,12 +217,6 @@ class GridSearch:
         """Seconds the visits took (restart plus measurement; unknown ones count 0)."""
         return sum(v.seconds or 0.0 for v in self.visits)
 
-    def expected_cost(self) -> float | None:
-        """What the next config is expected to take: the costliest visit's seconds (a
-        config slow to start counts fully); None before one is known."""
-        known = [v.seconds for v in self.visits if v.seconds is not None]
-        return max(known) if known else None
-
     # --- ask / tell ---------------------------------------------------------
 
     def ask(self, n: int = 1, *, after: Hashable | None = None) -> list[int]:
@@ -243,15 +236,21 @@ class GridSearch:
                 # one of the warm state started last among the nearest.
                 self.study.tell(trial, state=TrialState.FAIL)
                 index = min(free, key=lambda i: self._nearest(i, wanted))
-                params = dict(zip(self.keys, self.coords[index], strict=True))
-                self.study.enqueue_trial(params, skip_if_exists=False)
-                trial = self.study.ask(self.distributions)
+                trial = self._ask_for(index)
             self.pending[index] = trial
             chosen.append(index)
             self._last_group = self.group(index)
         # A batch starts one warm state after another (stable within each).
         states = list(dict.fromkeys(self.group(i) for i in chosen))
         return sorted(chosen, key=lambda i: states.index(self.group(i)))
+
+    def _enqueue(self, coords: tuple[int, ...]) -> None:
+        self.study.enqueue_trial(dict(zip(self.keys, coords, strict=True)), skip_if_exists=False)
+
+    def _ask_for(self, index: int) -> optuna.trial.Trial:
+        """A trial of grid point ``index`` (enqueued, then asked: Optuna records that point)."""
+        self._enqueue(self.coords[index])
+        return self.study.ask(self.distributions)
 
     def _nearest(self, index: int, wanted: tuple[int, ...]) -> tuple[float, bool, int]:
         distance = round(self._distance(self.coords[index], wanted), 9)
@@ -273,8 +272,7 @@ class GridSearch:
         trial = self.pending.pop(index, None)
         if trial is not None:
             self.study.tell(trial, state=TrialState.FAIL)
-            params = dict(zip(self.keys, self.coords[index], strict=True))
-            self.study.enqueue_trial(params, skip_if_exists=False)
+            self._enqueue(self.coords[index])
 
     def tell(
         self,
@@ -288,11 +286,7 @@ class GridSearch:
         """The result of ``index``: pending from :meth:`ask`, or carried from a resumed run;
         ``seconds``: what it took (restart plus measurement), charged to ``budget_seconds``;
         ``pruned``: stopped early after :meth:`report` said so."""
-        trial = self.pending.pop(index, None)
-        if trial is None:
-            params = dict(zip(self.keys, self.coords[index], strict=True))
-            self.study.enqueue_trial(params, skip_if_exists=False)
-            trial = self.study.ask(self.distributions)
+        trial = self.pending.pop(index, None) or self._ask_for(index)
         violated = 0.0 if measured.usable else 1.0
         trial.set_user_attr(CONSTRAINT, violated)
         if hasattr(trial, "set_constraint"):
@@ -325,12 +319,12 @@ class GridSearch:
         """The most an unvisited point can plausibly score: the highest upper bound of its
         measured neighbours, raised by the steepest step seen between neighbours; None
         (anything is plausible) when no neighbour has been measured."""
-        highs = []
-        for other in self.neighbours(index):
-            for visit in self.visits:
-                m = visit.measured
-                if visit.index == other and m.usable:
-                    highs.append(m.high if m.high is not None else m.objective)
+        near = set(self.neighbours(index))
+        highs = [
+            m.high if m.high is not None else m.objective
+            for visit in self.visits
+            if visit.index in near and (m := visit.measured).usable
+        ]
         if not highs:
             return None
         return max(h for h in highs if h is not None) * (1.0 + self.steepest())
@@ -356,9 +350,12 @@ class GridSearch:
         return None
 
     def _over_budget(self) -> str | None:
-        expected = self.expected_cost()
-        if self.budget_seconds is None or expected is None:
+        # The next config is expected to take what the costliest visit took (a config
+        # slow to start counts fully).
+        known = [v.seconds for v in self.visits if v.seconds is not None]
+        if self.budget_seconds is None or not known:
             return None
+        expected = max(known)
         committed = self.spent + expected * len(self.pending)
         if committed + expected <= self.budget_seconds:
             return None
