@@ -44,7 +44,7 @@ def dry_run_lines(run: SpecDecodeSession, items: list[pytest.Item]) -> list[str]
         run.settings,
         run.collection.resolver.dialect,
         planned,
-        workers=run.dry_workers,
+        workers=run.target.dry_workers,
         port=run.services.port,
         invalid=run.collection.invalid,
         redactor=run.redactor,

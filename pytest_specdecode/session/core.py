@@ -34,7 +34,6 @@ from pytest_specdecode.session.resume_state import ResumeState
 from pytest_specdecode.session.running import Running
 from pytest_specdecode.session.sweep import Sweep
 from pytest_specdecode.session.target import Target, verbose_header_lines
-from pytest_specdecode.throughput import calibration
 from pytest_specdecode.throughput.runner import LosslessBaseline
 
 
@@ -62,7 +61,6 @@ class SpecDecodeSession:
         self.calibrating = Calibrating(config, settings, self.outputs)
         self.notices = Notices(config, settings)
         self.target = Target(config, settings)
-        self.dry_workers = self.target.dry_workers
         self.resume = ResumeState.for_run(
             config, settings, self.collection.problem_set, self.results
         )
@@ -81,11 +79,6 @@ class SpecDecodeSession:
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()
-
-    @property
-    def calibration(self) -> calibration.Calibration | None:
-        """The load client's null-server figures, once calibrated."""
-        return self.calibrating.found
 
     def holds_host_alone(self) -> bool:
         """On an xdist worker: whether no other worker can load its server (throughput
