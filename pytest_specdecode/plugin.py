@@ -97,7 +97,7 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
         from pytest_specdecode.session.items import item_config
 
         loop = register(config, session.settings, session.outputs, session.results, item_config)
-        loop.workers_asked = session.dry_workers
+        loop.workers_asked = session.target.dry_workers
         loop.before_space = session.carry_from_workers  # a resumed run's, under xdist
     return session
 
@@ -205,7 +205,7 @@ def dflash_throughput(
         progress,
         session.lossless_baseline,
         alone=session.holds_host_alone(),
-        calibration=session.calibration,
+        calibration=session.calibrating.found,
     )
 
 

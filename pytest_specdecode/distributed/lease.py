@@ -32,6 +32,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 from filelock import FileLock
@@ -226,7 +227,7 @@ class HostLease:
             raise LeaseTimeout(
                 f"waited {timeout:.0f} s for the server to switch to {key}; live: "
                 f"{state.live!r}, used by {sorted(state.users)}, "
-                f"switching: {state.switching.to_json() if state.switching else None!r}"
+                f"switching: {asdict(state.switching) if state.switching else None!r}"
             ) from None
 
     def _failed(self, key: str, exc: Exception) -> None:

@@ -10,7 +10,7 @@ file is an empty lease).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeGuard
 
 
@@ -30,9 +30,6 @@ class Switching:
         if isinstance(worker, str) and _pid(pid) and isinstance(key, str):
             return cls(worker, pid, key)
         return None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"worker": self.worker, "pid": self.pid, "key": self.key}
 
 
 @dataclass
@@ -79,16 +76,8 @@ class LeaseState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The file's content: the same keys and shapes as ever."""
-        return {
-            "live": self.live,
-            "server": self.server,
-            "users": dict(self.users),
-            "switching": self.switching.to_json() if self.switching else None,
-            "failed": dict(self.failed),
-            "history": [list(entry) for entry in self.history],
-            "down": self.down,
-        }
+        """The file's content: the same keys and shapes as ever (the fields, in order)."""
+        return {**asdict(self), "history": [list(entry) for entry in self.history]}
 
     def without_the_dead(self, alive: Callable[[int], bool]) -> LeaseState:
         """Dead workers' entries dropped; a switcher that died leaves no live config

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_specdecode.config.settings import Settings, SettingsError
-from pytest_specdecode.config.spec import SpecConfig
 
 if TYPE_CHECKING:
     from pytest_specdecode.distributed.controller import XdistController
@@ -57,11 +56,6 @@ def serial_for_dry_run(config: pytest.Config) -> int:
     config.option.tx = []
     config.option.numprocesses = 0
     return workers
-
-
-def config_key(config: SpecConfig) -> str:
-    """The key of a config in lease files and the controller's schedule: its canonical key."""
-    return config.key()
 
 
 def parallel_hosts(config: pytest.Config, settings: Settings) -> int:

@@ -88,9 +88,7 @@ class ConfigScheduling:
 
     @property
     def tests_finished(self) -> bool:
-        if not self.collection_is_completed or self.plan is None:
-            return False
-        if not self.plan.exhausted:
+        if not self.collection_is_completed or self.plan is None or not self.plan.exhausted:
             return False
         return all(len(pending) < PENDING_PER_WORKER for pending in self.node2pending.values())
 
@@ -148,21 +146,18 @@ class ConfigScheduling:
 
     def remove_node(self, node: WorkerController) -> str | None:
         with self._lock:
-            return self._remove_node(node)
-
-    def _remove_node(self, node: WorkerController) -> str | None:
-        pending = self.node2pending.pop(node)
-        if not pending or self.plan is None:
-            return None
-        # The worker crashed running pending[0]: that test is reported as
-        # failed; the ones it held go to the other workers.
-        crashed = pending.pop(0)
-        self.plan.complete(crashed)
-        self.plan.put_back(pending)
-        for other in self.nodes:
-            self._top_up(other)
-        self._write_actives()
-        return self.plan.collection[crashed]
+            pending = self.node2pending.pop(node)
+            if not pending or self.plan is None:
+                return None
+            # The worker crashed running pending[0]: that test is reported as
+            # failed; the ones it held go to the other workers.
+            crashed = pending.pop(0)
+            self.plan.complete(crashed)
+            self.plan.put_back(pending)
+            for other in self.nodes:
+                self._top_up(other)
+            self._write_actives()
+            return self.plan.collection[crashed]
 
     def schedule(self) -> None:
         assert self.collection_is_completed
@@ -173,7 +168,7 @@ class ConfigScheduling:
                     self.log("**Different tests collected, aborting run**")
                     return
                 chosen = self.chooser.keys() if self.chooser is not None else ()
-                self.plan = ConfigPlan(collections[0], self._read_groups(), chosen)
+                self.plan = ConfigPlan(collections[0], read_groups(self.lease_dir), chosen)
                 self._start_watching()
             for node in self.nodes:
                 self._top_up(node)
@@ -236,10 +231,7 @@ class ConfigScheduling:
 
     def has_configs(self) -> bool:
         """Whether any collected test runs under a config (the workers wrote their groups)."""
-        return bool(self._read_groups())
-
-    def _read_groups(self) -> dict[str, str]:
-        return read_groups(self.lease_dir)
+        return bool(read_groups(self.lease_dir))
 
     def _tell_completed(self) -> None:
         """Tell the chooser of every config whose tests have all completed (once each)."""

@@ -51,14 +51,11 @@ def _write(config: pytest.Config, name: str, data: object) -> None:
         statefiles.write_json(lease_dir / name, data)
 
 
-def _read(lease_dir: Path, name: str) -> Any:
-    """The shared file ``name`` of ``lease_dir`` as JSON; None when absent or unreadable."""
-    return statefiles.read_json(lease_dir / name)
-
-
-def _controller_lease_dir(config: pytest.Config) -> Path | None:
+def _read(config: pytest.Config, name: str) -> Any:
+    """On the controller: the shared file ``name`` as JSON; None when absent or unreadable
+    (or in a run without the controller plugin)."""
     controller = controller_of(config)
-    return None if controller is None else controller.lease_dir
+    return None if controller is None else statefiles.read_json(controller.lease_dir / name)
 
 
 def write_carried(config: pytest.Config, nodeids: list[str]) -> None:
@@ -68,21 +65,19 @@ def write_carried(config: pytest.Config, nodeids: list[str]) -> None:
 
 def read_carried(config: pytest.Config) -> list[str] | None:
     """On the controller: what the workers carried (None until one has collected)."""
-    lease_dir = _controller_lease_dir(config)
-    data = None if lease_dir is None else _read(lease_dir, CARRIED)
+    data = _read(config, CARRIED)
     return [str(n) for n in data] if isinstance(data, list) else None
 
 
 def read_groups(lease_dir: Path) -> dict[str, str]:
     """Which config key each collected test id runs under ({} before the workers wrote it)."""
-    data = _read(lease_dir, GROUPS)
+    data = statefiles.read_json(lease_dir / GROUPS)
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def planned_tests(config: pytest.Config) -> dict[str, int] | None:
     """On the controller: per config key, the tests the workers collected (None serially)."""
-    lease_dir = _controller_lease_dir(config)
-    data = None if lease_dir is None else _read(lease_dir, GROUPS)
+    data = _read(config, GROUPS)
     if not isinstance(data, dict):
         return None
     return dict(Counter(str(key) for key in data.values()))

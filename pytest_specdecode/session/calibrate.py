@@ -18,7 +18,7 @@ class Calibrating:
         self.config = config
         self.settings = settings
         self.outputs = outputs
-        self.found: calibration.Calibration | None = None
+        self.found: calibration.Calibration | None = None  # the null-server figures, once made
 
     def before_run(self, items: list[pytest.Item], base_url: str) -> None:
         """The load client's ceiling, only in a run that has a throughput case (under

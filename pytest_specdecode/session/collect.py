@@ -3,6 +3,7 @@ order the collected tests run in (each config applied once, the baseline first).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ from pytest_specdecode import records
 from pytest_specdecode.config.collection import ConfigResolver
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import ConfigError, SpecConfig, config_to_dict
-from pytest_specdecode.distributed import run, shared_files
+from pytest_specdecode.distributed import shared_files
 from pytest_specdecode.errors import SweepOverrideWarning
 from pytest_specdecode.service.checks import live_config
 from pytest_specdecode.session.items import PARAM, item_config, item_kind, speedup_cases
@@ -140,12 +141,9 @@ class Collection:
     def finish(self, items: list[pytest.Item]) -> None:
         """What the collection leaves for the run: the xdist controller's scheduler
         groups (one config at a time per host) and the tests planned per config."""
-        groups = {i.nodeid: run.config_key(c) for i in items if (c := item_config(i))}
+        groups = {i.nodeid: c.key() for i in items if (c := item_config(i))}
         shared_files.write_groups(self.config, groups)
-        self.planned = {}
-        for item in items:
-            if (config := item_config(item)) is not None:
-                self.planned[config.key()] = self.planned.get(config.key(), 0) + 1
+        self.planned = dict(Counter(groups.values()))
 
     def notes(self) -> list[tuple[str, bool]]:
         """The collection's lines for the terminal (shown at collection too, so

@@ -4,11 +4,11 @@ and, for --dflash-dry-run, the plan instead of a run."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.session.items import item_config, item_kind, terminal
 
 if TYPE_CHECKING:
@@ -36,10 +36,7 @@ def dry_run_lines(run: SpecDecodeSession, items: list[pytest.Item]) -> list[str]
     its tests, and the collection's errors."""
     from pytest_specdecode.service.dryrun import Planned, plan_lines
 
-    counts: dict[SpecConfig, int] = {}
-    for item in items:
-        if (config := item_config(item)) is not None:
-            counts[config] = counts.get(config, 0) + 1
+    counts = Counter(config for item in items if (config := item_config(item)) is not None)
     carried = run.resume.whole() if run.resume is not None else []
     planned = [Planned(c, n, carried=True) for c, n in carried]
     planned += [Planned(config, n) for config, n in counts.items()]
@@ -47,7 +44,7 @@ def dry_run_lines(run: SpecDecodeSession, items: list[pytest.Item]) -> list[str]
         run.settings,
         run.collection.resolver.dialect,
         planned,
-        workers=run.dry_workers,
+        workers=run.target.dry_workers,
         port=run.services.port,
         invalid=run.collection.invalid,
         redactor=run.redactor,

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.distributed import worker_side
+from pytest_specdecode.distributed.shared_files import worker_lease_dir
 from pytest_specdecode.output import redact
 from pytest_specdecode.output.progress import Progress
 from pytest_specdecode.report import gates, results
@@ -32,8 +33,7 @@ from pytest_specdecode.session.notices import Notices
 from pytest_specdecode.session.resume_state import ResumeState
 from pytest_specdecode.session.running import Running
 from pytest_specdecode.session.sweep import Sweep
-from pytest_specdecode.session.target import Target, shared_dir, verbose_header_lines
-from pytest_specdecode.throughput import calibration
+from pytest_specdecode.session.target import Target, verbose_header_lines
 from pytest_specdecode.throughput.runner import LosslessBaseline
 
 
@@ -57,11 +57,10 @@ class SpecDecodeSession:
         self.outputs = RunOutputs(settings, self.results, config.rootpath, redactor=self.redactor)
         self.outputs.problem_set = self.collection.problem_set
         # Under xdist the baseline goes to the directory the controller shares.
-        self.lossless_baseline = LosslessBaseline(shared_dir(config))
+        self.lossless_baseline = LosslessBaseline(worker_lease_dir(config))
         self.calibrating = Calibrating(config, settings, self.outputs)
         self.notices = Notices(config, settings)
         self.target = Target(config, settings)
-        self.dry_workers = self.target.dry_workers
         self.resume = ResumeState.for_run(
             config, settings, self.collection.problem_set, self.results
         )
@@ -80,11 +79,6 @@ class SpecDecodeSession:
         # A cancelled CI job (SIGTERM) stops what was started, as Ctrl-C does.
         self.term = TermAsInterrupt()
         self.term.install()
-
-    @property
-    def calibration(self) -> calibration.Calibration | None:
-        """The load client's null-server figures, once calibrated."""
-        return self.calibrating.found
 
     def holds_host_alone(self) -> bool:
         """On an xdist worker: whether no other worker can load its server (throughput

@@ -15,7 +15,6 @@ from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.distributed import shared_files
 from pytest_specdecode.report.results import RunResults
 from pytest_specdecode.session.items import item_config, item_kind
-from pytest_specdecode.session.target import shared_dir
 from pytest_specdecode.throughput.runner import LosslessBaseline
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ class ResumeState:
         from pytest_specdecode.report.resume import Resume
 
         # Workers read the copy the controller made before any test rewrote the report.
-        shared = shared_dir(config)
+        shared = shared_files.worker_lease_dir(config)
         copy = shared_files.shared_resume(shared) if shared else None
         path = copy or settings.resume or ""
         return cls(Resume.load(path, settings, config.rootpath, problem_set), config, results)

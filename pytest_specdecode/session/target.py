@@ -20,13 +20,6 @@ from pytest_specdecode.output.redact import Redactor
 from pytest_specdecode.service.manager import ServiceManager
 
 
-def shared_dir(config: pytest.Config) -> Path | None:
-    """On an xdist worker: the directory the controller shares with the workers."""
-    info = getattr(config, "workerinput", None) or {}
-    shared = info.get(shared_files.LEASE_DIR)
-    return Path(shared) if shared else None
-
-
 class Target:
     """The run's hosts and how its processes share them. Made before any resource:
     a distribution the options do not allow is refused here."""

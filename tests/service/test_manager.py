@@ -16,7 +16,6 @@ import pytest
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.distributed.lease import HostLease, write_active
-from pytest_specdecode.distributed.run import config_key
 from pytest_specdecode.service.base import ListenerCheck, ServiceController
 from pytest_specdecode.service.manager import (
     OtherConfigLive,
@@ -194,7 +193,7 @@ def test_under_the_lease_one_worker_switches_and_the_other_joins(tmp_path: Path)
     world = World(REMOTE)
     alive = {1, 2}.__contains__
     leases = tmp_path / "leases"
-    write_active(leases, "gpu", config_key(A))
+    write_active(leases, "gpu", A.key())
 
     def lease(worker: str, pid: int) -> HostLease:
         return HostLease(leases, "gpu", worker, pid=pid, alive=alive, poll_interval=0.01)
@@ -210,7 +209,7 @@ def test_under_the_lease_one_worker_switches_and_the_other_joins(tmp_path: Path)
 
     def scheduler_moves_on(seconds: float) -> None:
         waits.append(seconds)
-        write_active(leases, "gpu", config_key(B))
+        write_active(leases, "gpu", B.key())
 
     waiting = HostLease(leases, "gpu", "gw1", pid=2, alive=alive, sleep=scheduler_moves_on)
     handle = world.manager(lease=waiting).acquire(B, tmp_path)

@@ -26,7 +26,6 @@ from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.distributed.lease import HostLease, write_active
 from pytest_specdecode.distributed.placement import host_key
-from pytest_specdecode.distributed.run import config_key
 from pytest_specdecode.distributed.shared_files import LEASE_DIR, LEASES, PORT
 from pytest_specdecode.distributed.worker_side import worker_lease
 from pytest_specdecode.output.progress import Progress
@@ -126,7 +125,7 @@ def test_a_joining_worker_verifies_through_the_one_probe(
 ) -> None:
     world = Spied(monkeypatch, REMOTE)
     leases = tmp_path / "leases"
-    write_active(leases, "gpu", config_key(A))
+    write_active(leases, "gpu", A.key())
 
     def lease(worker: str, pid: int) -> HostLease:
         return HostLease(leases, "gpu", worker, pid=pid, alive={1, 2}.__contains__)
