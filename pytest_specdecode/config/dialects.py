@@ -554,11 +554,6 @@ _BUILTIN: dict[str, Callable[[str, bool], SGLangDialect]] = {
 SIMULATOR_BUILDS = {"sglang-legacy": "legacy", "ddtree": "ddtree"}
 
 
-def sglang_versions() -> tuple[str, ...]:
-    """SGLang versions whose option tables are known (``--dflash-sglang-version``)."""
-    return facts.VERSIONS
-
-
 def simulator_flags(dialect: Dialect) -> list[str]:
     """Flags that make the bundled simulator play the build ``dialect`` targets."""
     build = SIMULATOR_BUILDS.get(dialect.name)
@@ -620,20 +615,6 @@ def render_command(
         raise ConfigError("the launch command is empty; give --dflash-launch")
     rendered = dialect.render(config)
     return [*argv, *rendered.argv], dict(rendered.env)
-
-
-def shell_command(
-    base: str, config: SpecConfig, dialect: Dialect, *, with_env: bool = False
-) -> str:
-    """The launch command as one shell-quoted string (ssh, systemd ExecStart).
-
-    With ``with_env``, environment assignments (``NAME=value``) come first,
-    which a POSIX shell applies to the command; systemd wants them as
-    ``Environment=`` lines instead (use :func:`render_command`'s env).
-    """
-    argv, env = render_command(base, config, dialect)
-    prefix = [f"{k}={render.shell_word(v)}" for k, v in env.items()] if with_env else []
-    return " ".join([*prefix, render.shell_join(argv)])
 
 
 def check_script_template(template: str) -> list[script_template.Slot]:

@@ -22,7 +22,7 @@ import difflib
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -67,6 +67,8 @@ _ALIASES = {
 }
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*")
 _INT_RE = re.compile(r"[+-]?\d+")
+# The knobs' names in a test id.
+_SHORT_NAMES = {"budget": "b", "topk": "k", "window": "w", "steps": "s", "draft_model": "d"}
 
 
 class ConfigError(SpecDecodeError, ValueError):
@@ -108,40 +110,21 @@ class SpecConfig:
     def label(self) -> str:
         """Human-readable, e.g. ``DFLASH budget=8 window=2048`` (plus
         ``draft_model=...`` when :attr:`show_draft`)."""
-        parts = [self.algorithm]
-        for key in ("budget", "topk", "window", "steps"):
-            value = getattr(self, key)
-            if value is not None:
-                parts.append(f"{key}={value}")
-        if self.show_draft and self.draft_model is not None:
-            parts.append(f"draft_model={self.draft_model}")
-        parts.extend(f"{k}={v}" for k, v in self.extra)
-        return " ".join(parts)
+        return " ".join(self._parts({}, "="))
 
     def test_id(self) -> str:
         """Compact id for test ids under a sweep, e.g. ``DFLASH-b8-w2048``
         (``DFLASH-b8-d/models/a`` when :attr:`show_draft`)."""
-        parts = [self.algorithm]
-        for key, short in (("budget", "b"), ("topk", "k"), ("window", "w"), ("steps", "s")):
-            value = getattr(self, key)
-            if value is not None:
-                parts.append(f"{short}{value}")
-        if self.show_draft and self.draft_model is not None:
-            parts.append(f"d{self.draft_model}")
-        parts.extend(f"{k}{v}" for k, v in self.extra)
-        return "-".join(parts)
+        return "-".join(self._parts(_SHORT_NAMES, ""))
 
-    def sort_key(self) -> tuple[object, ...]:
-        """A total order usable although fields may be ``None``."""
-        return (
-            self.algorithm,
-            -1 if self.budget is None else self.budget,
-            -1 if self.topk is None else self.topk,
-            -1 if self.window is None else self.window,
-            self.draft_model or "",
-            self.extra,
-            -1 if self.steps is None else self.steps,
-        )
+    def _parts(self, names: Mapping[str, str], sep: str) -> list[str]:
+        """The algorithm, then each knob set (the draft model when shown) and each extra
+        flag as name, ``sep``, value; ``names`` shortens the knobs' names."""
+        knobs = [(key, getattr(self, key)) for key in ("budget", "topk", "window", "steps")]
+        if self.show_draft:
+            knobs.append(("draft_model", self.draft_model))
+        shown = [(names.get(k, k), v) for k, v in knobs if v is not None]
+        return [self.algorithm, *(f"{k}{sep}{v}" for k, v in [*shown, *self.extra])]
 
 
 class ResolvedConfig(NamedTuple):
@@ -366,20 +349,12 @@ def parse_sweep_option(text: str, *, source: str = "--dflash-sweep") -> list[dic
             items = [v for v in raw_values.split(",") if v.strip()]
             if not items:
                 raise ConfigError("no values; write e.g. 'budget=4,8,16'")
-            axes[key] = _unique([coerce(key, v.strip()) for v in items])
+            axes[key] = list(dict.fromkeys(coerce(key, v.strip()) for v in items))
         except ConfigError as exc:
             raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
     if not axes:
         raise ConfigError(f"{source}: {text!r} names no key; write e.g. 'budget=4,8;window=1024'")
     return _product(axes)
-
-
-def _unique(values: Sequence[object]) -> list[object]:
-    seen: list[object] = []
-    for value in values:
-        if value not in seen:
-            seen.append(value)
-    return seen
 
 
 def _product(axes: Mapping[str, Sequence[object]]) -> list[dict[str, object]]:
@@ -407,24 +382,10 @@ def expand_marker(kwargs: Mapping[str, object]) -> tuple[list[dict[str, object]]
             if not value:
                 raise ConfigError(f"{raw_key}=[]: an empty list runs nothing; give values")
             has_lists = True
-            axes[key] = _unique([coerce(key, v) for v in value])
+            axes[key] = list(dict.fromkeys(coerce(key, v) for v in value))
         else:
             axes[key] = [coerce(key, value)]
     return _product(axes), has_lists
-
-
-def configs_from_marker(kwargs: Mapping[str, object], *, base: SpecConfig) -> list[SpecConfig]:
-    """One config per combination of the marker's values, applied over ``base``."""
-    points, _ = expand_marker(kwargs)
-    return _unique_configs(apply_overrides(base, p) for p in points)
-
-
-def _unique_configs(configs: Iterable[SpecConfig]) -> list[SpecConfig]:
-    out: list[SpecConfig] = []
-    for config in configs:
-        if config not in out:
-            out.append(config)
-    return out
 
 
 def merge(
@@ -463,7 +424,7 @@ def merge(
         for marker_point in marker_points:
             configs.append(apply_overrides(base, {**point, **marker_point, **cli_values}))
     in_id = bool(sweep_points) or has_lists
-    return [ResolvedConfig(c, in_id) for c in _unique_configs(configs)]
+    return [ResolvedConfig(c, in_id) for c in dict.fromkeys(configs)]
 
 
 # -- validation ------------------------------------------------------------

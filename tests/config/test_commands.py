@@ -13,7 +13,6 @@ from pytest_specdecode.config.dialects import (
     render_command,
     script_args,
     script_problems,
-    shell_command,
 )
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
@@ -39,19 +38,6 @@ def test_render_command_splits_the_base_and_appends_flags() -> None:
 def test_render_command_errors(base: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         render_command(base, DDTREE, get_dialect("ddtree"))
-
-
-def test_shell_command_round_trips_through_shlex() -> None:
-    dialect = get_dialect("ddtree")
-    base = "srv --name 'a b'"
-    argv, _ = render_command(base, DDTREE, dialect)
-    assert shlex.split(shell_command(base, DDTREE, dialect)) == argv
-
-
-def test_shell_command_with_env_prefix() -> None:
-    config = SpecConfig("DDTREE", budget=8, topk=2, draft_model="/d")
-    line = shell_command("srv", config, get_dialect("ddtree"), with_env=True)
-    assert line.startswith("SGLANG_DDTREE_MAX_TOPK=2 srv --speculative-algorithm DDTREE")
 
 
 def test_script_args_quotes_values_and_keeps_positions() -> None:
