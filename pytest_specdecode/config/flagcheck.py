@@ -66,11 +66,7 @@ def field_value(table: OptionTable, words: Sequence[str]) -> tuple[str, Any] | N
         ns = check(table, words)
     except Refused:
         return None
-    flag = words[0].split("=", 1)[0]
-    option = table.option(flag)
-    if option is None:
-        matches = table.prefix_matches(flag)
-        option = table.option(matches[0]) if len(matches) == 1 else None
+    option = table.resolve(words[0].split("=", 1)[0])
     if option is None:
         return None
     return option.dest, getattr(ns, option.dest, None)

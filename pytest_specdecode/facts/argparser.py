@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from pytest_specdecode.facts import Option, OptionTable
@@ -143,26 +144,9 @@ def converters(table: OptionTable) -> dict[str, Converter]:
     }
 
 
-class DeprecatedStoreTrue(argparse.Action):
-    """A retired switch that still stores True, with SGLang's warning."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        self.new_flag: str | None = kwargs.pop("new_flag", None)
-        super().__init__(option_strings, dest, nargs=0, const=True, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _deprecated(parser, option_string, self.new_flag)
-        setattr(namespace, self.dest, True)
-
-
-class DeprecatedStoreConst(argparse.Action):
-    """A retired valued flag whose one accepted value became a boolean."""
+class Deprecated(argparse.Action):
+    """A retired flag that still stores its value, with SGLang's warning: True for a
+    retired switch, the one accepted value for a valued flag that became a boolean."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         self.new_flag: str | None = kwargs.pop("new_flag", None)
@@ -176,15 +160,14 @@ class DeprecatedStoreConst(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        _deprecated(parser, option_string, self.new_flag)
+        replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
+        note = getattr(parser, "note_deprecated", None)
+        if callable(note):
+            note(
+                f"'{option_string}' is deprecated and will be removed in a future release."
+                + replacement
+            )
         setattr(namespace, self.dest, self.const_value)
-
-
-def _deprecated(parser: argparse.ArgumentParser, flag: str | None, new_flag: str | None) -> None:
-    replacement = f" Use '{new_flag}' instead." if new_flag else ""
-    note = getattr(parser, "note_deprecated", None)
-    if callable(note):
-        note(f"'{flag}' is deprecated and will be removed in a future release.{replacement}")
 
 
 class LoRAPaths(argparse.Action):
@@ -233,12 +216,11 @@ def _add(parser: argparse.ArgumentParser, o: Option, types: Mapping[str, Convert
         # argparse derives the --no- spelling itself from the positive one.
         positive = [f for f in o.flags if not f.startswith("--no-")]
         parser.add_argument(*positive, action=argparse.BooleanOptionalAction, **common)
-    elif o.action == "DeprecatedStoreTrueAction":
-        parser.add_argument(*o.flags, action=DeprecatedStoreTrue, **common)
-    elif o.action == "DeprecatedStoreConstAction":
+    elif o.action in ("DeprecatedStoreTrueAction", "DeprecatedStoreConstAction"):
+        # A retired switch has nargs 0 and const True in the table.
         parser.add_argument(
             *o.flags,
-            action=DeprecatedStoreConst,
+            action=Deprecated,
             nargs=o.nargs,
             choices=o.choices,
             const_value=o.const,
@@ -292,14 +274,9 @@ def check(table: OptionTable, argv: Sequence[str]) -> argparse.Namespace:
         raise Refused(f"{type(exc).__name__}: {exc}") from None
 
 
-_CHECKERS: dict[tuple[str, str], CheckingParser] = {}
-
-
+@cache
 def _checker(table: OptionTable) -> CheckingParser:
-    key = (table.version, table.build)
-    parser = _CHECKERS.get(key)
-    if parser is None:
-        parser = CheckingParser(prog=table.prog, add_help=True)
-        add_options(parser, table)
-        _CHECKERS[key] = parser
+    # Tables compare by identity, and load() caches them: one parser per table.
+    parser = CheckingParser(prog=table.prog, add_help=True)
+    add_options(parser, table)
     return parser
