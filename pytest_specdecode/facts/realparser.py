@@ -50,7 +50,36 @@ ABSENT = frozenset({"npu", "musa", "hpu", "mlu"})
 PROG = "sglang serve"  # prepare_server_args' parser name, shown in usage and errors
 
 
-class _AnyMeta(abc.ABCMeta):
+class _Inert:
+    """What a stand-in and its class both are: empty, falsy, zero, never ordered,
+    and themselves when or-ed (``torch.dtype | None``)."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __lt__(self, other: Any) -> bool:
+        return False
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def _same(self, other: Any) -> Any:
+        return self
+
+    __or__ = __ror__ = _same
+
+
+class _AnyMeta(_Inert, abc.ABCMeta):
     """Class-level behaviour of a stand-in: every attribute exists, nothing is true."""
 
     def __getattr__(cls, name: str) -> Any:
@@ -67,35 +96,11 @@ class _AnyMeta(abc.ABCMeta):
     def __getitem__(cls, item: Any) -> Any:
         return cls
 
-    def __iter__(cls) -> Iterator[Any]:
-        return iter(())
-
-    def __bool__(cls) -> bool:
-        return False
-
-    def __int__(cls) -> int:
-        return 0
-
-    __index__ = __int__
-
-    def __float__(cls) -> float:
-        return 0.0
-
-    def __lt__(cls, other: Any) -> bool:
-        return False
-
-    __le__ = __gt__ = __ge__ = __lt__
-
-    def __or__(cls, other: Any) -> Any:
-        return cls
-
-    __ror__ = __or__
-
     def __mro_entries__(cls, bases: tuple[Any, ...]) -> tuple[type, ...]:
         return (cls,)
 
 
-class _Anything(metaclass=_AnyMeta):
+class _Anything(_Inert, metaclass=_AnyMeta):
     """An instance-level stand-in: callable, indexable, falsy, zero, a context manager."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -117,22 +122,8 @@ class _Anything(metaclass=_AnyMeta):
     def __getitem__(self, item: Any) -> Any:
         return _Anything()
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(())
-
     def __len__(self) -> int:
         return 0
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __int__(self) -> int:
-        return 0
-
-    __index__ = __int__
-
-    def __float__(self) -> float:
-        return 0.0
 
     def __enter__(self) -> Any:
         return self
@@ -140,16 +131,8 @@ class _Anything(metaclass=_AnyMeta):
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def __lt__(self, other: Any) -> bool:
-        return False
-
-    __le__ = __gt__ = __ge__ = __lt__
-
-    def _same(self, other: Any) -> Any:
-        return self
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
-    __truediv__ = __floordiv__ = __mod__ = __pow__ = __or__ = __ror__ = __and__ = _same
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _Inert._same
+    __truediv__ = __floordiv__ = __mod__ = __pow__ = __and__ = _Inert._same
 
 
 def stand_in(name: str) -> type:
