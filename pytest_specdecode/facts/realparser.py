@@ -34,6 +34,8 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from pytest_specdecode.facts.regenerate import jsonable, table_from
+
 # Packages SGLang imports at module level that need a GPU, a compiler or a
 # large download; none of them decides an option's spelling, type or choices.
 STAND_IN_ROOTS = frozenset(
@@ -199,18 +201,8 @@ def parse_case(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str
         lines = [line for line in err.getvalue().splitlines() if f"{PROG}: error:" in line]
         return {"status": int(exc.code or 0), "error": lines[-1] if lines else ""}
     defaults = {a.dest: a.default for a in parser._actions}
-    changed = {k: _plain(v) for k, v in vars(ns).items() if v != defaults.get(k)}
+    changed = {k: jsonable(v) for k, v in vars(ns).items() if v != defaults.get(k)}
     return {"status": 0, "error": "", "values": changed}
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return repr(value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -224,8 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = json.load(sys.stdin)
         json.dump([parse_case(parser, case) for case in cases], sys.stdout)
         return 0
-    from pytest_specdecode.facts.regenerate import table_from
-
     table = table_from(parser, server_args)
     with open(args[2], "w", encoding="utf-8") as fh:
         json.dump(table, fh, indent=1)
