@@ -603,20 +603,6 @@ def get_dialect(
     return _BUILTIN[name](version, simulator)
 
 
-def render_command(
-    base: str, config: SpecConfig, dialect: Dialect
-) -> tuple[list[str], dict[str, str]]:
-    """``base`` shell-split plus the rendered flags, and the environment to add."""
-    try:
-        argv = shlex.split(base)
-    except ValueError as exc:
-        raise ConfigError(f"launch command {base!r} cannot be split: {exc}") from None
-    if not argv:
-        raise ConfigError("the launch command is empty; give --dflash-launch")
-    rendered = dialect.render(config)
-    return [*argv, *rendered.argv], dict(rendered.env)
-
-
 def check_script_template(template: str) -> list[script_template.Slot]:
     """Refuse a reconfigure-script template with an unknown or unsafe placeholder.
 

@@ -104,6 +104,11 @@ class Option:
         return _ini_of(self.flag) if self.flag else ""
 
     @property
+    def value_name(self) -> str:
+        """The value's name in ``--help`` and the docs: the metavar, or ``{a,b,c}``."""
+        return self.metavar or "{" + ",".join(self.choices) + "}"
+
+    @property
     def parser(self) -> Callable[[str], Any]:
         return parsers.choice(self.choices) if self.choices else self.parse
 
@@ -129,10 +134,6 @@ class Option:
 
 def _ini_of(flag: str) -> str:
     return "dflash_" + flag.removeprefix("--dflash-").replace("-", "_")
-
-
-def _choices(values: tuple[str, ...]) -> str:
-    return "{" + ",".join(values) + "}"
 
 
 _positive = parsers.number(0, inclusive=False)
@@ -462,7 +463,7 @@ def _argparse(option: Option) -> dict[str, Any]:
     help = option.full_help.replace("%", "%%")
     if option.kind == "switch":
         return {"action": "store_true", "default": None, "help": help}
-    metavar = option.metavar or _choices(option.choices)
+    metavar = option.value_name
     if option.kind == "list":
         return {"action": "append", "default": [], "metavar": metavar, "help": help}
     if option.kind == "optional":
