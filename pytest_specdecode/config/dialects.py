@@ -27,7 +27,7 @@ import shlex
 import string
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from pytest_specdecode import facts
@@ -280,25 +280,17 @@ def _flag(key: str, field: str, value: object) -> _Expect:
     return _Expect(key, (field,), (value,), "--" + field.replace("_", "-"), str(value))
 
 
+@dataclass(eq=False, repr=False)
 class SGLangDialect(Dialect):
     """SGLang's own flags; ``/server_info`` reports them as flat fields."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        window_flag: str = "--speculative-draft-window-size",
-        window_fields: tuple[str, ...] = ("speculative_draft_window_size",),
-        ddtree: bool = False,
-        table: facts.OptionTable | None = None,
-        simulator: bool = False,
-    ) -> None:
-        self.name = name
-        self.simulator = simulator
-        self.window_flag = window_flag
-        self.window_fields = window_fields
-        self.ddtree = ddtree
-        self.table = table
+    name: str
+    _: KW_ONLY
+    window_flag: str = "--speculative-draft-window-size"
+    window_fields: tuple[str, ...] = ("speculative_draft_window_size",)
+    ddtree: bool = False
+    table: facts.OptionTable | None = None
+    simulator: bool = False
 
     def problems(self, config: SpecConfig) -> list[str]:
         if config.algorithm == "DDTREE" and not self.ddtree:
