@@ -388,14 +388,14 @@ def _without_sim_flags(argv: Sequence[str]) -> tuple[str, ...]:
 # -- user template ------------------------------------------------------------
 
 
-def _fields_of(text: str, allowed: Sequence[str], where: str) -> list[tuple[str, str]]:
-    """(literal before, placeholder) pairs of ``text``; refuses unknown or formatted ones."""
+def _placeholders(text: str, allowed: Sequence[str], where: str) -> list[str]:
+    """The placeholders of ``text``, in order; refuses unknown or formatted ones."""
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise ConfigError(f"{where} {text!r}: {exc}; write '{{{{' for a literal brace") from None
     out = []
-    for literal, name, spec, conversion in parsed:
+    for _, name, spec, conversion in parsed:
         if name is None:
             continue
         if name not in allowed or spec or conversion:
@@ -403,7 +403,7 @@ def _fields_of(text: str, allowed: Sequence[str], where: str) -> list[tuple[str,
                 f"{where} {text!r}: unknown placeholder {{{name}}}; "
                 f"use {', '.join('{' + a + '}' for a in allowed)}"
             )
-        out.append((literal, name))
+        out.append(name)
     return out
 
 
@@ -429,14 +429,13 @@ class TemplateDialect(Dialect):
 
     def __init__(self, args_template: str, env_template: str | None = None) -> None:
         try:
-            self.tokens = shlex.split(args_template)
+            tokens = shlex.split(args_template)
             pairs = shlex.split(env_template or "")
         except ValueError as exc:
             raise ConfigError(f"dflash_args/dflash_env cannot be split: {exc}") from None
-        self.used: set[str] = set()
-        for token in self.tokens:
-            self.used.update(n for _, n in _fields_of(token, PLACEHOLDERS, "dflash_args"))
-        self.env_pairs: list[tuple[str, str]] = []
+        # Each token, and each variable with its value's template, with its placeholders.
+        self.tokens = [(t, _placeholders(t, PLACEHOLDERS, "dflash_args")) for t in tokens]
+        self.env_pairs: list[tuple[str, str, list[str]]] = []
         for pair in pairs:
             var, sep, value = pair.partition("=")
             if not sep or not _ENV_NAME.fullmatch(var):
@@ -444,14 +443,13 @@ class TemplateDialect(Dialect):
                     f"dflash_env item {pair!r} is not NAME=VALUE; "
                     "separate pairs by spaces or newlines, e.g. 'MY_TOPK={topk}'"
                 )
-            self.used.update(n for _, n in _fields_of(value, PLACEHOLDERS, "dflash_env"))
-            self.env_pairs.append((var, value))
-        for word in [*self.tokens, *pairs]:
+            self.env_pairs.append((var, value, _placeholders(value, PLACEHOLDERS, "dflash_env")))
+        for word in [*tokens, *pairs]:
             refused = render.refuse_control("dflash_args/dflash_env word", word)
             if refused is not None:
                 raise ConfigError(refused)
-        self.args_template = args_template
-        self.env_template = env_template
+        self.used = {n for _, names in self.tokens for n in names}
+        self.used.update(n for *_, names in self.env_pairs for n in names)
 
     def problems(self, config: SpecConfig) -> list[str]:
         values = _values(config)
@@ -468,8 +466,7 @@ class TemplateDialect(Dialect):
         argv: list[str] = []
         dropped: list[tuple[str, str]] = []
         templated_prev = True
-        for token in self.tokens:
-            names = [n for _, n in _fields_of(token, PLACEHOLDERS, "dflash_args")]
+        for token, names in self.tokens:
             unset = next((n for n in names if values[n] is None), None)
             if unset is not None:
                 if argv and not templated_prev and _is_flag(argv[-1]):
@@ -483,8 +480,8 @@ class TemplateDialect(Dialect):
         argv.extend(_extra_words(config))
         env = {
             var: value.format(**values)
-            for var, value in self.env_pairs
-            if not any(values[n] is None for _, n in _fields_of(value, PLACEHOLDERS, "env"))
+            for var, value, names in self.env_pairs
+            if not any(values[n] is None for n in names)
         }
         return Rendered(tuple(argv), env), dropped
 
@@ -495,9 +492,8 @@ class TemplateDialect(Dialect):
         rendered, dropped = self._render(config)
         expects = [*_argv_expects(rendered.argv)]
         expects.extend(_Expect(key, flag=flag) for flag, key in dropped)
-        for var, template in self.env_pairs:
+        for var, _, names in self.env_pairs:
             if var in rendered.env:
-                names = [n for _, n in _fields_of(template, PLACEHOLDERS, "dflash_env")]
                 key = ",".join(names) or var
                 expects.append(_Expect(key, value=rendered.env[var], env=var))
         result = _check(expects, server_info)
@@ -602,7 +598,7 @@ def check_script_template(template: str) -> list[script_template.Slot]:
     :mod:`pytest_specdecode.config.script_template` for where a placeholder
     may sit so that no value is ever read as shell code.
     """
-    _fields_of(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")
+    _placeholders(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")
     return script_template.slots(template)
 
 
@@ -634,7 +630,7 @@ def script_args(template: str, config: SpecConfig) -> str:
 
 def script_problems(template: str, config: SpecConfig) -> list[str]:
     """Set config keys that ``template`` has no placeholder for (one line each)."""
-    used = {n for _, n in _fields_of(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")}
+    used = set(_placeholders(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd"))
     values = _values(config)
     found = [
         f"{key}={values[key]} is set but --dflash-restart-cmd has no {{{key}}}; "
