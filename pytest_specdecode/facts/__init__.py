@@ -45,10 +45,10 @@ class Option:
     flags: tuple[str, ...]
     dest: str
     action: str
-    nargs: int | str | None
-    type: str | None
-    choices: tuple[Any, ...] | None
-    default: Any
+    nargs: int | str | None = None
+    type: str | None = None
+    choices: tuple[Any, ...] | None = None
+    default: Any = None
     metavar: Any = None
     const: Any = None
     help: str = ""
@@ -91,10 +91,7 @@ DIFFERENCES: Mapping[str, Difference] = MappingProxyType(
                     ("--speculative-dflash-draft-window-size",),
                     "speculative_dflash_draft_window_size",
                     "_StoreAction",
-                    None,
-                    "int",
-                    None,
-                    None,
+                    type="int",
                     help="The drafter's sliding attention window (older DFlash builds).",
                 ),
             ),
@@ -110,10 +107,7 @@ DIFFERENCES: Mapping[str, Difference] = MappingProxyType(
                     ("--speculative-ddtree-budget",),
                     "speculative_ddtree_budget",
                     "_StoreAction",
-                    None,
-                    "int",
-                    None,
-                    None,
+                    type="int",
                     help="The DDTree tree budget (DDTree PR builds).",
                 ),
             ),
