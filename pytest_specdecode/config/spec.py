@@ -22,7 +22,7 @@ import difflib
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -301,11 +301,27 @@ def base_config(
 # -- option text -----------------------------------------------------------
 
 
-def _split_pair(part: str, source: str) -> tuple[str, str]:
-    key, sep, value = part.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"{source}: bad part {part.strip()!r}: expected KEY=VALUE")
-    return key, value
+def _parts(
+    text: str, sep: str, source: str, read: Callable[[str, str], Any], twice: str
+) -> dict[str, Any]:
+    """Each ``KEY=VALUE`` part of ``text`` (parts split at ``sep``): ``read(key, value)`` by
+    normalized key. A bad part raises :class:`ConfigError` naming ``source`` and the part;
+    ``twice`` is the fix for a key given twice."""
+    out: dict[str, Any] = {}
+    for part in text.split(sep):
+        if not part.strip():
+            continue
+        raw_key, eq, raw_value = part.partition("=")
+        if not eq or not raw_key.strip():
+            raise ConfigError(f"{source}: bad part {part.strip()!r}: expected KEY=VALUE")
+        try:
+            key = normalize_key(raw_key)
+            if key in out:
+                raise ConfigError(f"key {key!r} given twice; {twice}")
+            out[key] = read(key, raw_value)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
+    return out
 
 
 def parse_config_option(text: str, *, source: str = "--dflash-config") -> dict[str, object]:
@@ -316,19 +332,7 @@ def parse_config_option(text: str, *, source: str = "--dflash-config") -> dict[s
     empty value = bare switch). Values cannot contain commas. Raises
     :class:`ConfigError` naming ``source`` and the bad part.
     """
-    out: dict[str, object] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        raw_key, raw_value = _split_pair(part, source)
-        try:
-            key = normalize_key(raw_key)
-            if key in out:
-                raise ConfigError(f"key {key!r} given twice; give it once")
-            out[key] = coerce(key, raw_value)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
-    return out
+    return _parts(text, ",", source, coerce, "give it once")
 
 
 def parse_sweep_option(text: str, *, source: str = "--dflash-sweep") -> list[dict[str, object]]:
@@ -337,31 +341,21 @@ def parse_sweep_option(text: str, *, source: str = "--dflash-sweep") -> list[dic
     Keys vary in the order written, the last fastest; values in the order
     written. Duplicate points are dropped, keeping the first.
     """
-    axes: dict[str, list[object]] = {}
-    for part in text.split(";"):
-        if not part.strip():
-            continue
-        raw_key, raw_values = _split_pair(part, source)
-        try:
-            key = normalize_key(raw_key)
-            if key in axes:
-                raise ConfigError(f"key {key!r} given twice; list all its values once")
-            items = [v for v in raw_values.split(",") if v.strip()]
-            if not items:
-                raise ConfigError("no values; write e.g. 'budget=4,8,16'")
-            axes[key] = list(dict.fromkeys(coerce(key, v.strip()) for v in items))
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
+    axes = _parts(text, ";", source, _sweep_values, "list all its values once")
     if not axes:
         raise ConfigError(f"{source}: {text!r} names no key; write e.g. 'budget=4,8;window=1024'")
     return _product(axes)
 
 
+def _sweep_values(key: str, text: str) -> list[object]:
+    items = [v for v in text.split(",") if v.strip()]
+    if not items:
+        raise ConfigError("no values; write e.g. 'budget=4,8,16'")
+    return list(dict.fromkeys(coerce(key, v.strip()) for v in items))
+
+
 def _product(axes: Mapping[str, Sequence[object]]) -> list[dict[str, object]]:
-    keys = list(axes)
-    return [
-        dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(axes[k] for k in keys))
-    ]
+    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
 # -- markers and precedence ------------------------------------------------
