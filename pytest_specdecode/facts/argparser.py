@@ -208,10 +208,9 @@ def _add(parser: argparse.ArgumentParser, o: Option, types: Mapping[str, Convert
     common: dict[str, Any] = {"dest": o.dest, "default": o.default, "help": o.help or None}
     if o.metavar is not None:
         common["metavar"] = o.metavar
-    if o.action == "_StoreTrueAction":
-        parser.add_argument(*o.flags, action="store_true", **common)
-    elif o.action == "_StoreFalseAction":
-        parser.add_argument(*o.flags, action="store_false", **common)
+    if o.action in ("_StoreTrueAction", "_StoreFalseAction"):
+        action = "store_true" if o.action == "_StoreTrueAction" else "store_false"
+        parser.add_argument(*o.flags, action=action, **common)
     elif o.action == "BooleanOptionalAction":
         # argparse derives the --no- spelling itself from the positive one.
         positive = [f for f in o.flags if not f.startswith("--no-")]
@@ -231,16 +230,12 @@ def _add(parser: argparse.ArgumentParser, o: Option, types: Mapping[str, Convert
             *o.flags, action=LoRAPaths, nargs=o.nargs, type=types[o.type or "str"], **common
         )
     elif o.action == "_StoreAction":
-        extra: dict[str, Any] = {}
-        if o.nargs is not None:
-            extra["nargs"] = o.nargs
-        if o.nargs == "?":
-            extra["const"] = o.const
-        if o.choices is not None:
-            extra["choices"] = o.choices
-        if o.type:
-            extra["type"] = types[o.type]
-        parser.add_argument(*o.flags, **extra, **common)
+        # argparse's defaults are None: passing them is not passing anything.
+        const = o.const if o.nargs == "?" else None  # argparse refuses it otherwise
+        kind = types[o.type or "str"]  # no type is str's identity
+        parser.add_argument(
+            *o.flags, nargs=o.nargs, const=const, choices=o.choices, type=kind, **common
+        )
     else:
         raise KeyError(f"option {o.flags[0]}: no stand-in for SGLang's action {o.action!r}")
 
