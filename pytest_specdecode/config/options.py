@@ -40,7 +40,6 @@ LOAD_MODES = ("rounds", "continuous")
 CALIBRATION_MODES = ("on", "off")
 CLIENT_WAITS = ("auto", "poll", "sleep")
 SEARCH_METRICS = ("speedup", "tok_s")
-SGLANG_VERSIONS = facts.VERSIONS
 # --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
 # about 0.3, a phrase repeated to the end near 1 (see docs/throughput.md).
 MAX_REPETITION = 0.5
@@ -235,8 +234,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("dialect", "--dflash-dialect", "configs", choices=DIALECTS, default="sglang",
            help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) or "
                 "template (ini dflash_args / dflash_env)."),
-    Option("sglang_version", "--dflash-sglang-version", "configs", choices=SGLANG_VERSIONS,
-           shown=f"{SGLANG_VERSIONS[-1]!r} (newest known)",
+    Option("sglang_version", "--dflash-sglang-version", "configs", choices=facts.VERSIONS,
+           shown=f"{facts.VERSIONS[-1]!r} (newest known)",
            help="SGLang version whose option table the sglang dialects check rendered flags "
                 "against before any restart."),
     Option("draft_model", "--dflash-draft-model", "configs", parse=parsers.draft_path,

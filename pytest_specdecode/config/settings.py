@@ -316,14 +316,7 @@ def _output_tokens(given: int | None, uses_simulator: bool) -> tuple[int, tuple[
     return simulator.OUTPUT_TOKENS, ()
 
 
-_SIM_KNOBS = (
-    "sim_time_scale",
-    "sim_quality",
-    "sim_answers",
-    "sim_fault",
-    "sim_extra_args",
-    "sim_restart_noise",
-)
+_SIM_KNOBS = tuple(option.name for option in OPTIONS if option.group == "simulator")
 
 
 def _sim_args(
