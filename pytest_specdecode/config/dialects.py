@@ -237,13 +237,11 @@ def _emit(expects: Sequence[_Expect]) -> Rendered:
     return Rendered(tuple(argv), env)
 
 
-def _extra_expects(
-    config: SpecConfig, *, fields: bool, table: facts.OptionTable | None = None
-) -> list[_Expect]:
+def _extra_expects(config: SpecConfig, table: facts.OptionTable | None) -> list[_Expect]:
     out = []
     for name, value in config.extra:
         accept: tuple[object, ...] = (True,) if value == "" else (value,)
-        dest: tuple[str, ...] = (name.replace("-", "_"),) if fields else ()
+        dest: tuple[str, ...] = (name.replace("-", "_"),)
         stored = field_value(table, _words(name, value)) if table is not None else None
         if stored is not None and table is not None:
             # The field SGLang stores it in (aliases, --no- forms, 32k -> 32000).
@@ -260,16 +258,6 @@ def _words(name: str, value: str) -> list[str]:
 
 def _extra_words(config: SpecConfig) -> list[str]:
     return [w for n, v in config.extra for w in _words(n, v)]
-
-
-def _needs_draft_model(config: SpecConfig, name: str) -> list[str]:
-    if config.algorithm in ("DFLASH", "DDTREE") and not config.draft_model:
-        return [
-            f"algorithm={config.algorithm} needs a draft model and none is set: SGLang "
-            "refuses to start without --speculative-draft-model-path; set draft_model=... "
-            f"in the marker or --dflash-draft-model / ini dflash_draft_model (dialect {name!r})"
-        ]
-    return []
 
 
 # -- SGLang family ------------------------------------------------------------
@@ -298,13 +286,19 @@ class SGLangDialect(Dialect):
                 f"algorithm=DDTREE is not in released SGLang (dialect {self.name!r}); "
                 "use --dflash-dialect ddtree for a DDTree build, or a template"
             ]
-        found = _needs_draft_model(config, self.name)
-        if not found and self.table is not None:
-            argv = self.render(config).argv
-            if self.simulator:  # the bundled simulator also takes its own --sim-* flags
-                argv = _without_sim_flags(argv)
-            found = flag_problems(self.table, argv, dialect=self.name)
-        return found
+        if config.algorithm in ("DFLASH", "DDTREE") and not config.draft_model:
+            return [
+                f"algorithm={config.algorithm} needs a draft model and none is set: SGLang "
+                "refuses to start without --speculative-draft-model-path; set draft_model=... "
+                "in the marker or --dflash-draft-model / ini dflash_draft_model "
+                f"(dialect {self.name!r})"
+            ]
+        if self.table is None:
+            return []
+        argv = self.render(config).argv
+        if self.simulator:  # the bundled simulator also takes its own --sim-* flags
+            argv = _without_sim_flags(argv)
+        return flag_problems(self.table, argv, dialect=self.name)
 
     def _eagle(self, config: SpecConfig) -> list[_Expect]:
         """EAGLE's knobs, with the steps SGLang's rules need.
@@ -330,7 +324,7 @@ class SGLangDialect(Dialect):
 
     def _expects(self, config: SpecConfig) -> list[_Expect]:
         algo = config.algorithm
-        extras = _extra_expects(config, fields=True, table=self.table)
+        extras = _extra_expects(config, self.table)
         if algo == "NONE":
             # No speculative flags at all; the server reports null.
             return [_Expect("algorithm", ("speculative_algorithm",), (None, "NONE")), *extras]
