@@ -24,11 +24,6 @@ _AMBIGUOUS = re.compile(r"ambiguous option: (\S+?)(?:=\S*)? could match (.+)$")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
 
 
-def nearest(table: OptionTable, flag: str, n: int = 3) -> list[str]:
-    """Real spellings closest to ``flag``."""
-    return difflib.get_close_matches(flag, table.flags(), n=n, cutoff=0.6)
-
-
 def flag_problems(table: OptionTable, argv: Sequence[str], *, dialect: str) -> list[str]:
     """One line per refusal of ``argv`` by the table's parser (empty: accepted)."""
     try:
@@ -52,7 +47,7 @@ def _describe(table: OptionTable, message: str, dialect: str) -> str:
     if unknown:
         flags = [t for t in unknown.group(1).split() if t.startswith("-")]
         flag = flags[0] if flags else unknown.group(1)
-        close = nearest(table, flag.split("=", 1)[0])
+        close = difflib.get_close_matches(flag.split("=", 1)[0], table.flags(), n=3, cutoff=0.6)
         hint = f"; nearest real spellings: {', '.join(close)}" if close else ""
         return f"{where} flag {flag}: SGLang has no such option{hint}"
     return f"{where} the rendered flags: {message}"
