@@ -29,7 +29,7 @@ def flag_problems(table: OptionTable, argv: Sequence[str], *, dialect: str) -> l
     try:
         check(table, argv)
     except Refused as exc:
-        return [_describe(table, exc.message, dialect)]
+        return [_describe(table, str(exc), dialect)]
     return []
 
 

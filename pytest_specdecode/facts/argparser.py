@@ -241,11 +241,7 @@ def _add(parser: argparse.ArgumentParser, o: Option, types: Mapping[str, Convert
 
 
 class Refused(ValueError):
-    """argparse refused a command line; ``message`` is its error text."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    """argparse refused a command line; ``str()`` of it is its error text."""
 
 
 class CheckingParser(argparse.ArgumentParser):
@@ -257,14 +253,13 @@ class CheckingParser(argparse.ArgumentParser):
 
 def check(table: OptionTable, argv: Sequence[str]) -> argparse.Namespace:
     """Parse ``argv`` as SGLang would; raise :class:`Refused` with argparse's message."""
-    parser = _checker(table)
     try:
-        return parser.parse_args(list(argv))
+        return _checker(table).parse_args(list(argv))
+    except Refused:
+        raise
     except SystemExit:
         raise Refused("it would print the help and exit (a --help spelling)") from None
     except (AssertionError, ValueError) as exc:
-        if isinstance(exc, Refused):
-            raise
         # SGLang itself would stop with a traceback here (e.g. a bad --lora-paths JSON).
         raise Refused(f"{type(exc).__name__}: {exc}") from None
 
