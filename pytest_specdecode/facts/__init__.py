@@ -171,11 +171,8 @@ class OptionTable:
         """Whether ``argv`` sets the option storing ``dest``, however it is spelled: any
         of its flags, as ``--flag value`` or ``--flag=value``, or an abbreviation the
         parser's prefix matching takes for it alone."""
-        for word in argv:
-            option = self.resolve(word.split("=", 1)[0]) if word.startswith("-") else None
-            if option is not None and option.dest == dest:
-                return True
-        return False
+        named = (self.resolve(w.split("=", 1)[0]) for w in argv if w.startswith("-"))
+        return any(option is not None and option.dest == dest for option in named)
 
 
 def _option(raw: Mapping[str, Any]) -> Option:
