@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_specdecode.config import spec as cfg
-from pytest_specdecode.config.dialects import Dialect, get_dialect, script_problems
+from pytest_specdecode.config.dialects import get_dialect, script_problems
 from pytest_specdecode.config.settings import Settings
 
 
@@ -30,23 +30,16 @@ class ConfigResolver:
     """Turns markers + settings into validated, interned configs."""
 
     def __init__(
-        self,
-        settings: Settings,
-        dialect: Dialect | None = None,
-        *,
-        live: Callable[[], cfg.SpecConfig | None] | None = None,
+        self, settings: Settings, *, live: Callable[[], cfg.SpecConfig | None] | None = None
     ) -> None:
         self.settings = settings
-        self.dialect = dialect or get_dialect(
-            settings.dialect,
-            **template_args(settings),
-        )
-        self.base = cfg.base_config(settings.base_config, draft_model=settings.draft_model)
+        self.dialect = get_dialect(settings.dialect, **template_args(settings))
         # External mode: the live server's config, read at the first test that needs a
         # config, stands in for the built-in defaults (what the ini and options set
         # still apply over it); None until read, or when it could not be.
         self._live = live
         self.live: cfg.SpecConfig | None = None
+        self.base = self._base()
         self.cli = (
             cfg.parse_config_option(settings.config_override) if settings.config_override else {}
         )
@@ -54,17 +47,16 @@ class ConfigResolver:
         self._sweeps_drafter = any("draft_model" in point for point in self.sweep)
         self._interned: dict[cfg.SpecConfig, cfg.SpecConfig] = {}
 
+    def _base(self) -> cfg.SpecConfig:
+        s = self.settings
+        return cfg.base_config(s.base_config, draft_model=s.draft_model, start=self.live)
+
     def configs(self, marker: Mapping[str, object] | None) -> tuple[list[cfg.SpecConfig], bool]:
         """The validated configs of one test and whether they belong in its id."""
         if self._live is not None:
             read, self._live = self._live, None
             self.live = read()
-            if self.live is not None:
-                self.base = cfg.base_config(
-                    self.settings.base_config,
-                    draft_model=self.settings.draft_model,
-                    start=self.live,
-                )
+            self.base = self._base()
         resolved = cfg.merge(self.base, marker=marker, cli=self.cli, sweep=self.sweep)
         found: list[cfg.SpecConfig] = []
         for config, _ in resolved:

@@ -27,7 +27,7 @@ import shlex
 import string
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from pytest_specdecode import facts
@@ -237,13 +237,11 @@ def _emit(expects: Sequence[_Expect]) -> Rendered:
     return Rendered(tuple(argv), env)
 
 
-def _extra_expects(
-    config: SpecConfig, *, fields: bool, table: facts.OptionTable | None = None
-) -> list[_Expect]:
+def _extra_expects(config: SpecConfig, table: facts.OptionTable | None) -> list[_Expect]:
     out = []
     for name, value in config.extra:
         accept: tuple[object, ...] = (True,) if value == "" else (value,)
-        dest: tuple[str, ...] = (name.replace("-", "_"),) if fields else ()
+        dest: tuple[str, ...] = (name.replace("-", "_"),)
         stored = field_value(table, _words(name, value)) if table is not None else None
         if stored is not None and table is not None:
             # The field SGLang stores it in (aliases, --no- forms, 32k -> 32000).
@@ -262,16 +260,6 @@ def _extra_words(config: SpecConfig) -> list[str]:
     return [w for n, v in config.extra for w in _words(n, v)]
 
 
-def _needs_draft_model(config: SpecConfig, name: str) -> list[str]:
-    if config.algorithm in ("DFLASH", "DDTREE") and not config.draft_model:
-        return [
-            f"algorithm={config.algorithm} needs a draft model and none is set: SGLang "
-            "refuses to start without --speculative-draft-model-path; set draft_model=... "
-            f"in the marker or --dflash-draft-model / ini dflash_draft_model (dialect {name!r})"
-        ]
-    return []
-
-
 # -- SGLang family ------------------------------------------------------------
 
 
@@ -280,25 +268,17 @@ def _flag(key: str, field: str, value: object) -> _Expect:
     return _Expect(key, (field,), (value,), "--" + field.replace("_", "-"), str(value))
 
 
+@dataclass(eq=False, repr=False)
 class SGLangDialect(Dialect):
     """SGLang's own flags; ``/server_info`` reports them as flat fields."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        window_flag: str = "--speculative-draft-window-size",
-        window_fields: tuple[str, ...] = ("speculative_draft_window_size",),
-        ddtree: bool = False,
-        table: facts.OptionTable | None = None,
-        simulator: bool = False,
-    ) -> None:
-        self.name = name
-        self.simulator = simulator
-        self.window_flag = window_flag
-        self.window_fields = window_fields
-        self.ddtree = ddtree
-        self.table = table
+    name: str
+    _: KW_ONLY
+    window_flag: str = "--speculative-draft-window-size"
+    window_fields: tuple[str, ...] = ("speculative_draft_window_size",)
+    ddtree: bool = False
+    table: facts.OptionTable | None = None
+    simulator: bool = False
 
     def problems(self, config: SpecConfig) -> list[str]:
         if config.algorithm == "DDTREE" and not self.ddtree:
@@ -306,13 +286,19 @@ class SGLangDialect(Dialect):
                 f"algorithm=DDTREE is not in released SGLang (dialect {self.name!r}); "
                 "use --dflash-dialect ddtree for a DDTree build, or a template"
             ]
-        found = _needs_draft_model(config, self.name)
-        if not found and self.table is not None:
-            argv = self.render(config).argv
-            if self.simulator:  # the bundled simulator also takes its own --sim-* flags
-                argv = _without_sim_flags(argv)
-            found = flag_problems(self.table, argv, dialect=self.name)
-        return found
+        if config.algorithm in ("DFLASH", "DDTREE") and not config.draft_model:
+            return [
+                f"algorithm={config.algorithm} needs a draft model and none is set: SGLang "
+                "refuses to start without --speculative-draft-model-path; set draft_model=... "
+                "in the marker or --dflash-draft-model / ini dflash_draft_model "
+                f"(dialect {self.name!r})"
+            ]
+        if self.table is None:
+            return []
+        argv = self.render(config).argv
+        if self.simulator:  # the bundled simulator also takes its own --sim-* flags
+            argv = _without_sim_flags(argv)
+        return flag_problems(self.table, argv, dialect=self.name)
 
     def _eagle(self, config: SpecConfig) -> list[_Expect]:
         """EAGLE's knobs, with the steps SGLang's rules need.
@@ -338,7 +324,7 @@ class SGLangDialect(Dialect):
 
     def _expects(self, config: SpecConfig) -> list[_Expect]:
         algo = config.algorithm
-        extras = _extra_expects(config, fields=True, table=self.table)
+        extras = _extra_expects(config, self.table)
         if algo == "NONE":
             # No speculative flags at all; the server reports null.
             return [_Expect("algorithm", ("speculative_algorithm",), (None, "NONE")), *extras]
@@ -396,14 +382,14 @@ def _without_sim_flags(argv: Sequence[str]) -> tuple[str, ...]:
 # -- user template ------------------------------------------------------------
 
 
-def _fields_of(text: str, allowed: Sequence[str], where: str) -> list[tuple[str, str]]:
-    """(literal before, placeholder) pairs of ``text``; refuses unknown or formatted ones."""
+def _placeholders(text: str, allowed: Sequence[str], where: str) -> list[str]:
+    """The placeholders of ``text``, in order; refuses unknown or formatted ones."""
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise ConfigError(f"{where} {text!r}: {exc}; write '{{{{' for a literal brace") from None
     out = []
-    for literal, name, spec, conversion in parsed:
+    for _, name, spec, conversion in parsed:
         if name is None:
             continue
         if name not in allowed or spec or conversion:
@@ -411,7 +397,7 @@ def _fields_of(text: str, allowed: Sequence[str], where: str) -> list[tuple[str,
                 f"{where} {text!r}: unknown placeholder {{{name}}}; "
                 f"use {', '.join('{' + a + '}' for a in allowed)}"
             )
-        out.append((literal, name))
+        out.append(name)
     return out
 
 
@@ -437,14 +423,13 @@ class TemplateDialect(Dialect):
 
     def __init__(self, args_template: str, env_template: str | None = None) -> None:
         try:
-            self.tokens = shlex.split(args_template)
+            tokens = shlex.split(args_template)
             pairs = shlex.split(env_template or "")
         except ValueError as exc:
             raise ConfigError(f"dflash_args/dflash_env cannot be split: {exc}") from None
-        self.used: set[str] = set()
-        for token in self.tokens:
-            self.used.update(n for _, n in _fields_of(token, PLACEHOLDERS, "dflash_args"))
-        self.env_pairs: list[tuple[str, str]] = []
+        # Each token, and each variable with its value's template, with its placeholders.
+        self.tokens = [(t, _placeholders(t, PLACEHOLDERS, "dflash_args")) for t in tokens]
+        self.env_pairs: list[tuple[str, str, list[str]]] = []
         for pair in pairs:
             var, sep, value = pair.partition("=")
             if not sep or not _ENV_NAME.fullmatch(var):
@@ -452,14 +437,13 @@ class TemplateDialect(Dialect):
                     f"dflash_env item {pair!r} is not NAME=VALUE; "
                     "separate pairs by spaces or newlines, e.g. 'MY_TOPK={topk}'"
                 )
-            self.used.update(n for _, n in _fields_of(value, PLACEHOLDERS, "dflash_env"))
-            self.env_pairs.append((var, value))
-        for word in [*self.tokens, *pairs]:
+            self.env_pairs.append((var, value, _placeholders(value, PLACEHOLDERS, "dflash_env")))
+        for word in [*tokens, *pairs]:
             refused = render.refuse_control("dflash_args/dflash_env word", word)
             if refused is not None:
                 raise ConfigError(refused)
-        self.args_template = args_template
-        self.env_template = env_template
+        self.used = {n for _, names in self.tokens for n in names}
+        self.used.update(n for *_, names in self.env_pairs for n in names)
 
     def problems(self, config: SpecConfig) -> list[str]:
         values = _values(config)
@@ -476,8 +460,7 @@ class TemplateDialect(Dialect):
         argv: list[str] = []
         dropped: list[tuple[str, str]] = []
         templated_prev = True
-        for token in self.tokens:
-            names = [n for _, n in _fields_of(token, PLACEHOLDERS, "dflash_args")]
+        for token, names in self.tokens:
             unset = next((n for n in names if values[n] is None), None)
             if unset is not None:
                 if argv and not templated_prev and _is_flag(argv[-1]):
@@ -491,8 +474,8 @@ class TemplateDialect(Dialect):
         argv.extend(_extra_words(config))
         env = {
             var: value.format(**values)
-            for var, value in self.env_pairs
-            if not any(values[n] is None for _, n in _fields_of(value, PLACEHOLDERS, "env"))
+            for var, value, names in self.env_pairs
+            if not any(values[n] is None for n in names)
         }
         return Rendered(tuple(argv), env), dropped
 
@@ -503,9 +486,8 @@ class TemplateDialect(Dialect):
         rendered, dropped = self._render(config)
         expects = [*_argv_expects(rendered.argv)]
         expects.extend(_Expect(key, flag=flag) for flag, key in dropped)
-        for var, template in self.env_pairs:
+        for var, _, names in self.env_pairs:
             if var in rendered.env:
-                names = [n for _, n in _fields_of(template, PLACEHOLDERS, "dflash_env")]
                 key = ",".join(names) or var
                 expects.append(_Expect(key, value=rendered.env[var], env=var))
         result = _check(expects, server_info)
@@ -552,11 +534,6 @@ _BUILTIN: dict[str, Callable[[str, bool], SGLangDialect]] = {
 }
 # What the bundled simulator must play for each dialect (its --sim-build).
 SIMULATOR_BUILDS = {"sglang-legacy": "legacy", "ddtree": "ddtree"}
-
-
-def sglang_versions() -> tuple[str, ...]:
-    """SGLang versions whose option tables are known (``--dflash-sglang-version``)."""
-    return facts.VERSIONS
 
 
 def simulator_flags(dialect: Dialect) -> list[str]:
@@ -608,34 +585,6 @@ def get_dialect(
     return _BUILTIN[name](version, simulator)
 
 
-def render_command(
-    base: str, config: SpecConfig, dialect: Dialect
-) -> tuple[list[str], dict[str, str]]:
-    """``base`` shell-split plus the rendered flags, and the environment to add."""
-    try:
-        argv = shlex.split(base)
-    except ValueError as exc:
-        raise ConfigError(f"launch command {base!r} cannot be split: {exc}") from None
-    if not argv:
-        raise ConfigError("the launch command is empty; give --dflash-launch")
-    rendered = dialect.render(config)
-    return [*argv, *rendered.argv], dict(rendered.env)
-
-
-def shell_command(
-    base: str, config: SpecConfig, dialect: Dialect, *, with_env: bool = False
-) -> str:
-    """The launch command as one shell-quoted string (ssh, systemd ExecStart).
-
-    With ``with_env``, environment assignments (``NAME=value``) come first,
-    which a POSIX shell applies to the command; systemd wants them as
-    ``Environment=`` lines instead (use :func:`render_command`'s env).
-    """
-    argv, env = render_command(base, config, dialect)
-    prefix = [f"{k}={render.shell_word(v)}" for k, v in env.items()] if with_env else []
-    return " ".join([*prefix, render.shell_join(argv)])
-
-
 def check_script_template(template: str) -> list[script_template.Slot]:
     """Refuse a reconfigure-script template with an unknown or unsafe placeholder.
 
@@ -643,7 +592,7 @@ def check_script_template(template: str) -> list[script_template.Slot]:
     :mod:`pytest_specdecode.config.script_template` for where a placeholder
     may sit so that no value is ever read as shell code.
     """
-    _fields_of(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")
+    _placeholders(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")
     return script_template.slots(template)
 
 
@@ -675,7 +624,7 @@ def script_args(template: str, config: SpecConfig) -> str:
 
 def script_problems(template: str, config: SpecConfig) -> list[str]:
     """Set config keys that ``template`` has no placeholder for (one line each)."""
-    used = {n for _, n in _fields_of(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd")}
+    used = set(_placeholders(template, SCRIPT_PLACEHOLDERS, "--dflash-restart-cmd"))
     values = _values(config)
     found = [
         f"{key}={values[key]} is set but --dflash-restart-cmd has no {{{key}}}; "

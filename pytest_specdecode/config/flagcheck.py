@@ -24,17 +24,12 @@ _AMBIGUOUS = re.compile(r"ambiguous option: (\S+?)(?:=\S*)? could match (.+)$")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
 
 
-def nearest(table: OptionTable, flag: str, n: int = 3) -> list[str]:
-    """Real spellings closest to ``flag``."""
-    return difflib.get_close_matches(flag, table.flags(), n=n, cutoff=0.6)
-
-
 def flag_problems(table: OptionTable, argv: Sequence[str], *, dialect: str) -> list[str]:
     """One line per refusal of ``argv`` by the table's parser (empty: accepted)."""
     try:
         check(table, argv)
     except Refused as exc:
-        return [_describe(table, exc.message, dialect)]
+        return [_describe(table, str(exc), dialect)]
     return []
 
 
@@ -52,7 +47,7 @@ def _describe(table: OptionTable, message: str, dialect: str) -> str:
     if unknown:
         flags = [t for t in unknown.group(1).split() if t.startswith("-")]
         flag = flags[0] if flags else unknown.group(1)
-        close = nearest(table, flag.split("=", 1)[0])
+        close = difflib.get_close_matches(flag.split("=", 1)[0], table.flags(), n=3, cutoff=0.6)
         hint = f"; nearest real spellings: {', '.join(close)}" if close else ""
         return f"{where} flag {flag}: SGLang has no such option{hint}"
     return f"{where} the rendered flags: {message}"
@@ -66,11 +61,7 @@ def field_value(table: OptionTable, words: Sequence[str]) -> tuple[str, Any] | N
         ns = check(table, words)
     except Refused:
         return None
-    flag = words[0].split("=", 1)[0]
-    option = table.option(flag)
-    if option is None:
-        matches = table.prefix_matches(flag)
-        option = table.option(matches[0]) if len(matches) == 1 else None
+    option = table.resolve(words[0].split("=", 1)[0])
     if option is None:
         return None
     return option.dest, getattr(ns, option.dest, None)

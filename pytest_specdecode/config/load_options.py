@@ -25,10 +25,9 @@ Slo = tuple[tuple[str, float], ...]
 """``(("ttft", 0.5), ("tpot", 0.03))``: limits in seconds, per metric."""
 
 
-def parse_domains(value: Any) -> tuple[str, ...]:
-    """``code,math`` (or a list, or ``all``) -> ``("code", "math")``."""
-    items = value if isinstance(value, list) else str(value).split(",")
-    names = [str(item).strip().lower() for item in items if str(item).strip()]
+def parse_domains(value: str) -> tuple[str, ...]:
+    """``code,math`` (or ``all``) -> ``("code", "math")``."""
+    names = [item.strip().lower() for item in value.split(",") if item.strip()]
     if names == ["all"]:
         return DOMAINS
     for name in names:
@@ -39,12 +38,11 @@ def parse_domains(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def parse_rates(value: Any) -> tuple[float, ...]:
+def parse_rates(value: str) -> tuple[float, ...]:
     """``4,8,16`` -> ``(4.0, 8.0, 16.0)`` requests per second (finite, > 0)."""
-    items = value if isinstance(value, list) else str(value).split(",")
     rates: list[float] = []
-    for item in items:
-        text = str(item).strip()
+    for item in value.split(","):
+        text = item.strip()
         if not text:
             continue
         try:
@@ -62,10 +60,10 @@ def parse_rates(value: Any) -> tuple[float, ...]:
 _SLO_PART = re.compile(r"^(?P<metric>[a-z0-9]+):(?P<num>\d+(?:\.\d+)?)(?P<unit>ms|s)$")
 
 
-def parse_slo(value: Any) -> Slo:
+def parse_slo(value: str) -> Slo:
     """``ttft:500ms,tpot:30ms,e2e:2s`` -> ``(("ttft", 0.5), ("tpot", 0.03), ("e2e", 2.0))``."""
     found: dict[str, float] = {}
-    for part in str(value).split(","):
+    for part in value.split(","):
         text = part.strip().lower()
         if not text:
             continue

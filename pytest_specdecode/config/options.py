@@ -40,7 +40,6 @@ LOAD_MODES = ("rounds", "continuous")
 CALIBRATION_MODES = ("on", "off")
 CLIENT_WAITS = ("auto", "poll", "sleep")
 SEARCH_METRICS = ("speedup", "tok_s")
-SGLANG_VERSIONS = facts.VERSIONS
 # --dflash-max-repetition: varied prose repeats about 0 of its word 4-grams, code up to
 # about 0.3, a phrase repeated to the end near 1 (see docs/throughput.md).
 MAX_REPETITION = 0.5
@@ -104,6 +103,11 @@ class Option:
         return _ini_of(self.flag) if self.flag else ""
 
     @property
+    def value_name(self) -> str:
+        """The value's name in ``--help`` and the docs: the metavar, or ``{a,b,c}``."""
+        return self.metavar or "{" + ",".join(self.choices) + "}"
+
+    @property
     def parser(self) -> Callable[[str], Any]:
         return parsers.choice(self.choices) if self.choices else self.parse
 
@@ -129,10 +133,6 @@ class Option:
 
 def _ini_of(flag: str) -> str:
     return "dflash_" + flag.removeprefix("--dflash-").replace("-", "_")
-
-
-def _choices(values: tuple[str, ...]) -> str:
-    return "{" + ",".join(values) + "}"
 
 
 _positive = parsers.number(0, inclusive=False)
@@ -234,8 +234,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("dialect", "--dflash-dialect", "configs", choices=DIALECTS, default="sglang",
            help="How flags are spelled: sglang (0.5.23), sglang-legacy, ddtree (PR builds) or "
                 "template (ini dflash_args / dflash_env)."),
-    Option("sglang_version", "--dflash-sglang-version", "configs", choices=SGLANG_VERSIONS,
-           shown=f"{SGLANG_VERSIONS[-1]!r} (newest known)",
+    Option("sglang_version", "--dflash-sglang-version", "configs", choices=facts.VERSIONS,
+           shown=f"{facts.VERSIONS[-1]!r} (newest known)",
            help="SGLang version whose option table the sglang dialects check rendered flags "
                 "against before any restart."),
     Option("draft_model", "--dflash-draft-model", "configs", parse=parsers.draft_path,
@@ -462,7 +462,7 @@ def _argparse(option: Option) -> dict[str, Any]:
     help = option.full_help.replace("%", "%%")
     if option.kind == "switch":
         return {"action": "store_true", "default": None, "help": help}
-    metavar = option.metavar or _choices(option.choices)
+    metavar = option.value_name
     if option.kind == "list":
         return {"action": "append", "default": [], "metavar": metavar, "help": help}
     if option.kind == "optional":

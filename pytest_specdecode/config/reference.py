@@ -59,15 +59,11 @@ def _cell(text: str) -> str:
 def _flag(option: Option) -> str:
     if option.flag is None:
         return "(ini only)"
-    value = "" if option.kind == "switch" else f" {option.metavar or _choices(option)}"
+    value = "" if option.kind == "switch" else f" {option.value_name}"
     if option.kind == "optional":
         value = f" [{option.metavar}]"
     names = [f"`{name}{value}`" for name in (option.flag, *option.aliases)]
     return _cell(", ".join(names))
-
-
-def _choices(option: Option) -> str:
-    return "{" + ",".join(option.choices) + "}"
 
 
 def _ini(option: Option) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,12 +48,11 @@ def misread(
     words: Sequence[str],
     invocation_dir: Path,
     *,
-    flags: Iterable[str] | None = None,
     exists: Callable[[Path], bool] = os.path.exists,
 ) -> list[tuple[str, str]]:
     """``(flag, value)`` for each value of ours pytest counted as a test path outside the
     invocation directory (a word of its own after the flag, naming an existing path)."""
-    valued = valued_flags() if flags is None else frozenset(flags)
+    valued = valued_flags()
     here = invocation_dir.resolve()
     found = []
     for flag, value in itertools.pairwise(words):

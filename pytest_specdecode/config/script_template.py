@@ -166,22 +166,19 @@ class _Reader:
     def placeholder(self, name: str) -> None:
         if self.unparsed is not None:
             raise self.refuse(name, f"comes after {self.unparsed}, which the plugin does not parse")
-        why = (
-            "sits in a # comment (a newline in a value would end it)"
-            if self.comment
-            else "sits inside '...' quotes"
-            if self.quote == "'"
-            else "sits inside ${...}"
-            if self.param is not None
-            else 'sits inside "..." quotes, where the shell still runs $(...) and backticks '
-            "in a value"
-            if self.quote == '"'
-            else "follows a backslash"
-            if self.escaped
-            else "follows $"
-            if self.prev == "$"
-            else None
+        reasons = (
+            (self.comment, "sits in a # comment (a newline in a value would end it)"),
+            (self.quote == "'", "sits inside '...' quotes"),
+            (self.param is not None, "sits inside ${...}"),
+            (
+                self.quote == '"',
+                'sits inside "..." quotes, where the shell still runs $(...) and backticks '
+                "in a value",
+            ),
+            (self.escaped, "follows a backslash"),
+            (self.prev == "$", "follows $"),
         )
+        why = next((why for hit, why in reasons if hit), None)
         if why:
             raise self.refuse(name, why)
         slot = Slot(name, glued=self.in_word)

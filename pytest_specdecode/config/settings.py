@@ -42,7 +42,6 @@ from pytest_specdecode.errors import SpecDecodeError
 
 __all__ = ["Host", "Settings", "SettingsError", "parse_host", "resolve"]
 
-DEFAULT_PORT: int = DEFAULTS["port"]
 SIMULATOR_LAUNCH = f"{sys.executable} -m pytest_specdecode.sim"
 # The simulator needs a drafter path like SGLang does; it never reads it.
 SIMULATOR_DRAFT_MODEL = "sim/dflash-drafter"
@@ -70,7 +69,7 @@ class Settings:
     """
 
     hosts: tuple[Host, ...] = DEFAULTS["hosts"]
-    port: int = DEFAULT_PORT
+    port: int = DEFAULTS["port"]
     port_given: bool = False
     control: ControlMode = "local"
     launch: str = SIMULATOR_LAUNCH
@@ -316,14 +315,7 @@ def _output_tokens(given: int | None, uses_simulator: bool) -> tuple[int, tuple[
     return simulator.OUTPUT_TOKENS, ()
 
 
-_SIM_KNOBS = (
-    "sim_time_scale",
-    "sim_quality",
-    "sim_answers",
-    "sim_fault",
-    "sim_extra_args",
-    "sim_restart_noise",
-)
+_SIM_KNOBS = tuple(option.name for option in OPTIONS if option.group == "simulator")
 
 
 def _sim_args(

@@ -22,7 +22,7 @@ import difflib
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -67,6 +67,8 @@ _ALIASES = {
 }
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*")
 _INT_RE = re.compile(r"[+-]?\d+")
+# The knobs' names in a test id.
+_SHORT_NAMES = {"budget": "b", "topk": "k", "window": "w", "steps": "s", "draft_model": "d"}
 
 
 class ConfigError(SpecDecodeError, ValueError):
@@ -108,40 +110,21 @@ class SpecConfig:
     def label(self) -> str:
         """Human-readable, e.g. ``DFLASH budget=8 window=2048`` (plus
         ``draft_model=...`` when :attr:`show_draft`)."""
-        parts = [self.algorithm]
-        for key in ("budget", "topk", "window", "steps"):
-            value = getattr(self, key)
-            if value is not None:
-                parts.append(f"{key}={value}")
-        if self.show_draft and self.draft_model is not None:
-            parts.append(f"draft_model={self.draft_model}")
-        parts.extend(f"{k}={v}" for k, v in self.extra)
-        return " ".join(parts)
+        return " ".join(self._parts({}, "="))
 
     def test_id(self) -> str:
         """Compact id for test ids under a sweep, e.g. ``DFLASH-b8-w2048``
         (``DFLASH-b8-d/models/a`` when :attr:`show_draft`)."""
-        parts = [self.algorithm]
-        for key, short in (("budget", "b"), ("topk", "k"), ("window", "w"), ("steps", "s")):
-            value = getattr(self, key)
-            if value is not None:
-                parts.append(f"{short}{value}")
-        if self.show_draft and self.draft_model is not None:
-            parts.append(f"d{self.draft_model}")
-        parts.extend(f"{k}{v}" for k, v in self.extra)
-        return "-".join(parts)
+        return "-".join(self._parts(_SHORT_NAMES, ""))
 
-    def sort_key(self) -> tuple[object, ...]:
-        """A total order usable although fields may be ``None``."""
-        return (
-            self.algorithm,
-            -1 if self.budget is None else self.budget,
-            -1 if self.topk is None else self.topk,
-            -1 if self.window is None else self.window,
-            self.draft_model or "",
-            self.extra,
-            -1 if self.steps is None else self.steps,
-        )
+    def _parts(self, names: Mapping[str, str], sep: str) -> list[str]:
+        """The algorithm, then each knob set (the draft model when shown) and each extra
+        flag as name, ``sep``, value; ``names`` shortens the knobs' names."""
+        knobs = [(key, getattr(self, key)) for key in ("budget", "topk", "window", "steps")]
+        if self.show_draft:
+            knobs.append(("draft_model", self.draft_model))
+        shown = [(names.get(k, k), v) for k, v in knobs if v is not None]
+        return [self.algorithm, *(f"{k}{sep}{v}" for k, v in [*shown, *self.extra])]
 
 
 class ResolvedConfig(NamedTuple):
@@ -318,11 +301,27 @@ def base_config(
 # -- option text -----------------------------------------------------------
 
 
-def _split_pair(part: str, source: str) -> tuple[str, str]:
-    key, sep, value = part.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"{source}: bad part {part.strip()!r}: expected KEY=VALUE")
-    return key, value
+def _parts(
+    text: str, sep: str, source: str, read: Callable[[str, str], Any], twice: str
+) -> dict[str, Any]:
+    """Each ``KEY=VALUE`` part of ``text`` (parts split at ``sep``): ``read(key, value)`` by
+    normalized key. A bad part raises :class:`ConfigError` naming ``source`` and the part;
+    ``twice`` is the fix for a key given twice."""
+    out: dict[str, Any] = {}
+    for part in text.split(sep):
+        if not part.strip():
+            continue
+        raw_key, eq, raw_value = part.partition("=")
+        if not eq or not raw_key.strip():
+            raise ConfigError(f"{source}: bad part {part.strip()!r}: expected KEY=VALUE")
+        try:
+            key = normalize_key(raw_key)
+            if key in out:
+                raise ConfigError(f"key {key!r} given twice; {twice}")
+            out[key] = read(key, raw_value)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
+    return out
 
 
 def parse_config_option(text: str, *, source: str = "--dflash-config") -> dict[str, object]:
@@ -333,19 +332,7 @@ def parse_config_option(text: str, *, source: str = "--dflash-config") -> dict[s
     empty value = bare switch). Values cannot contain commas. Raises
     :class:`ConfigError` naming ``source`` and the bad part.
     """
-    out: dict[str, object] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        raw_key, raw_value = _split_pair(part, source)
-        try:
-            key = normalize_key(raw_key)
-            if key in out:
-                raise ConfigError(f"key {key!r} given twice; give it once")
-            out[key] = coerce(key, raw_value)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
-    return out
+    return _parts(text, ",", source, coerce, "give it once")
 
 
 def parse_sweep_option(text: str, *, source: str = "--dflash-sweep") -> list[dict[str, object]]:
@@ -354,39 +341,21 @@ def parse_sweep_option(text: str, *, source: str = "--dflash-sweep") -> list[dic
     Keys vary in the order written, the last fastest; values in the order
     written. Duplicate points are dropped, keeping the first.
     """
-    axes: dict[str, list[object]] = {}
-    for part in text.split(";"):
-        if not part.strip():
-            continue
-        raw_key, raw_values = _split_pair(part, source)
-        try:
-            key = normalize_key(raw_key)
-            if key in axes:
-                raise ConfigError(f"key {key!r} given twice; list all its values once")
-            items = [v for v in raw_values.split(",") if v.strip()]
-            if not items:
-                raise ConfigError("no values; write e.g. 'budget=4,8,16'")
-            axes[key] = _unique([coerce(key, v.strip()) for v in items])
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: bad part {part.strip()!r}: {exc}") from None
+    axes = _parts(text, ";", source, _sweep_values, "list all its values once")
     if not axes:
         raise ConfigError(f"{source}: {text!r} names no key; write e.g. 'budget=4,8;window=1024'")
     return _product(axes)
 
 
-def _unique(values: Sequence[object]) -> list[object]:
-    seen: list[object] = []
-    for value in values:
-        if value not in seen:
-            seen.append(value)
-    return seen
+def _sweep_values(key: str, text: str) -> list[object]:
+    items = [v for v in text.split(",") if v.strip()]
+    if not items:
+        raise ConfigError("no values; write e.g. 'budget=4,8,16'")
+    return list(dict.fromkeys(coerce(key, v.strip()) for v in items))
 
 
 def _product(axes: Mapping[str, Sequence[object]]) -> list[dict[str, object]]:
-    keys = list(axes)
-    return [
-        dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(axes[k] for k in keys))
-    ]
+    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
 # -- markers and precedence ------------------------------------------------
@@ -407,24 +376,10 @@ def expand_marker(kwargs: Mapping[str, object]) -> tuple[list[dict[str, object]]
             if not value:
                 raise ConfigError(f"{raw_key}=[]: an empty list runs nothing; give values")
             has_lists = True
-            axes[key] = _unique([coerce(key, v) for v in value])
+            axes[key] = list(dict.fromkeys(coerce(key, v) for v in value))
         else:
             axes[key] = [coerce(key, value)]
     return _product(axes), has_lists
-
-
-def configs_from_marker(kwargs: Mapping[str, object], *, base: SpecConfig) -> list[SpecConfig]:
-    """One config per combination of the marker's values, applied over ``base``."""
-    points, _ = expand_marker(kwargs)
-    return _unique_configs(apply_overrides(base, p) for p in points)
-
-
-def _unique_configs(configs: Iterable[SpecConfig]) -> list[SpecConfig]:
-    out: list[SpecConfig] = []
-    for config in configs:
-        if config not in out:
-            out.append(config)
-    return out
 
 
 def merge(
@@ -463,7 +418,7 @@ def merge(
         for marker_point in marker_points:
             configs.append(apply_overrides(base, {**point, **marker_point, **cli_values}))
     in_id = bool(sweep_points) or has_lists
-    return [ResolvedConfig(c, in_id) for c in _unique_configs(configs)]
+    return [ResolvedConfig(c, in_id) for c in dict.fromkeys(configs)]
 
 
 # -- validation ------------------------------------------------------------

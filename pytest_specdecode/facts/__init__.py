@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
@@ -45,10 +45,10 @@ class Option:
     flags: tuple[str, ...]
     dest: str
     action: str
-    nargs: int | str | None
-    type: str | None
-    choices: tuple[Any, ...] | None
-    default: Any
+    nargs: int | str | None = None
+    type: str | None = None
+    choices: tuple[Any, ...] | None = None
+    default: Any = None
     metavar: Any = None
     const: Any = None
     help: str = ""
@@ -91,10 +91,7 @@ DIFFERENCES: Mapping[str, Difference] = MappingProxyType(
                     ("--speculative-dflash-draft-window-size",),
                     "speculative_dflash_draft_window_size",
                     "_StoreAction",
-                    None,
-                    "int",
-                    None,
-                    None,
+                    type="int",
                     help="The drafter's sliding attention window (older DFlash builds).",
                 ),
             ),
@@ -110,10 +107,7 @@ DIFFERENCES: Mapping[str, Difference] = MappingProxyType(
                     ("--speculative-ddtree-budget",),
                     "speculative_ddtree_budget",
                     "_StoreAction",
-                    None,
-                    "int",
-                    None,
-                    None,
+                    type="int",
                     help="The DDTree tree budget (DDTree PR builds).",
                 ),
             ),
@@ -144,9 +138,22 @@ class OptionTable:
         """Every spelling, in the parser's order (the order of prefix matches)."""
         return tuple(f for o in self.options for f in o.flags)
 
+    @cached_property
+    def _by_flag(self) -> dict[str, Option]:
+        return {f: o for o in self.options for f in o.flags}
+
     def option(self, flag: str) -> Option | None:
         """The option spelled exactly ``flag``."""
-        return _by_flag(self).get(flag)
+        return self._by_flag.get(flag)
+
+    def resolve(self, flag: str) -> Option | None:
+        """The option ``flag`` names: spelled exactly, or (``--``) an abbreviation the
+        parser's prefix matching takes for it alone."""
+        option = self.option(flag)
+        if option is None and flag.startswith("--"):
+            matches = self.prefix_matches(flag)
+            option = self.option(matches[0]) if len(matches) == 1 else None
+        return option
 
     def by_dest(self, dest: str) -> Option | None:
         """The option storing ``dest`` (the first one, as argparse reports it)."""
@@ -164,28 +171,8 @@ class OptionTable:
         """Whether ``argv`` sets the option storing ``dest``, however it is spelled: any
         of its flags, as ``--flag value`` or ``--flag=value``, or an abbreviation the
         parser's prefix matching takes for it alone."""
-        for word in argv:
-            if not word.startswith("-"):
-                continue
-            name = word.split("=", 1)[0]
-            option = self.option(name)
-            if option is None:
-                matches = self.prefix_matches(name) if name.startswith("--") else []
-                option = self.option(matches[0]) if len(matches) == 1 else None
-            if option is not None and option.dest == dest:
-                return True
-        return False
-
-
-_BY_FLAG: dict[int, dict[str, Option]] = {}
-
-
-def _by_flag(table: OptionTable) -> dict[str, Option]:
-    # Tables are cached singletons (see load), so identity is a fine key.
-    found = _BY_FLAG.get(id(table))
-    if found is None:
-        found = _BY_FLAG[id(table)] = {f: o for o in table.options for f in o.flags}
-    return found
+        named = (self.resolve(w.split("=", 1)[0]) for w in argv if w.startswith("-"))
+        return any(option is not None and option.dest == dest for option in named)
 
 
 def _option(raw: Mapping[str, Any]) -> Option:

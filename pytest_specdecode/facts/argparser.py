@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from pytest_specdecode.facts import Option, OptionTable
@@ -143,26 +144,9 @@ def converters(table: OptionTable) -> dict[str, Converter]:
     }
 
 
-class DeprecatedStoreTrue(argparse.Action):
-    """A retired switch that still stores True, with SGLang's warning."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        self.new_flag: str | None = kwargs.pop("new_flag", None)
-        super().__init__(option_strings, dest, nargs=0, const=True, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        _deprecated(parser, option_string, self.new_flag)
-        setattr(namespace, self.dest, True)
-
-
-class DeprecatedStoreConst(argparse.Action):
-    """A retired valued flag whose one accepted value became a boolean."""
+class Deprecated(argparse.Action):
+    """A retired flag that still stores its value, with SGLang's warning: True for a
+    retired switch, the one accepted value for a valued flag that became a boolean."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         self.new_flag: str | None = kwargs.pop("new_flag", None)
@@ -176,15 +160,14 @@ class DeprecatedStoreConst(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        _deprecated(parser, option_string, self.new_flag)
+        replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
+        note = getattr(parser, "note_deprecated", None)
+        if callable(note):
+            note(
+                f"'{option_string}' is deprecated and will be removed in a future release."
+                + replacement
+            )
         setattr(namespace, self.dest, self.const_value)
-
-
-def _deprecated(parser: argparse.ArgumentParser, flag: str | None, new_flag: str | None) -> None:
-    replacement = f" Use '{new_flag}' instead." if new_flag else ""
-    note = getattr(parser, "note_deprecated", None)
-    if callable(note):
-        note(f"'{flag}' is deprecated and will be removed in a future release.{replacement}")
 
 
 class LoRAPaths(argparse.Action):
@@ -225,20 +208,18 @@ def _add(parser: argparse.ArgumentParser, o: Option, types: Mapping[str, Convert
     common: dict[str, Any] = {"dest": o.dest, "default": o.default, "help": o.help or None}
     if o.metavar is not None:
         common["metavar"] = o.metavar
-    if o.action == "_StoreTrueAction":
-        parser.add_argument(*o.flags, action="store_true", **common)
-    elif o.action == "_StoreFalseAction":
-        parser.add_argument(*o.flags, action="store_false", **common)
+    if o.action in ("_StoreTrueAction", "_StoreFalseAction"):
+        action = "store_true" if o.action == "_StoreTrueAction" else "store_false"
+        parser.add_argument(*o.flags, action=action, **common)
     elif o.action == "BooleanOptionalAction":
         # argparse derives the --no- spelling itself from the positive one.
         positive = [f for f in o.flags if not f.startswith("--no-")]
         parser.add_argument(*positive, action=argparse.BooleanOptionalAction, **common)
-    elif o.action == "DeprecatedStoreTrueAction":
-        parser.add_argument(*o.flags, action=DeprecatedStoreTrue, **common)
-    elif o.action == "DeprecatedStoreConstAction":
+    elif o.action in ("DeprecatedStoreTrueAction", "DeprecatedStoreConstAction"):
+        # A retired switch has nargs 0 and const True in the table.
         parser.add_argument(
             *o.flags,
-            action=DeprecatedStoreConst,
+            action=Deprecated,
             nargs=o.nargs,
             choices=o.choices,
             const_value=o.const,
@@ -249,26 +230,18 @@ def _add(parser: argparse.ArgumentParser, o: Option, types: Mapping[str, Convert
             *o.flags, action=LoRAPaths, nargs=o.nargs, type=types[o.type or "str"], **common
         )
     elif o.action == "_StoreAction":
-        extra: dict[str, Any] = {}
-        if o.nargs is not None:
-            extra["nargs"] = o.nargs
-        if o.nargs == "?":
-            extra["const"] = o.const
-        if o.choices is not None:
-            extra["choices"] = o.choices
-        if o.type:
-            extra["type"] = types[o.type]
-        parser.add_argument(*o.flags, **extra, **common)
+        # argparse's defaults are None: passing them is not passing anything.
+        const = o.const if o.nargs == "?" else None  # argparse refuses it otherwise
+        kind = types[o.type or "str"]  # no type is str's identity
+        parser.add_argument(
+            *o.flags, nargs=o.nargs, const=const, choices=o.choices, type=kind, **common
+        )
     else:
         raise KeyError(f"option {o.flags[0]}: no stand-in for SGLang's action {o.action!r}")
 
 
 class Refused(ValueError):
-    """argparse refused a command line; ``message`` is its error text."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    """argparse refused a command line; ``str()`` of it is its error text."""
 
 
 class CheckingParser(argparse.ArgumentParser):
@@ -280,26 +253,20 @@ class CheckingParser(argparse.ArgumentParser):
 
 def check(table: OptionTable, argv: Sequence[str]) -> argparse.Namespace:
     """Parse ``argv`` as SGLang would; raise :class:`Refused` with argparse's message."""
-    parser = _checker(table)
     try:
-        return parser.parse_args(list(argv))
+        return _checker(table).parse_args(list(argv))
+    except Refused:
+        raise
     except SystemExit:
         raise Refused("it would print the help and exit (a --help spelling)") from None
     except (AssertionError, ValueError) as exc:
-        if isinstance(exc, Refused):
-            raise
         # SGLang itself would stop with a traceback here (e.g. a bad --lora-paths JSON).
         raise Refused(f"{type(exc).__name__}: {exc}") from None
 
 
-_CHECKERS: dict[tuple[str, str], CheckingParser] = {}
-
-
+@cache
 def _checker(table: OptionTable) -> CheckingParser:
-    key = (table.version, table.build)
-    parser = _CHECKERS.get(key)
-    if parser is None:
-        parser = CheckingParser(prog=table.prog, add_help=True)
-        add_options(parser, table)
-        _CHECKERS[key] = parser
+    # Tables compare by identity, and load() caches them: one parser per table.
+    parser = CheckingParser(prog=table.prog, add_help=True)
+    add_options(parser, table)
     return parser

@@ -34,6 +34,8 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from pytest_specdecode.facts.regenerate import jsonable, table_from
+
 # Packages SGLang imports at module level that need a GPU, a compiler or a
 # large download; none of them decides an option's spelling, type or choices.
 STAND_IN_ROOTS = frozenset(
@@ -50,7 +52,36 @@ ABSENT = frozenset({"npu", "musa", "hpu", "mlu"})
 PROG = "sglang serve"  # prepare_server_args' parser name, shown in usage and errors
 
 
-class _AnyMeta(abc.ABCMeta):
+class _Inert:
+    """What a stand-in and its class both are: empty, falsy, zero, never ordered,
+    and themselves when or-ed (``torch.dtype | None``)."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __lt__(self, other: Any) -> bool:
+        return False
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def _same(self, other: Any) -> Any:
+        return self
+
+    __or__ = __ror__ = _same
+
+
+class _AnyMeta(_Inert, abc.ABCMeta):
     """Class-level behaviour of a stand-in: every attribute exists, nothing is true."""
 
     def __getattr__(cls, name: str) -> Any:
@@ -67,35 +98,11 @@ class _AnyMeta(abc.ABCMeta):
     def __getitem__(cls, item: Any) -> Any:
         return cls
 
-    def __iter__(cls) -> Iterator[Any]:
-        return iter(())
-
-    def __bool__(cls) -> bool:
-        return False
-
-    def __int__(cls) -> int:
-        return 0
-
-    __index__ = __int__
-
-    def __float__(cls) -> float:
-        return 0.0
-
-    def __lt__(cls, other: Any) -> bool:
-        return False
-
-    __le__ = __gt__ = __ge__ = __lt__
-
-    def __or__(cls, other: Any) -> Any:
-        return cls
-
-    __ror__ = __or__
-
     def __mro_entries__(cls, bases: tuple[Any, ...]) -> tuple[type, ...]:
         return (cls,)
 
 
-class _Anything(metaclass=_AnyMeta):
+class _Anything(_Inert, metaclass=_AnyMeta):
     """An instance-level stand-in: callable, indexable, falsy, zero, a context manager."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -117,22 +124,8 @@ class _Anything(metaclass=_AnyMeta):
     def __getitem__(self, item: Any) -> Any:
         return _Anything()
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(())
-
     def __len__(self) -> int:
         return 0
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __int__(self) -> int:
-        return 0
-
-    __index__ = __int__
-
-    def __float__(self) -> float:
-        return 0.0
 
     def __enter__(self) -> Any:
         return self
@@ -140,16 +133,8 @@ class _Anything(metaclass=_AnyMeta):
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def __lt__(self, other: Any) -> bool:
-        return False
-
-    __le__ = __gt__ = __ge__ = __lt__
-
-    def _same(self, other: Any) -> Any:
-        return self
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
-    __truediv__ = __floordiv__ = __mod__ = __pow__ = __or__ = __ror__ = __and__ = _same
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _Inert._same
+    __truediv__ = __floordiv__ = __mod__ = __pow__ = __and__ = _Inert._same
 
 
 def stand_in(name: str) -> type:
@@ -216,18 +201,8 @@ def parse_case(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str
         lines = [line for line in err.getvalue().splitlines() if f"{PROG}: error:" in line]
         return {"status": int(exc.code or 0), "error": lines[-1] if lines else ""}
     defaults = {a.dest: a.default for a in parser._actions}
-    changed = {k: _plain(v) for k, v in vars(ns).items() if v != defaults.get(k)}
+    changed = {k: jsonable(v) for k, v in vars(ns).items() if v != defaults.get(k)}
     return {"status": 0, "error": "", "values": changed}
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return repr(value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,8 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = json.load(sys.stdin)
         json.dump([parse_case(parser, case) for case in cases], sys.stdout)
         return 0
-    from pytest_specdecode.facts.regenerate import table_from
-
     table = table_from(parser, server_args)
     with open(args[2], "w", encoding="utf-8") as fh:
         json.dump(table, fh, indent=1)

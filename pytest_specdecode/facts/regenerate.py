@@ -49,14 +49,15 @@ def download_wheel(version: str, cache: Path, *, timeout: float = 300.0) -> Path
     return unpacked
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON holds it: a set as a sorted list, anything else as its repr."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple, set, frozenset)):
-        items = [_jsonable(v) for v in value]
+        items = [jsonable(v) for v in value]
         return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     return repr(value)
 
 
@@ -71,15 +72,15 @@ def option_entry(action: argparse.Action) -> dict[str, Any]:
         if action.nargs is None or isinstance(action.nargs, (int, str))
         else str(action.nargs),
         "type": getattr(action.type, "__name__", None) if action.type else None,
-        "choices": None if action.choices is None else _jsonable(list(action.choices)),
-        "default": _jsonable(action.default),
-        "metavar": _jsonable(action.metavar),
+        "choices": None if action.choices is None else jsonable(list(action.choices)),
+        "default": jsonable(action.default),
+        "metavar": jsonable(action.metavar),
         "required": bool(action.required),
         "help": (action.help or "")[:160],
     }
     for extra in ("const", "const_value", "new_flag"):
         if getattr(action, extra, None) is not None:
-            entry[extra] = _jsonable(getattr(action, extra))
+            entry[extra] = jsonable(getattr(action, extra))
     return entry
 
 
@@ -95,9 +96,9 @@ def table_from(parser: argparse.ArgumentParser, server_args: Any) -> dict[str, A
     fields: dict[str, Any] = {}
     for f in msgspec.structs.fields(server_args.ServerArgs):
         if f.default is not msgspec.NODEFAULT:
-            fields[f.name] = _jsonable(f.default)
+            fields[f.name] = jsonable(f.default)
         elif f.default_factory is not msgspec.NODEFAULT:
-            fields[f.name] = _jsonable(f.default_factory())
+            fields[f.name] = jsonable(f.default_factory())
         else:
             fields[f.name] = None
     graphs = sys.modules["sglang.srt.model_executor.cuda_graph_config"]

@@ -1,4 +1,4 @@
-"""Launch commands and reconfigure-script arguments: splitting and shell quoting."""
+"""Rendered flags and reconfigure-script arguments: shell quoting."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import pytest
 
 from pytest_specdecode.config.dialects import (
     get_dialect,
-    render_command,
     script_args,
     script_problems,
-    shell_command,
 )
 from pytest_specdecode.config.spec import ConfigError, SpecConfig
 
@@ -21,37 +19,13 @@ DDTREE = SpecConfig("DDTREE", budget=32, topk=4, window=None, draft_model="/m/d 
 HOSTILE = ["a b", "it's", 'say "hi"', "x; rm -rf /tmp/nothing", "$(id)", "`id`", "*", ""]
 
 
-def test_render_command_splits_the_base_and_appends_flags() -> None:
-    argv, env = render_command(
-        "python -m sglang.launch_server --model-path '/models/big model'",
-        DDTREE,
-        get_dialect("ddtree"),
-    )
-    assert argv == [
-        "python", "-m", "sglang.launch_server", "--model-path", "/models/big model",
+def test_ddtree_renders_its_flags_and_its_topk_variable() -> None:
+    rendered = get_dialect("ddtree").render(DDTREE)
+    assert rendered.argv == (
         "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", "/m/d b",
         "--speculative-ddtree-budget", "32",
-    ]  # fmt: skip
-    assert env == {"SGLANG_DDTREE_MAX_TOPK": "4"}
-
-
-@pytest.mark.parametrize(("base", "fragment"), [("", "empty"), ("srv 'x", "cannot be split")])
-def test_render_command_errors(base: str, fragment: str) -> None:
-    with pytest.raises(ConfigError, match=fragment):
-        render_command(base, DDTREE, get_dialect("ddtree"))
-
-
-def test_shell_command_round_trips_through_shlex() -> None:
-    dialect = get_dialect("ddtree")
-    base = "srv --name 'a b'"
-    argv, _ = render_command(base, DDTREE, dialect)
-    assert shlex.split(shell_command(base, DDTREE, dialect)) == argv
-
-
-def test_shell_command_with_env_prefix() -> None:
-    config = SpecConfig("DDTREE", budget=8, topk=2, draft_model="/d")
-    line = shell_command("srv", config, get_dialect("ddtree"), with_env=True)
-    assert line.startswith("SGLANG_DDTREE_MAX_TOPK=2 srv --speculative-algorithm DDTREE")
+    )  # fmt: skip
+    assert rendered.env == {"SGLANG_DDTREE_MAX_TOPK": "4"}
 
 
 def test_script_args_quotes_values_and_keeps_positions() -> None:

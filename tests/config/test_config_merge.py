@@ -10,13 +10,17 @@ from pytest_specdecode.config.spec import (
     SpecConfig,
     apply_overrides,
     base_config,
-    configs_from_marker,
     merge,
     parse_config_option,
     parse_sweep_option,
 )
 
 BASE = SpecConfig(budget=8, window=4096, draft_model="/m/drafter")
+
+
+def configs_from_marker(kwargs: dict[str, object], *, base: SpecConfig) -> list[SpecConfig]:
+    """The configs a test with only this marker runs under."""
+    return [resolved.config for resolved in merge(base, marker=kwargs)]
 
 
 def test_marker_without_lists_gives_one_config_over_base() -> None:
