@@ -25,13 +25,21 @@ QUIET_MODES = frozenset({"load", "no"})
 
 
 class _Scheduling(Protocol):
-    """pytest-xdist's ``Scheduling`` protocol, as far as this module calls it by name (the
-    rest of it goes to the chosen scheduler: :meth:`DispatchScheduling.__getattr__`)."""
+    """pytest-xdist's ``Scheduling`` protocol, as far as this module calls it."""
 
     @property
+    def nodes(self) -> Sequence[Any]: ...
+    @property
     def collection_is_completed(self) -> bool: ...
+    @property
+    def tests_finished(self) -> bool: ...
+    @property
+    def has_pending(self) -> bool: ...
     def add_node(self, node: Any) -> None: ...
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None: ...
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None: ...
+    def mark_test_pending(self, item: str) -> None: ...
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None: ...
     def remove_node(self, node: Any) -> str | None: ...
     def schedule(self) -> None: ...
 
@@ -76,13 +84,27 @@ class DispatchScheduling:
             return [self.chosen]
         return [self.ours] + ([self.theirs] if self.theirs is not None else [])
 
+    @property
+    def _current(self) -> _Scheduling:
+        return self.chosen or self.ours
+
     # --- the protocol -----------------------------------------------------
 
-    def __getattr__(self, name: str) -> Any:
-        # What xdist reads and marks (nodes, collection_is_completed, tests_finished,
-        # has_pending, mark_test_complete, mark_test_pending,
-        # remove_pending_tests_from_node): the chosen scheduler's, ours until the choice.
-        return getattr(self.chosen or self.ours, name)
+    @property
+    def nodes(self) -> Sequence[Any]:
+        return self._current.nodes
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self._current.collection_is_completed
+
+    @property
+    def tests_finished(self) -> bool:
+        return self._current.tests_finished
+
+    @property
+    def has_pending(self) -> bool:
+        return self._current.has_pending
 
     def add_node(self, node: Any) -> None:
         for scheduler in self._both():
@@ -99,6 +121,15 @@ class DispatchScheduling:
     def remove_node(self, node: Any) -> str | None:
         found = [scheduler.remove_node(node) for scheduler in self._both()]
         return found[0]
+
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        self._current.mark_test_complete(node, item_index, duration)
+
+    def mark_test_pending(self, item: str) -> None:
+        self._current.mark_test_pending(item)
+
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+        self._current.remove_pending_tests_from_node(node, indices)
 
     def schedule(self) -> None:
         if self.chosen is None:
