@@ -218,7 +218,11 @@ def dflash_lossless(
 
     session = _session(request)
     return LosslessChecker(
-        session.lossless_baseline, dflash_service, request.node, session.settings
+        session.lossless_baseline,
+        dflash_service,
+        request.node,
+        session.settings,
+        calibration=session.calibrating.found,
     )
 
 

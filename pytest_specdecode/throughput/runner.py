@@ -30,7 +30,7 @@ from pytest_specdecode.throughput import fingerprint, lossless
 from pytest_specdecode.throughput.calibration import Calibration
 from pytest_specdecode.throughput.comparison import pairing_key
 from pytest_specdecode.throughput.load import BenchmarkLike, RoundResult, ThroughputError, run_case
-from pytest_specdecode.throughput.metrics import extra_info
+from pytest_specdecode.throughput.metrics import Metrics, extra_info
 from pytest_specdecode.throughput.workload import ThroughputCase, context_window
 
 # Greedy prompts of the lossless check: code and prose, short and long, enough replies
@@ -119,19 +119,8 @@ class ThroughputRunner:
                 self.progress.update(label, f"throughput {case.id} {step}", elapsed)
 
         try:
-            metrics = run_case(
-                self.service.client,
-                case,
-                self.settings.rounds,
-                benchmark,
-                config=label,
-                on_round=show,
-                slo=self.settings.slo,
-                continuous=continuous_requests(self.settings, case),
-                bounds=draft_bounds(self.service),
-                window=context_window(self.service.server_info),
-                disturbed=self._disturbed(case),
-                wait=self.settings.client_wait,
+            metrics = measure(
+                self.service, self.settings, case, benchmark, self.calibration, on_round=show
             )
         except (ThroughputError, SGLangError, ImplausibleReply) as exc:
             failure = failure_text(self.service, exc)
@@ -168,14 +157,6 @@ class ThroughputRunner:
         self.node.user_properties.append((RECORD, record))
         return info
 
-    def _disturbed(self, case: ThroughputCase) -> Callable[[RoundResult], bool] | None:
-        """Whether a round of ``case`` ran on a loaded machine, from the calibration at
-        its concurrency (closed-loop cases only: the calibration has no rates)."""
-        found = self.calibration
-        if found is None or case.open_loop:
-            return None
-        return lambda rnd: found.disturbed(case.concurrency, rnd.results)
-
     def _repetition_baseline(self, case: str, figure: float | None) -> float | None:
         """Keep a NONE config's repetition figure for ``case``; for a speculative config,
         the baseline's figure measured earlier in this process (None when there is none:
@@ -187,6 +168,43 @@ class ThroughputRunner:
                 self.baseline.repetition[case] = figure
             return None
         return self.baseline.repetition.get(case)
+
+
+def measure(
+    service: Server,
+    settings: Settings,
+    case: ThroughputCase,
+    benchmark: BenchmarkLike | None = None,
+    calibration: Calibration | None = None,
+    *,
+    on_round: Callable[[str], None] | None = None,
+) -> Metrics:
+    """Measure ``case`` against ``service`` the way every case of the run is measured (a
+    config's own cases and the lossless baseline's speedup cases alike, so their prompts
+    and rounds pair): the settings' rounds, SLO and load mode, the config's draft bounds,
+    prompts cut to the server's context, and rounds the calibration finds disturbed run
+    again (closed-loop cases only: the calibration has no rates)."""
+    disturbed = None
+    if calibration is not None and not case.open_loop:
+        found = calibration
+
+        def disturbed(rnd: RoundResult) -> bool:
+            return found.disturbed(case.concurrency, rnd.results)
+
+    return run_case(
+        service.client,
+        case,
+        settings.rounds,
+        benchmark,
+        config=service.config.label(),
+        on_round=on_round,
+        slo=settings.slo,
+        continuous=continuous_requests(settings, case),
+        bounds=draft_bounds(service),
+        window=context_window(service.server_info),
+        disturbed=disturbed,
+        wait=settings.client_wait,
+    )
 
 
 def continuous_requests(settings: Settings, case: ThroughputCase) -> int:
@@ -308,6 +326,8 @@ class LosslessChecker:
     service: Server
     node: pytest.Item
     settings: Settings = field(default_factory=Settings)
+    # The run's null-server calibration, for the speedup cases the baseline measures.
+    calibration: Calibration | None = None
 
     def outputs(self, *, reverse: bool = False) -> list[lossless.GreedyOutput]:
         """Greedy outputs of the prompts (in reverse order: other batches); a failed
@@ -369,19 +389,9 @@ class LosslessChecker:
         (:attr:`LosslessBaseline.speedup_cases`); returns a line per case it could not."""
         measured: list[dict[str, Any]] = []
         missed: list[str] = []
-        label = self.service.config.label()
         for case in self.baseline.speedup_cases:
             try:
-                metrics = run_case(
-                    self.service.client,
-                    case,
-                    self.settings.rounds,
-                    config=label,
-                    slo=self.settings.slo,
-                    continuous=continuous_requests(self.settings, case),
-                    bounds=draft_bounds(self.service),
-                    wait=self.settings.client_wait,
-                )
+                metrics = measure(self.service, self.settings, case, None, self.calibration)
             except (ThroughputError, SGLangError, ImplausibleReply) as exc:
                 missed.append(f"speedup baseline {case.id} not measured: {exc}")
                 continue

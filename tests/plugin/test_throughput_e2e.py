@@ -339,6 +339,34 @@ def test_quiet_runs_print_no_line_per_round(
         assert progress == []
 
 
+def test_the_lossless_baseline_measures_its_speedup_cases_as_a_config_measures_them(
+    throughput_project: pytest.Pytester,
+) -> None:
+    # Both servers take 512 tokens; the case asks for a 600-token prompt. The config's
+    # case and the baseline's measurement of it are refused alike, before any request,
+    # naming the option that fixes it (the baseline once sent the prompt regardless).
+    throughput_project.makepyfile(test_ll=LOSSLESS.replace("@pytest.mark.dflash(budget=8)\n", ""))
+    result = run(
+        throughput_project,
+        "--dflash-config=budget=8,context-length=512",
+        "--dflash-contexts=600",
+        "--dflash-concurrency=1",
+        "--dflash-rounds=1",
+        # pytest-benchmark's own word for a case that failed before its first round.
+        "-W",
+        "ignore:Benchmark fixture was not used at all",
+    )
+    result.assert_outcomes(passed=2, failed=1)  # both lossless tests; the case
+    too_long = "ctx600-c1-t64-chat: a prompt of 600 tokens and 64 output tokens do not fit"
+    result.stdout.fnmatch_lines([f"*DFLASH budget=8*{too_long}*--dflash-contexts at most*"])
+    report = json.loads((throughput_project.path / "report.json").read_text())
+    (none,) = [c for c in report["configs"] if c["config"]["algorithm"] == "NONE"]
+    (baseline,) = none["lossless"]
+    assert baseline["nodeid"] == "test_ll.py::test_baseline"
+    assert baseline["passed"] is True
+    assert f"speedup baseline ctx600-c1-t64-chat not measured: {too_long}" in baseline["detail"]
+
+
 def all_keys(value: Any) -> list[str]:
     """The keys of every object in ``value``, however deep."""
     if isinstance(value, dict):
