@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 
 import msgspec
@@ -153,10 +154,6 @@ def _interval(
     return low, high, f"{start} to {end}"
 
 
-def _geo(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def records(report: Report) -> list[BreakEven]:
     """Every config's and domain's break-even record (empty without a speedup or with one load)."""
     out: list[BreakEven] = []
@@ -197,7 +194,7 @@ def _point(at: float, got: Speedups) -> Point:
     highs = [g[2] for g in got if g[2] is not None and g[2] > 0]
     return (
         at,
-        _geo([g[0] for g in got]),
-        _geo(lows) if len(lows) == len(got) else None,
-        _geo(highs) if len(highs) == len(got) else None,
+        statistics.geometric_mean([g[0] for g in got]),
+        statistics.geometric_mean(lows) if len(lows) == len(got) else None,
+        statistics.geometric_mean(highs) if len(highs) == len(got) else None,
     )

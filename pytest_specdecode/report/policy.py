@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +108,7 @@ def choose(point: LoadPoint) -> tuple[str | None, float]:
         values = [value for value, _ in evidence.values()]
         if any(v <= 0 for v in values):
             continue
-        score = math.exp(sum(math.log(v) for v in values) / len(values))
+        score = statistics.geometric_mean(values)
         if best is None or score > best[0]:
             best = (score, label)
     return (best[1], best[0]) if best else (None, 1.0)

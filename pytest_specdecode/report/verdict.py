@@ -30,6 +30,7 @@ import argparse
 import itertools
 import math
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -205,9 +206,7 @@ def _baseline_case(case: str, baselines: list[ConfigResults]) -> tuple[str, Metr
 
 def _geo_mean(values: Sequence[float]) -> float | None:
     usable = [v for v in values if v > 0]
-    if not usable:
-        return None
-    return math.exp(sum(math.log(v) for v in usable) / len(usable))
+    return statistics.geometric_mean(usable) if usable else None
 
 
 Score = tuple[float, float | None, float | None]

@@ -13,6 +13,7 @@ request errors: whatever its speed.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -119,6 +120,5 @@ def _number(value: Any) -> float | None:
 
 
 def _geo(values: Sequence[float | None]) -> float | None:
-    if not values or any(v is None or v <= 0 for v in values):
-        return None
-    return math.exp(sum(math.log(v) for v in values if v is not None) / len(values))
+    usable = [v for v in values if v is not None and v > 0]
+    return statistics.geometric_mean(usable) if usable and len(usable) == len(values) else None
