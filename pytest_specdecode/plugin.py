@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_specdecode.throughput.workload import ThroughputCase
 
 SESSION_KEY = pytest.StashKey["SpecDecodeSession"]()
+SCRUBBER_KEY = pytest.StashKey[redact.ReportScrubber]()
 
 MARKERS = (
     "dflash(budget=None, topk=None, window=None, algorithm=None, draft_model=None, "
@@ -69,9 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     dormant = inert.Dormant(config, lambda: _start(config, settings, late=True))
     config.pluginmanager.register(dormant, "specdecode-dormant")
     if (secrets := redact.for_settings(settings)).secrets:
-        scrubber = inert.Scrubber(lambda report: redact.scrub_report(report, secrets))
-        config.stash[inert.SCRUBBER] = scrubber
-        config.pluginmanager.register(scrubber, "specdecode-scrubber")
+        _scrub_reports(config, secrets)
     if inert.xdist_controller(config):
         inert.prepare_xdist(config, settings)
 
@@ -88,10 +87,9 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
         session = SpecDecodeSession(config, settings, late=late)
     except (SettingsError, ConfigError) as exc:
         raise pytest.UsageError(redact.for_options(config)(str(exc))) from None
-    if (scrubber := config.stash.get(inert.SCRUBBER, None)) is not None:
-        config.pluginmanager.unregister(scrubber)  # the session scrubs from now on
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(session, "specdecode-session")
+    _scrub_reports(config, session.redactor)  # outside the session's report wrapper
     if session.settings.search:
         from pytest_specdecode.search.loop import register
         from pytest_specdecode.session.items import item_config
@@ -100,6 +98,15 @@ def _start(config: pytest.Config, settings: Settings, *, late: bool = False) -> 
         loop.workers_asked = session.target.dry_workers
         loop.before_space = session.carry_from_workers  # a resumed run's, under xdist
     return session
+
+
+def _scrub_reports(config: pytest.Config, redactor: redact.Redactor) -> None:
+    """Every report masked by ``redactor`` from now on (the session's replaces the
+    dormant run's)."""
+    if (scrubber := config.stash.get(SCRUBBER_KEY, None)) is not None:
+        config.pluginmanager.unregister(scrubber)
+    scrubber = config.stash[SCRUBBER_KEY] = redact.ReportScrubber(redactor)
+    config.pluginmanager.register(scrubber, "specdecode-scrubber")
 
 
 def _session(request: pytest.FixtureRequest) -> SpecDecodeSession:

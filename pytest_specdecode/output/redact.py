@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, TypeVar
+
+import pytest
 
 from pytest_specdecode import facts
 
@@ -366,6 +368,34 @@ def scrub_report(report: Any, redactor: Redactor) -> None:
         report.user_properties = [redactor.value(tuple(p)) for p in properties]
 
 
+class ReportScrubber:
+    """The plugin that masks every test and collection report with one redactor:
+    the session's, or before it starts the secrets a dormant run knows
+    (``DFLASH_API_KEY`` in the environment), used or not.
+
+    Masked where the report is made, as the outermost wrapper (after every other
+    plugin changed it): the terminal, JUnit XML, xdist and every other plugin only
+    ever see the masked report.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        scrub_report(report, self.redactor)
+        return report
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_make_collect_report(
+        self,
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        report = yield
+        scrub_report(report, self.redactor)
+        return report
+
+
 def _scrub_longrepr(longrepr: Any, redactor: Redactor) -> Any:
     if longrepr is None:
         return None
@@ -413,8 +443,3 @@ def _scrub_member(value: Any, redactor: Redactor, seen: set[int]) -> Any:
     if hasattr(value, "__dict__") and not isinstance(value, type):
         _scrub_object(value, redactor, seen)
     return value
-
-
-def redact_lines(redactor: Redactor | None, lines: Sequence[str]) -> list[str]:
-    """``lines`` masked by ``redactor`` (unchanged without one)."""
-    return list(lines) if redactor is None else redactor.lines(lines)

@@ -141,20 +141,10 @@ class SpecDecodeSession:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        # Every report is masked outside this wrapper, by the redact.ReportScrubber
+        # plugin.py registers after the session.
         report = yield
         self.running.note_death(item, call, report)
-        # Masked where the report is made, as the outermost wrapper (after every
-        # other plugin changed it): the terminal, JUnit XML, xdist and every
-        # other plugin only ever see the masked report.
-        redact.scrub_report(report, self.redactor)
-        return report
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_make_collect_report(
-        self,
-    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-        report = yield
-        redact.scrub_report(report, self.redactor)
         return report
 
     @pytest.hookimpl(optionalhook=True)

@@ -22,7 +22,7 @@ loads its service, client or report code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -134,32 +134,6 @@ class Dormant:
 
         if planned_tests(self.config):
             self.wake().write_header()
-
-
-class Scrubber:
-    """The report scrubber of a dormant run that knows a secret (``DFLASH_API_KEY`` in
-    the environment): the secret stays out of every report, used or not."""
-
-    def __init__(self, scrub: Callable[[Any], None]) -> None:
-        self._scrub = scrub
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        self._scrub(report)
-        return report
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_make_collect_report(
-        self,
-    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
-        report = yield
-        self._scrub(report)
-        return report
-
-
-# The dormant run's scrubber while registered (plugin.py drops it once the session runs).
-SCRUBBER: pytest.StashKey[Scrubber] = pytest.StashKey()
 
 
 def xdist_controller(config: pytest.Config) -> bool:
