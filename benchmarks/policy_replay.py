@@ -36,8 +36,8 @@ from typing import Any
 from pytest_specdecode.client import SGLangClient
 from pytest_specdecode.config.dialects import get_dialect
 from pytest_specdecode.config.spec import config_from_dict
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.report import policy
-from pytest_specdecode.service.launch_command import free_port
 from pytest_specdecode.statefiles import wait_until
 from pytest_specdecode.throughput.load import raise_for_errors, run_round
 from pytest_specdecode.throughput.workload import PromptBuilder

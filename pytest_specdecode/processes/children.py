@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import socket
 import subprocess
 import time
 from typing import Any
@@ -74,4 +75,12 @@ def signal_group(proc: subprocess.Popen[Any], sig: int) -> bool:
     return False
 
 
-__all__ = ["peek_exit", "signal_group"]
+def free_port() -> int:
+    """A TCP port nobody listens on right now on 127.0.0.1, for a local child server
+    (the simulator) to listen on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+__all__ = ["free_port", "peek_exit", "signal_group"]

@@ -10,7 +10,6 @@ environment, or the user's reconfigure script with the config's values.
 from __future__ import annotations
 
 import shlex
-import socket
 import sys
 from dataclasses import dataclass
 
@@ -19,18 +18,12 @@ from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.output import redact
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.base import LaunchSpec
 
 # Millisecond timestamps on SGLang's log lines (its configure_logger reads it): the
 # start's phases are read from them (service.start_phases).
 LOG_ENV = {"SGLANG_LOG_MS": "1"}
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (for the local simulator)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def url_host(host: str) -> str:

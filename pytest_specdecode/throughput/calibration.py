@@ -120,14 +120,6 @@ def null_server_argv(port: int) -> list[str]:
     ]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _healthy(url: str, proc: subprocess.Popen[bytes]) -> bool:
     if children.peek_exit(proc) is not None:
         raise RuntimeError(f"the null server exited with status {proc.returncode or '?'}")
@@ -140,7 +132,7 @@ def _healthy(url: str, proc: subprocess.Popen[bytes]) -> bool:
 
 @contextlib.contextmanager
 def _null_server(deadline: float) -> Any:
-    port = _free_port()
+    port = children.free_port()
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             null_server_argv(port),
