@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 import requests
 
@@ -232,7 +232,6 @@ class SGLangClient:
         self._monotonic = monotonic
         self._session = session
         self._owns_session = session is None
-        self._tokenize_supported: bool | None = None
         self._last_deadline = limits.deadline(None)
 
     # -- plumbing -------------------------------------------------------------
@@ -292,7 +291,10 @@ class SGLangClient:
         return min(connect, left), min(read, self.limits.stall, left)
 
     def _deadline(self, max_new_tokens: int | None) -> float:
-        return self._monotonic() + self.limits.deadline(max_new_tokens)
+        """When a request of ``max_new_tokens`` must have finished (its whole deadline,
+        noted for the messages that name it)."""
+        self._last_deadline = self.limits.deadline(max_new_tokens)
+        return self._monotonic() + self._last_deadline
 
     def _request(
         self,
@@ -453,7 +455,6 @@ class SGLangClient:
 
     def _call(self, method: str, path: str, body: Any = None, tokens: int | None = None) -> bytes:
         """One whole request (connect, headers, body) within its deadline: the body."""
-        self._last_deadline = self.limits.deadline(tokens)
         deadline = self._deadline(tokens)
         resp = self._request(method, path, json_body=body, deadline=deadline)
         return self._read(resp, method, path, deadline)
@@ -583,21 +584,18 @@ class SGLangClient:
             top_logprobs,
         )
         if stream:
-            return _collect_generate_stream(self._stream("/generate", body, max_new_tokens))
+            with closing(self._stream("/generate", body, max_new_tokens)) as events:
+                return _assemble_generate_stream(events)
         send = self._clock()
         data = self._json("POST", "/generate", body, max_new_tokens)
         end = self._clock()
         if isinstance(data, list):  # a batch answer to a single prompt: take the first
             data = data[0]
-        result = _generate_result(data, send)
-        result.end_time = end
+        result = _one_chunk(_generate_result(data, send), end)
         if top_logprobs:
             result.top_logprobs = parse_top_logprobs(
                 result.meta_info.get("output_top_logprobs"), result.completion_tokens, top_logprobs
             )
-        if result.completion_tokens > 0:
-            result.chunk_times = [end]
-            result.chunk_tokens = [result.completion_tokens]
         return result
 
     def stream_generate(
@@ -617,8 +615,7 @@ class SGLangClient:
         body = self._generate_body(
             text, input_ids, max_new_tokens, temperature, ignore_eos, True, sampling_params
         )
-        events = self._stream("/generate", body, max_new_tokens)
-        try:
+        with closing(self._stream("/generate", body, max_new_tokens)) as events:
             send, _ = next(events)
             seen = 0
             for arrival, event in events:
@@ -626,8 +623,6 @@ class SGLangClient:
                 count = int(meta.get("completion_tokens", seen))
                 yield StreamChunk(send, arrival, count - seen, count, event)
                 seen = max(seen, count)
-        finally:
-            events.close()
 
     def _stream(
         self, path: str, body: Mapping[str, Any], tokens: int | None
@@ -638,7 +633,6 @@ class SGLangClient:
         deadline; one line within ``MAX_SSE_LINE``, all of them within ``MAX_RESPONSE``.
         """
         send = self._clock()
-        self._last_deadline = self.limits.deadline(tokens)
         deadline = self._deadline(tokens)
         resp = self._request("POST", path, json_body=body, deadline=deadline, stream=True)
         try:
@@ -708,17 +702,26 @@ class SGLangClient:
             send = self._clock()
             data = self._json("POST", path, body, tokens)
             end = self._clock()
-            result = _openai_result(data, send, end, chat=chat, path=path)
-            if result.completion_tokens > 0:
-                result.chunk_times = [end]
-                result.chunk_tokens = [result.completion_tokens]
-            return result
+            return _one_chunk(_openai_result(data, send, end, chat=chat, path=path), end)
         body["stream"] = True
         body.setdefault("stream_options", {"include_usage": True})
-        return _collect_openai_stream(self._stream(path, body, tokens), chat=chat, path=path)
+        with closing(self._stream(path, body, tokens)) as events:
+            return _assemble_openai_stream(events, chat=chat, path=path)
 
 
 # -- result assembly ----------------------------------------------------------
+
+
+R = TypeVar("R", bound=GenerateResult)
+
+
+def _one_chunk(result: R, end: float) -> R:
+    """A whole (not streamed) answer: one chunk, the response, arriving at ``end``."""
+    result.end_time = end
+    if result.completion_tokens > 0:
+        result.chunk_times = [end]
+        result.chunk_tokens = [result.completion_tokens]
+    return result
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -806,8 +809,6 @@ def _generate_result(data: Any, send: float) -> GenerateResult:
     if not isinstance(meta, dict):
         raise ServerError("POST", "/generate", 200, f"meta_info is not an object: {meta!r:.200}")
     ids = data.get("output_ids")
-    accept = meta.get("spec_accept_length")
-    latency = meta.get("e2e_latency")
     return GenerateResult(
         text=str(data.get("text", "")),
         completion_tokens=_count(meta, "completion_tokens"),
@@ -817,17 +818,10 @@ def _generate_result(data: Any, send: float) -> GenerateResult:
         end_time=send,
         output_ids=int_ids(ids) if isinstance(ids, list) else None,
         spec_verify_ct=_int_or_none(meta.get("spec_verify_ct")),
-        spec_accept_length=float(accept) if isinstance(accept, (int, float)) else None,
-        server_e2e_latency=float(latency) if isinstance(latency, (int, float)) else None,
+        spec_accept_length=_float_or_none(meta.get("spec_accept_length")),
+        server_e2e_latency=_float_or_none(meta.get("e2e_latency")),
         meta_info=dict(meta),
     )
-
-
-def _collect_generate_stream(
-    events: Generator[tuple[float, dict[str, Any]], None, None],
-) -> GenerateResult:
-    with closing(events):
-        return _assemble_generate_stream(events)
 
 
 def _assemble_generate_stream(events: Iterator[tuple[float, dict[str, Any]]]) -> GenerateResult:
@@ -897,13 +891,6 @@ def _spec_details(data: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _float_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
-
-
-def _collect_openai_stream(
-    events: Generator[tuple[float, dict[str, Any]], None, None], *, chat: bool, path: str
-) -> ChatResult:
-    with closing(events):
-        return _assemble_openai_stream(events, chat=chat, path=path)
 
 
 def _assemble_openai_stream(
