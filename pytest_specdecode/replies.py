@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode.client.sglang import GenerateResult
+from pytest_specdecode.client.sglang import GenerateResult, is_int
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.errors import SpecDecodeError
 
@@ -69,7 +69,7 @@ class DraftBounds:
         if positions is None and server_info is not None:
             for name in _POSITION_FIELDS:
                 value = server_info.get(name)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                if is_int(value) and value > 0:
                     positions = value
                     break
         return cls(positions=positions, speculative=True)
@@ -142,9 +142,7 @@ def _histogram_problems(result: GenerateResult, bounds: DraftBounds) -> list[str
         longest = bounds.positions + 1
     for name in HISTOGRAM_FIELDS:
         hist = result.meta_info.get(name)
-        if not isinstance(hist, list) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in hist
-        ):
+        if not isinstance(hist, list) or not all(is_int(n) and n >= 0 for n in hist):
             continue
         if longest is not None and len(hist) > longest:
             return [
@@ -192,9 +190,3 @@ def check(result: GenerateResult, asked: int, bounds: DraftBounds = UNKNOWN) -> 
     found = problems(result, asked, bounds)
     if found:
         raise ImplausibleReply(f"implausible reply from the server: {found[0]}")
-
-
-def check_all(results: Iterable[GenerateResult], asked: int, bounds: DraftBounds = UNKNOWN) -> None:
-    """:func:`check` each of ``results``."""
-    for result in results:
-        check(result, asked, bounds)

@@ -81,14 +81,6 @@ def write_text(path: PathLike, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def json_text(
-    data: object, *, indent: int | None = None, default: Callable[[Any], Any] | None = None
-) -> str:
-    """``data`` as the JSON text the writers here store (a trailing newline when indented)."""
-    text = json.dumps(data, indent=indent, default=default)
-    return text + "\n" if indent is not None else text
-
-
 def write_json(
     path: PathLike,
     data: object,
@@ -96,11 +88,13 @@ def write_json(
     indent: int | None = None,
     default: Callable[[Any], Any] | None = None,
 ) -> None:
-    """:func:`write_text` of ``data`` as JSON (``indent``, ``default`` as for ``json.dumps``).
+    """:func:`write_text` of ``data`` as JSON (``indent``, ``default`` as for ``json.dumps``;
+    a trailing newline when indented).
 
     The text is made before the file is touched: data that is not JSON raises
     ``TypeError`` and leaves the old file as it was."""
-    write_text(path, json_text(data, indent=indent, default=default))
+    text = json.dumps(data, indent=indent, default=default)
+    write_text(path, text + "\n" if indent is not None else text)
 
 
 def copy(source: PathLike, path: PathLike) -> None:

@@ -6,7 +6,7 @@ happy forever. So every request has three bounds, shared by the control path
 (``requests``) and the load generator (asyncio):
 
 - a *whole deadline* from sending to the last byte, derived from the tokens
-  asked for (:func:`request_deadline`);
+  asked for (:meth:`Limits.deadline`);
 - a *stall limit*: the longest gap between two reads of the body;
 - *size caps*: one SSE line and one whole response.
 
@@ -41,18 +41,10 @@ class Limits:
     stall: float = 120.0
 
     def deadline(self, max_new_tokens: int | None) -> float:
-        """Seconds allowed from sending a request to its last byte."""
-        return request_deadline(max_new_tokens, self)
+        """Seconds allowed from sending a request asking for ``max_new_tokens`` tokens to
+        its last byte. A request without a token count (a control call:
+        ``/server_info``, ``/flush_cache``) gets ``base`` alone."""
+        return self.base + self.per_token * max(0, max_new_tokens or 0)
 
 
 DEFAULT_LIMITS = Limits()
-
-
-def request_deadline(max_new_tokens: int | None, limits: Limits = DEFAULT_LIMITS) -> float:
-    """The whole deadline of a request asking for ``max_new_tokens`` tokens.
-
-    A request without a token count (a control call: ``/server_info``,
-    ``/flush_cache``) gets ``base`` alone.
-    """
-    tokens = max(0, max_new_tokens or 0)
-    return limits.base + limits.per_token * tokens
