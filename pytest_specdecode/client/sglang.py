@@ -395,17 +395,14 @@ class SGLangClient:
             yield from chunks
         except wire.BoundExceeded as exc:
             raise self._limit_error(exc, method, path) from None
-        except requests.RequestException as exc:
+        except Exception as exc:
+            # requests', urllib3's and http.client's errors: the connection failed.
+            lost = isinstance(exc, requests.RequestException)
+            if not lost and not type(exc).__module__.startswith(("urllib3", "http")):
+                raise
             raise ConnectError(
                 f"{method} {self.base_url + path} failed reading the answer ({type(exc).__name__})"
             ) from exc
-        except Exception as exc:
-            if type(exc).__module__.startswith(("urllib3", "http")):
-                raise ConnectError(
-                    f"{method} {self.base_url + path} failed reading the answer "
-                    f"({type(exc).__name__})"
-                ) from exc
-            raise
 
     def _lines(
         self, chunks: Iterator[tuple[float, bytes]], path: str
@@ -475,26 +472,25 @@ class SGLangClient:
             wire.DEADLINE,
         )
 
-    def server_info(self) -> dict[str, Any]:
-        """Resolved server args and state (``/server_info``, else ``/get_server_info``)."""
+    def _info(self, path: str, old_path: str) -> Any:
+        """``GET path``, or ``old_path`` (its old name) where the server does not know it."""
         try:
-            data = self._json("GET", "/server_info")
+            return self._json("GET", path)
         except ServerError as exc:
             if exc.status != 404:
                 raise
-            data = self._json("GET", "/get_server_info")
+        return self._json("GET", old_path)
+
+    def server_info(self) -> dict[str, Any]:
+        """Resolved server args and state (``/server_info``, else ``/get_server_info``)."""
+        data = self._info("/server_info", "/get_server_info")
         if not isinstance(data, dict):
             raise ServerError("GET", "/server_info", 200, f"expected an object, got {data!r:.200}")
         return data
 
     def model_info(self) -> dict[str, Any]:
         """``/model_info`` (old name ``/get_model_info``)."""
-        try:
-            data = self._json("GET", "/model_info")
-        except ServerError as exc:
-            if exc.status != 404:
-                raise
-            data = self._json("GET", "/get_model_info")
+        data = self._info("/model_info", "/get_model_info")
         return dict(data) if isinstance(data, dict) else {"value": data}
 
     def flush_cache(self) -> None:

@@ -243,11 +243,7 @@ class Launch:
 
     def signal(self, sig: int) -> list[int]:
         """Send ``sig`` to each process of the launch (not the leader); those it reached."""
-        reached = []
-        for pid in self.processes():
-            if self._send(pid, sig):
-                reached.append(pid)
-        return reached
+        return [pid for pid in self.processes() if self._send(pid, sig)]
 
     def _send(self, pid: int, sig: int) -> bool:
         # Through a pidfd checked against the start time seen: a pid that was
