@@ -94,16 +94,16 @@ class Collection:
         marker = metafunc.definition.get_closest_marker("dflash")
         if marker is not None and marker.args:
             raise ConfigError("@pytest.mark.dflash takes keyword arguments only")
+        kwargs = dict(marker.kwargs) if marker else None
         try:
-            found, in_id = self.resolver.configs(dict(marker.kwargs) if marker else None)
+            found, in_id = self.resolver.configs(kwargs)
         except ConfigError as exc:
             raise ConfigError(f"bad dflash config: {exc}") from None
         ids = [c.test_id() if in_id else pytest.HIDDEN_PARAM for c in found]
         metafunc.parametrize(PARAM, found, indirect=True, ids=ids, scope="session")
         self.configured = True
         # Once per test (metafunc is per definition).
-        warning = self.resolver.sweep_overrides(dict(marker.kwargs) if marker else None)
-        if warning:
+        if warning := self.resolver.sweep_overrides(kwargs):
             node = metafunc.definition
             node.warn(SweepOverrideWarning(f"{node.nodeid}: {warning}"))
 

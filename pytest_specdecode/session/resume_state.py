@@ -56,13 +56,12 @@ class ResumeState:
 
     def deselect(self, items: list[pytest.Item], baseline: LosslessBaseline) -> None:
         """Deselect the tests the resumed report has results for; carry those results."""
-        listed = []
-        for item in items:
-            config = item_config(item)
-            listed.append(
-                (item.nodeid, item_kind(item), bool(config and config.algorithm == "NONE"))
-            )
-        carried = self.resume.plan(listed)
+        carried = self.resume.plan(
+            [
+                (i.nodeid, item_kind(i), bool((c := item_config(i)) and c.algorithm == "NONE"))
+                for i in items
+            ]
+        )
         for item in items:
             if (config := item_config(item)) is not None:
                 done, total = self.carried.get(config, (0, 0))
