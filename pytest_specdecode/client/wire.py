@@ -137,15 +137,13 @@ def decoded(body: bytes, content_encoding: str | None, *, cap: int) -> bytes:
 
 
 def _inflate(body: bytes, coding: str, tries: tuple[int, ...], cap: int) -> bytes:
-    for position, wbits in enumerate(tries):
-        try:
+    for wbits in tries[:-1]:
+        with contextlib.suppress(zlib.error):
             return _inflate_with(body, wbits, cap)
-        except zlib.error as exc:
-            if position == len(tries) - 1:
-                raise BoundExceeded(
-                    ENCODING, f"sent a body that is not valid {coding} ({exc})"
-                ) from None
-    raise AssertionError("unreachable: tries is never empty")
+    try:
+        return _inflate_with(body, tries[-1], cap)
+    except zlib.error as exc:
+        raise BoundExceeded(ENCODING, f"sent a body that is not valid {coding} ({exc})") from None
 
 
 def _inflate_with(body: bytes, wbits: int, cap: int) -> bytes:
@@ -168,10 +166,7 @@ def _inflate_with(body: bytes, wbits: int, cap: int) -> bytes:
 
 def read_body(chunks: Iterator[tuple[float, bytes]]) -> bytes:
     """The whole body of ``chunks`` (already bounded by :func:`read_chunks`)."""
-    body = bytearray()
-    for _, data in chunks:
-        body += data
-    return bytes(body)
+    return b"".join(data for _, data in chunks)
 
 
 class SSESplitter:
