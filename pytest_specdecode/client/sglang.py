@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, TypeGuard, TypeVar
 
 import requests
@@ -268,12 +267,7 @@ class SGLangClient:
     def __enter__(self) -> SGLangClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -403,14 +397,6 @@ class SGLangClient:
             raise ConnectError(
                 f"{method} {self.base_url + path} failed reading the answer ({type(exc).__name__})"
             ) from exc
-
-    def _lines(
-        self, chunks: Iterator[tuple[float, bytes]], path: str
-    ) -> Iterator[tuple[float, bytes]]:
-        try:
-            yield from wire.sse_data(chunks, line_cap=MAX_SSE_LINE)
-        except wire.BoundExceeded as exc:
-            raise self._limit_error(exc, "POST", path) from None
 
     def _limit_error(self, exc: wire.BoundExceeded, method: str, path: str) -> LimitError:
         what = str(exc)
@@ -634,7 +620,7 @@ class SGLangClient:
         try:
             yield send, {}
             chunks = self._chunks(resp, "POST", path, deadline, MAX_RESPONSE)
-            for arrival, payload in self._lines(chunks, path):
+            for arrival, payload in wire.sse_data(chunks, line_cap=MAX_SSE_LINE):
                 if payload == b"[DONE]":
                     break
                 try:
@@ -647,6 +633,8 @@ class SGLangClient:
                 if not isinstance(event, dict):
                     raise ServerError("POST", path, None, f"event is not an object: {event!r:.200}")
                 yield arrival, event
+        except wire.BoundExceeded as exc:  # a line past its cap (_chunks converts the rest)
+            raise self._limit_error(exc, "POST", path) from None
         finally:
             resp.close()
 
