@@ -408,7 +408,7 @@ def _scrub_longrepr(longrepr: Any, redactor: Redactor) -> Any:
     if clean == text:
         return longrepr
     try:
-        _scrub_object(longrepr, redactor, set())
+        _scrub_member(longrepr, redactor, set())
         if redactor(str(longrepr)) == str(longrepr):
             return longrepr
     except Exception:  # an unexpected shape: the masked text is always right
@@ -416,17 +416,8 @@ def _scrub_longrepr(longrepr: Any, redactor: Redactor) -> Any:
     return clean
 
 
-def _scrub_object(obj: Any, redactor: Redactor, seen: set[int]) -> None:
-    if id(obj) in seen or not hasattr(obj, "__dict__"):
-        return
-    seen.add(id(obj))
-    for name, value in list(vars(obj).items()):
-        clean = _scrub_member(value, redactor, seen)
-        if clean is not value:
-            setattr(obj, name, clean)
-
-
 def _scrub_member(value: Any, redactor: Redactor, seen: set[int]) -> Any:
+    """``value`` masked: a new string or tuple, lists, dicts and objects in place."""
     if isinstance(value, str):
         clean = redactor(value)
         return value if clean == value else clean
@@ -440,6 +431,10 @@ def _scrub_member(value: Any, redactor: Redactor, seen: set[int]) -> Any:
         for key, item in list(value.items()):
             value[key] = _scrub_member(item, redactor, seen)
         return value
-    if hasattr(value, "__dict__") and not isinstance(value, type):
-        _scrub_object(value, redactor, seen)
+    if hasattr(value, "__dict__") and not isinstance(value, type) and id(value) not in seen:
+        seen.add(id(value))
+        for name, member in list(vars(value).items()):
+            clean = _scrub_member(member, redactor, seen)
+            if clean is not member:
+                setattr(value, name, clean)
     return value
