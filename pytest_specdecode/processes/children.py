@@ -10,7 +10,8 @@ another run's sandbox, or anything else of the user's.
 So a child is reaped only when it is ended for good: :func:`peek_exit`
 reads its exit status without reaping it (``waitid`` with ``WNOWAIT``; its
 zombie keeps the pid, and the group id, taken), and :func:`signal_group`
-signals the group only while the child is unreaped.
+signals the group only while the child is unreaped. :func:`free_port` gives a local
+child server (the simulator) a port to listen on.
 """
 
 from __future__ import annotations
