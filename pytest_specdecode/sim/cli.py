@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_specdecode.sim import options
 from pytest_specdecode.sim.faults import Faults
 from pytest_specdecode.sim.generation import CONTEXT_LENGTH
 from pytest_specdecode.sim.model import SpecSettings
-from pytest_specdecode.sim.options import Parsed
+from pytest_specdecode.sim.options import Parsed, parse
 from pytest_specdecode.sim.spec_rules import InvalidArgs
 from pytest_specdecode.sim.spec_rules import resolve as resolve_spec
 
@@ -106,11 +105,6 @@ def model_context(model_path: str) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return None
-
-
-def parse(argv: Sequence[str]) -> Parsed:
-    """Parse ``argv`` like ``sglang serve`` (exits 2 on what it refuses)."""
-    return options.parse(argv)
 
 
 def resolve(parsed: Parsed, env: Mapping[str, str]) -> ServerArgs:

@@ -131,11 +131,6 @@ def generate_event(state: TextState, meta: dict[str, Any]) -> bytes:
     )
 
 
-def generate_body(text: str, ids: list[int], meta: dict[str, Any]) -> dict[str, Any]:
-    """The non-streaming ``/generate`` response."""
-    return {"text": text, "output_ids": ids, "meta_info": meta}
-
-
 def openai_finish(seq: Sequence) -> tuple[str, object]:
     """OpenAI ``finish_reason`` and SGLang's ``matched_stop``."""
     reason = seq.finish_reason

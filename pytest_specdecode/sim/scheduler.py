@@ -124,13 +124,9 @@ class Engine:
         self._wake.set()
 
     @property
-    def avg_accept_length(self) -> float:
-        """Tokens per verify step over the server's lifetime."""
-        return self.spec_tokens / self.spec_steps if self.spec_steps else 1.0
-
-    @property
-    def reported_accept_length(self) -> float | None:
-        """``avg_spec_accept_length`` as SGLang reports it: absent before the first step."""
+    def avg_accept_length(self) -> float | None:
+        """Tokens per verify step over the server's lifetime (SGLang's
+        ``avg_spec_accept_length``): None before the first step."""
         return self.spec_tokens / self.spec_steps if self.spec_steps else None
 
     async def run(self) -> None:

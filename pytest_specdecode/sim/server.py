@@ -136,7 +136,7 @@ class SimServer:
             fields,
             launch_command=self.launch_command,
             startup_time=self.startup_time,
-            avg_accept_length=self.engine.reported_accept_length,
+            avg_accept_length=self.engine.avg_accept_length,
             last_gen_throughput=0.0,
             spec=self.spec,
             args=self.args,
@@ -171,7 +171,8 @@ class SimServer:
     async def metrics_endpoint(self, request: Request) -> Response:
         if not self.args.enable_metrics:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
-        text = self.metrics.prometheus(self.args.served_model_name, self.engine.avg_accept_length)
+        accept_length = self.engine.avg_accept_length or 1.0
+        text = self.metrics.prometheus(self.args.served_model_name, accept_length)
         body, headers = exposition(text, request.headers.get("accept-encoding"))
         return Response(body, headers=headers)
 
@@ -288,12 +289,10 @@ class SimServer:
         finally:
             self._finished()
         meta = protocol.meta_info(seq, seq.total, verify_ct, self.drafts_per_step, True)
+        ids = seq.tokens.ids[: seq.total]
         if req.logprobs >= 0 and seq.numerics is not None:
-            ids = seq.tokens.ids[: seq.total]
             meta.update(numerics.logprob_meta(seq.numerics, ids, req.logprobs))
-        return protocol.generate_body(
-            streams.final_text(seq, stop_text), seq.tokens.ids[: seq.total], meta
-        )
+        return {"text": streams.final_text(seq, stop_text), "output_ids": ids, "meta_info": meta}
 
     def app(self) -> ASGIApp:
         """The ASGI app, wrapped in the API-key check when ``--api-key`` is set."""
