@@ -244,6 +244,3 @@ def _limit(hierarchy: Hierarchy, path: str, memory_bytes: int, pids: int) -> Non
     write("memory.swap.max", 0, required=False)
     if "pids" in hierarchy.controllers:
         write("pids.max", pids)
-
-
-__all__ = ["AnswerGroup", "Hierarchy", "hierarchies", "parse_hierarchies"]

@@ -43,6 +43,3 @@ def abort_all() -> int:
     for box in boxes:
         box.abort()
     return len(boxes)
-
-
-__all__ = ["WAKE_SECONDS", "abort_all", "closed", "opened"]

@@ -280,14 +280,3 @@ def bwrap_argv(
         if as_pid_1:  # the warm template kills the answers' processes (other uids)
             argv += ["--cap-add", "CAP_KILL"]
     return [*argv, *command]
-
-
-__all__ = [
-    "WORKDIR",
-    "Layout",
-    "LayoutError",
-    "bwrap_argv",
-    "discover",
-    "program_interpreter",
-    "supports",
-]

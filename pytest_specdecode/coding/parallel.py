@@ -75,6 +75,3 @@ class Checker:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
-
-
-__all__ = ["Checker", "check_workers", "usable_cores"]

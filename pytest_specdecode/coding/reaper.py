@@ -74,6 +74,3 @@ def remove_tree(path: str) -> None:
         return
     clear_tree(path)
     os.rmdir(path)
-
-
-__all__ = ["kill_uid", "processes_of", "remove_tree"]

@@ -60,6 +60,9 @@ SPEC_DETAILS = {"return_spec_tokens_details": True}
 # A failed answer's reply is kept in the report up to this many characters.
 KEPT_REPLY = 16_000
 
+# A record's figures, each also a user property of its own (JUnit XML shows them).
+FIGURES = ("latency", "completion_tokens", "accept_length", "generate_seconds", "check_seconds")
+
 # --dflash-sandbox value -> the sandbox mode answers are checked in.
 SANDBOX_MODES = {"auto": "auto", "require": "bwrap", "fallback": "fallback"}
 
@@ -232,11 +235,7 @@ class CodingRunner:
             "reason": "judging the answer did not finish",
             "samples": n,
             "correct": 0,
-            "latency": None,
-            "completion_tokens": None,
-            "accept_length": None,
-            "generate_seconds": None,
-            "check_seconds": None,
+            **dict.fromkeys(FIGURES),
             "rechecked": 0,
         }
         try:
@@ -296,15 +295,7 @@ class CodingRunner:
             raise
         finally:
             self.node.user_properties.append((RECORD, record))
-            for key in (
-                "latency",
-                "completion_tokens",
-                "accept_length",
-                "generate_seconds",
-                "check_seconds",
-            ):
-                if record[key] is not None:
-                    self.node.user_properties.append((key, record[key]))
+            self.node.user_properties += [(k, record[k]) for k in FIGURES if record[k] is not None]
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         if first_bad is not None:

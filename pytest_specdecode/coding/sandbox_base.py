@@ -125,16 +125,3 @@ def visible_hidden(extra_hidden: Sequence[str]) -> tuple[str, ...]:
     found = fs.discover()
     real = (os.path.realpath(p) for p in extra_hidden)
     return tuple(sorted({p for p in real if found.visible(p)}))
-
-
-__all__ = [
-    "PREIMPORT",
-    "Limits",
-    "SandboxError",
-    "SandboxTimeout",
-    "bwrap_argv",
-    "sandbox_env",
-    "template_command",
-    "visible_hidden",
-    "worker_command",
-]

@@ -305,13 +305,3 @@ def default_pool() -> SandboxPool:
 
 
 atexit.register(_DEFAULT.close)
-
-
-__all__ = [
-    "SandboxPool",
-    "WarmBroken",
-    "WarmSandbox",
-    "WarmUnavailable",
-    "default_pool",
-    "key_for",
-]
