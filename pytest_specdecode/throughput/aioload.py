@@ -87,7 +87,6 @@ class Target:
 class Request:
     """One request to send: its body and where its outcome goes."""
 
-    index: int
     body: bytes
     max_tokens: int
     result: GenerateResult | None = None

@@ -48,8 +48,6 @@ class ThroughputError(SpecDecodeError):
 class RequestRecord:
     """One request of a round: its result, or the one-line error that ended it."""
 
-    index: int
-    prompt_tokens: int
     result: GenerateResult | None = None
     error: str | None = None
 
@@ -150,7 +148,6 @@ def run_round(
     target = Target(base_url, headers, limits, wait=wait)
     requests = [
         Request(
-            i,
             body_bytes(
                 p.text if isinstance(p, Prompt) else p,
                 max_tokens,
@@ -159,7 +156,7 @@ def run_round(
             ),
             max_tokens,
         )
-        for i, p in enumerate(prompts)
+        for p in prompts
     ]
     ensure_fds(max_concurrency if max_concurrency > 0 else len(requests))
     start, cpu_s = run_sync(
@@ -167,10 +164,7 @@ def run_round(
             target, requests, clock=clock, arrivals=arrivals, in_flight=max_concurrency, sleep=sleep
         )
     )
-    records = [
-        RequestRecord(r.index, p.tokens if isinstance(p, Prompt) else -1, r.result, r.error)
-        for r, p in zip(requests, prompts, strict=True)
-    ]
+    records = [RequestRecord(r.result, r.error) for r in requests]
     end = max([r.result.end_time for r in records if r.result is not None] or [clock()])
     return RoundResult(start, end, records, cpu_s)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,11 +148,7 @@ def clean(values: Sequence[Any]) -> list[float]:
 
 
 def _mean_var(values: Sequence[float]) -> tuple[float, float | None]:
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, None
-    return mean, sum((v - mean) ** 2 for v in values) / (n - 1)
+    return statistics.fmean(values), statistics.variance(values) if len(values) > 1 else None
 
 
 def mean_interval(values: Sequence[float]) -> Interval | None:

@@ -55,7 +55,7 @@ def rounds(gap: float, count: int = 3) -> list[RoundResult]:
             chunk_tokens=[1] * CASE.max_tokens,
             spec_verify_ct=CASE.max_tokens // 2,
         )
-        records = [RequestRecord(i, 100, result) for i in range(CASE.concurrency)]
+        records = [RequestRecord(result) for _ in range(CASE.concurrency)]
         out.append(RoundResult(start, times[-1], records))
     return out
 

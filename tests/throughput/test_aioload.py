@@ -165,7 +165,7 @@ def test_a_redirect_is_refused_and_not_followed(fake_server: tuple[str, Script])
 
 def test_an_event_over_the_line_cap_fails_the_request(fake_server: tuple[str, Script]) -> None:
     url, _ = fake_server
-    req = Request(0, body_bytes("a" * 8, 10, temperature=0.0, ignore_eos=True), 10)
+    req = Request(body_bytes("a" * 8, 10, temperature=0.0, ignore_eos=True), 10)
     run_sync(drive(Target(url, max_line=64), [req], clock=__import__("time").perf_counter))
     assert req.result is None
     assert req.error is not None
@@ -218,11 +218,11 @@ def _result(e2e: float, server: float | None) -> GenerateResult:
 def test_overhead_percentiles_and_null_without_server_figures() -> None:
     case = ThroughputCase(20, 3, 4)
     results = [_result(1.0, 0.99), _result(1.0, 0.98), _result(1.0, 0.97)]
-    rnd = RoundResult(0.0, 1.0, [RequestRecord(i, 1, r) for i, r in enumerate(results)])
+    rnd = RoundResult(0.0, 1.0, [RequestRecord(r) for r in results])
     m = case_metrics(case, [rnd])
     assert m.client_overhead_ms_p50 == pytest.approx(20.0)
     assert m.client_overhead_ms_p99 == pytest.approx(29.8)
-    bare = RoundResult(0.0, 1.0, [RequestRecord(0, 1, _result(1.0, None))])
+    bare = RoundResult(0.0, 1.0, [RequestRecord(_result(1.0, None))])
     m = case_metrics(case, [bare])
     assert (m.client_overhead_ms_p50, m.client_overhead_ms_p99) == (None, None)
 

@@ -78,7 +78,7 @@ def test_the_load_generator_records_the_servers_message(
     # After two whole events a cumulative stream is read for meta_info alone.
     url, script = fake_server
     script.error_body, script.error_after = SHAPES[shape], after
-    req = Request(0, body_bytes("a" * 8, 10, temperature=0.0, ignore_eos=True), 10)
+    req = Request(body_bytes("a" * 8, 10, temperature=0.0, ignore_eos=True), 10)
     run_sync(drive(Target(url), [req], clock=time.perf_counter))
     assert req.result is None
     assert req.error == f"POST /generate streamed an error: {MESSAGE}"

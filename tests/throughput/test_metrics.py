@@ -45,7 +45,7 @@ def result(
 
 
 def one_round(start: float, end: float, *results: GenerateResult) -> RoundResult:
-    return RoundResult(start, end, [RequestRecord(i, 100, r) for i, r in enumerate(results)])
+    return RoundResult(start, end, [RequestRecord(r) for r in results])
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_accept_length_absent_without_spec_counts() -> None:
 
 def test_errors_are_counted_not_hidden() -> None:
     rnd = one_round(0.0, 1.0, result(0.0, [(1.0, 5)]))
-    rnd.requests.append(RequestRecord(1, 100, None, "POST /generate returned 500: boom"))
+    rnd.requests.append(RequestRecord(None, "POST /generate returned 500: boom"))
     m = case_metrics(ThroughputCase(60, 2), [rnd])
     assert m.errors == 1
     assert m.requests == 2

@@ -133,7 +133,7 @@ def test_whatever_a_stream_holds_finishing_it_is_a_result_or_a_recorded_error(
 ) -> None:
     # The reading already refuses what it can see (a count that is no integer); what
     # it lets through is made a result after the round, and nothing may escape there.
-    request = Request(0, b"{}", 8)
+    request = Request(b"{}", 8)
     stream = _Stream(0.0)
     try:
         for i, e in enumerate(events):
