@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pytest_specdecode.sim import numerics, tokenizer
+from pytest_specdecode.sim import numerics
 from pytest_specdecode.sim.answers import Answer, AnswerBook
 from pytest_specdecode.sim.domains import REPEAT
 from pytest_specdecode.sim.scheduler import Sequence
@@ -235,8 +235,3 @@ def chat_prompt(messages: object) -> str:
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         parts.append(f"<|im_start|>{m.get('role', 'user')}\n{content}<|im_end|>\n")
     return "".join(parts) + "<|im_start|>assistant\n"
-
-
-def prompt_token_count(text: str) -> int:
-    """Prompt length in the simulator's tokens."""
-    return tokenizer.count(text)

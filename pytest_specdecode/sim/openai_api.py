@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from pytest_specdecode.sim import protocol, streams
+from pytest_specdecode.sim import protocol, streams, tokenizer
 from pytest_specdecode.sim.arrival import received_at
-from pytest_specdecode.sim.generation import BadRequest, chat_prompt, prompt_token_count, sampling
+from pytest_specdecode.sim.generation import BadRequest, chat_prompt, sampling
 from pytest_specdecode.sim.scheduler import Sequence
 
 if TYPE_CHECKING:
@@ -137,14 +137,13 @@ class OpenAIEndpoints:
         try:
             reqs = [
                 sampling(
-                    p,
+                    ask.params,
                     default_max=None,
-                    prompt=p_text,
-                    prompt_tokens=prompt_token_count(p_text),
+                    prompt=text,
+                    prompt_tokens=tokenizer.count(text),
                     context=self.server.args.context_len,
                 )
-                for p_text in ask.prompts
-                for p in [ask.params]
+                for text in ask.prompts
                 for _ in range(ask.n)
             ]
         except BadRequest as exc:

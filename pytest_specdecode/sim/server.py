@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pytest_specdecode.sim import numerics, protocol, serverinfo, streams
+from pytest_specdecode.sim import numerics, protocol, serverinfo, streams, tokenizer
 from pytest_specdecode.sim.admission import Admission, OnePerTurn
 from pytest_specdecode.sim.answers import AnswerBook, Scripted
 from pytest_specdecode.sim.arrival import received_at
@@ -31,7 +31,6 @@ from pytest_specdecode.sim.generation import (
     BadRequest,
     Generator,
     GenRequest,
-    prompt_token_count,
     sampling,
 )
 from pytest_specdecode.sim.metrics import Metrics, exposition
@@ -265,7 +264,7 @@ class SimServer:
     def _gen_request(self, body: dict[str, Any]) -> GenRequest:
         text = body.get("text")
         if text is not None:
-            prompt, n_prompt = text, prompt_token_count(text)
+            prompt, n_prompt = text, tokenizer.count(text)
         else:
             ids = body["input_ids"]
             prompt, n_prompt = "ids:" + ",".join(map(str, ids)), len(ids)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_specdecode.sim import cli, generation, server
+from pytest_specdecode.sim import cli, tokenizer
 from pytest_specdecode.sim.server import SimServer
 
 from ..conftest import run_sim
@@ -24,13 +24,13 @@ SLOW = 0.05  # seconds one tokenization takes here
 
 
 def _app(monkeypatch: pytest.MonkeyPatch) -> SimServer:
-    real = generation.prompt_token_count
+    real = tokenizer.count
 
     def slow_count(text: str) -> int:
         time.sleep(SLOW)  # the work before the sequence exists, made measurable
         return real(text)
 
-    monkeypatch.setattr(server, "prompt_token_count", slow_count)
+    monkeypatch.setattr(tokenizer, "count", slow_count)
     args = cli.resolve(cli.parse(["--sim-time-scale", "0"]), {})
     sim = SimServer(args, args.spec, "sim")
     sim.mark_ready()
