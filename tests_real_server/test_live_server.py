@@ -170,9 +170,9 @@ def test_the_load_client_sleeps_while_it_waits_for_tokens(ready: RealServer) -> 
     client = SGLangClient(ready.url)
     try:
         prompts = [GCD] * 2
-        run_round(client.clone, prompts, 8, ignore_eos=True)  # connections, imports
+        run_round(client, prompts, 8, ignore_eos=True)  # connections, imports
         wall, cpu = time.perf_counter(), time.process_time()
-        result = run_round(client.clone, prompts, 160, ignore_eos=True)
+        result = run_round(client, prompts, 160, ignore_eos=True)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         client.close()

@@ -63,9 +63,7 @@ def measure_round(
         )
     t0 = clock()
     cpu0 = time.process_time()
-    result = run_round(
-        client.clone, prompts, case.max_tokens, ignore_eos=case.ignore_eos, clock=clock
-    )
+    result = run_round(client, prompts, case.max_tokens, ignore_eos=case.ignore_eos, clock=clock)
     cpu1 = time.process_time()
     t1 = clock()
     after = client.metric_value(GENERATION_TOKENS) or 0.0

@@ -382,14 +382,9 @@ def new_session(target: Target) -> aiohttp.ClientSession:
     and so the connections."""
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_on_chunk_sent)
-    connector = aiohttp.TCPConnector(
-        limit=0,
-        ttl_dns_cache=None,
-        force_close=False,
-    )
     return aiohttp.ClientSession(
         trace_configs=[trace],
-        connector=connector,
+        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None),
         headers=dict(target.headers),
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_benchmark.utils import get_machine_id
 
 from pytest_specdecode import statefiles
 from pytest_specdecode.errors import SpecDecodeError
@@ -55,15 +56,9 @@ class CompareError(SpecDecodeError):
 
 
 def machine_id() -> str:
-    """pytest-benchmark's folder name for this machine, e.g. ``Linux-CPython-3.11-64bit``."""
-    return "-".join(
-        (
-            platform.system(),
-            platform.python_implementation(),
-            ".".join(platform.python_version_tuple()[:2]),
-            platform.architecture()[0],
-        )
-    )
+    """pytest-benchmark's folder name for this machine, e.g. ``Linux-CPython-3.11-64bit``
+    (its own function: the folder it saves into)."""
+    return str(get_machine_id())  # type: ignore[no-untyped-call]
 
 
 def find_saved_run(spec: str, storage: str | Path = ".benchmarks") -> Path:
@@ -330,8 +325,11 @@ def pair(base: Iterable[CaseRow], current: Iterable[CaseRow]) -> list[CaseDelta]
     return out + [CaseDelta(k, r.case, r, None) for k, r in base_by.items() if k not in seen]
 
 
-def _fmt_pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f}%"
+def _signed(value: float | None, percent: bool) -> str:
+    """``+1.5%`` (``percent``) or ``+0.25``; ``-`` for no value."""
+    if value is None:
+        return "-"
+    return f"{value:+.1f}%" if percent else f"{value:+.2f}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -348,9 +346,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _interval_cell(interval: stats.Interval | None) -> str:
-    if interval is None or interval.low is None or interval.high is None:
+    if interval is None or not interval.known:
         return "-"
-    return f"{interval.low:+.1f}% to {interval.high:+.1f}%"
+    return f"{_signed(interval.low, True)} to {_signed(interval.high, True)}"
 
 
 def render_compare(deltas: Sequence[CaseDelta], base_label: str, current_label: str) -> str:
@@ -373,11 +371,11 @@ def render_compare(deltas: Sequence[CaseDelta], base_label: str, current_label: 
             d.current.config if d.current else "-",
             figures.rate(d.value("tok_s", "base")),
             figures.rate(d.value("tok_s", "current")),
-            _fmt_pct(d.change_pct("tok_s")),
+            _signed(d.change_pct("tok_s"), True),
             _interval_cell(d.change_interval("tok_s", percent=True)),
             figures.number(d.value("accept_length", "base"), 2),
             figures.number(d.value("accept_length", "current"), 2),
-            "-" if d.change("accept_length") is None else f"{d.change('accept_length'):+.2f}",
+            _signed(d.change("accept_length"), False),
         ]
         for d in deltas
     ]
@@ -496,21 +494,15 @@ def _noise(
         runs = f"{k} saved runs; {left}" if left else f"{k} saved runs"
         note = f"between-run noise unknown ({runs}): the gate uses the within-run interval only"
         return within, "within-run only", note, k
-    spread = _shown(spec, between.half_width).lstrip("+")
+    spread = _signed(between.half_width, spec.percent).lstrip("+")
     aside = f" ({left})" if left else ""
     if within.half_width is not None and within.half_width >= (between.half_width or 0.0):
-        inner = _shown(spec, within.half_width).lstrip("+")
+        inner = _signed(within.half_width, spec.percent).lstrip("+")
         note = (
             f"within-run noise +-{inner} (the {k} saved runs' between-run noise: +-{spread}){aside}"
         )
         return within, "within-run", note, k
     return between, "between-run", f"between-run noise +-{spread} from {k} saved runs{aside}", k
-
-
-def _shown(spec: FailSpec, value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.1f}%" if spec.percent else f"{value:+.2f}"
 
 
 def judge(
@@ -569,7 +561,7 @@ def _judged(
     used: str = "within-run",
 ) -> Finding:
     before, after = figures.metric(spec.metric, base), figures.metric(spec.metric, now)
-    head = f"{delta.case}: {spec.metric} {before} -> {after} ({_shown(spec, change.value)}"
+    head = f"{delta.case}: {spec.metric} {before} -> {after} ({_signed(change.value, spec.percent)}"
     limit = -spec.limit
     if change.low is None or change.high is None:
         rounds = f"{len(delta.base.samples(spec.metric)) if delta.base else 0}"
@@ -579,14 +571,16 @@ def _judged(
             f"measure with --dflash-rounds 3 or more"
         )
         return Finding(delta.case, spec, "inconclusive", line, change)
-    interval = f"95% interval {_shown(spec, change.low)} to {_shown(spec, change.high)}"
+    interval = (
+        f"95% interval {_signed(change.low, spec.percent)} to {_signed(change.high, spec.percent)}"
+    )
     if change.high < limit:
         line = f"{head}, {interval}), beyond the allowed drop {spec}"
         return Finding(delta.case, spec, "fail", line, change)
     if change.low >= limit:
         line = f"{head}, {interval}), within the allowed drop {spec}"
         return Finding(delta.case, spec, "pass", line, change)
-    noise = _shown(spec, change.half_width).lstrip("+")
+    noise = _signed(change.half_width, spec.percent).lstrip("+")
     hint = "more rounds (--dflash-rounds) narrow it"
     if used == "between-run":
         hint = "the noise is between server starts: more rounds do not narrow it"

@@ -108,7 +108,7 @@ def arrival_offsets(rate: float, n: int, seed: str) -> list[float]:
 
 
 def run_round(
-    client: SGLangClient | Callable[[], SGLangClient],
+    client: SGLangClient,
     prompts: Sequence[Prompt | str],
     max_tokens: int,
     *,
@@ -134,18 +134,12 @@ def run_round(
     if not prompts:
         now = clock()
         return RoundResult(now, now)
-    if not isinstance(client, SGLangClient):
-        made = client()
-        base_url, api_key = made.base_url, made.api_key
-        made.close()
-    else:
-        base_url, api_key = client.base_url, client.api_key
     # Imported here: aiohttp is a fifth of a run's start-up, and a run without
     # throughput cases never sends a round.
     from pytest_specdecode.throughput.aioload import Request, Target, body_bytes, drive, run_sync
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    target = Target(base_url, headers, limits, wait=wait)
+    headers = {"Authorization": f"Bearer {client.api_key}"} if client.api_key else {}
+    target = Target(client.base_url, headers, limits, wait=wait)
     requests = [
         Request(
             body_bytes(

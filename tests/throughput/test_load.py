@@ -57,7 +57,7 @@ def generate_bodies(script: Script) -> list[dict[str, Any]]:
 
 def test_run_round_sends_all_prompts_at_once(fake_server: tuple[str, Script]) -> None:
     url, script = fake_server
-    result = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40, "b" * 40, "c" * 40], 10)
+    result = run_round(SGLangClient(url, timeout=5), ["a" * 40, "b" * 40, "c" * 40], 10)
     assert len(result.results) == 3
     assert result.errors == []
     assert all(r.completion_tokens == 10 for r in result.results)
@@ -77,7 +77,7 @@ def test_the_client_blocks_on_its_sockets_while_a_slow_server_thinks(
     script.chunk_gap = 0.05
     script.chunk_tokens = [1] * 8
     began_cpu, began = time.thread_time(), time.perf_counter()
-    result = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40] * 4, 8, max_concurrency=2)
+    result = run_round(SGLangClient(url, timeout=5), ["a" * 40] * 4, 8, max_concurrency=2)
     cpu, wall = time.thread_time() - began_cpu, time.perf_counter() - began
     assert result.errors == []
     assert cpu / wall < 0.1, f"the client spent {cpu:.3f} CPU s in {wall:.3f} s of waiting"
@@ -93,10 +93,10 @@ def test_dflash_client_wait_poll_polls_even_for_a_server_on_this_machine(
     # a polled round records no CPU share (its CPU time is its waiting, not its work).
     url, script = fake_server
     script.chunk_tokens = [1] * 4
-    result = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40] * 2, 4, wait="poll")
+    result = run_round(SGLangClient(url, timeout=5), ["a" * 40] * 2, 4, wait="poll")
     assert result.errors == []
     assert result.cpu_s is None
-    slept = run_round(lambda: SGLangClient(url, timeout=5), ["a" * 40] * 2, 4, wait="auto")
+    slept = run_round(SGLangClient(url, timeout=5), ["a" * 40] * 2, 4, wait="auto")
     assert slept.cpu_s is not None
 
 
@@ -153,13 +153,13 @@ def test_failed_request_fails_the_case_with_server_text(fake_server: tuple[str, 
 def test_zero_tokens_is_an_error_not_a_zero(fake_server: tuple[str, Script]) -> None:
     url, script = fake_server
     script.chunk_tokens = [0]
-    result = run_round(lambda: SGLangClient(url, timeout=5), ["x" * 8], 10)
+    result = run_round(SGLangClient(url, timeout=5), ["x" * 8], 10)
     assert result.errors == [
         "POST /generate returned 0 completion tokens (finish_reason 'length'); "
         "the server produced nothing"
     ]
     script.chunk_tokens = []
-    result = run_round(lambda: SGLangClient(url, timeout=5), ["x" * 8], 10)
+    result = run_round(SGLangClient(url, timeout=5), ["x" * 8], 10)
     assert result.errors == ["POST /generate returned 200: stream ended without any event"]
 
 
