@@ -11,7 +11,7 @@ import math
 import random
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from pytest_specdecode.sim import numerics
 from pytest_specdecode.sim.answers import Answer, AnswerBook
@@ -106,33 +106,23 @@ def sampling(
     )
 
 
+@dataclass(eq=False)
 class Generator:
     """Turns :class:`GenRequest` into sequences, deterministically for a seed."""
 
-    def __init__(
-        self,
-        book: AnswerBook,
-        seed: int,
-        *,
-        lossy: bool = False,
-        degenerate: bool = False,
-        degenerate_shape: str = "phrase",
-        near_tie: bool = False,
-        lossy_rate: float = 0.0,
-        numerics_key: str = "",
-    ) -> None:
-        self.book = book
-        self.seed = seed
-        self.lossy = lossy
-        # Faults of sim.numerics (lossy_rate only ever set for a speculative server).
-        self.near_tie = near_tie
-        self.lossy_rate = lossy_rate
-        self.numerics_key = numerics_key
-        self._repeats: dict[str, int] = {}
-        # Set for a speculative server under the degenerate-drafter fault (never for NONE).
-        self.degenerate = degenerate
-        self.phrase = DEGENERATE_PIECES[degenerate_shape]
-        self._samples: dict[str, int] = {}
+    book: AnswerBook
+    seed: int
+    _: KW_ONLY
+    lossy: bool = False
+    # Set for a speculative server under the degenerate-drafter fault (never for NONE).
+    degenerate: bool = False
+    degenerate_shape: str = "phrase"
+    # Faults of sim.numerics (lossy_rate only ever set for a speculative server).
+    near_tie: bool = False
+    lossy_rate: float = 0.0
+    numerics_key: str = ""
+    _repeats: dict[str, int] = field(default_factory=dict, init=False)
+    _samples: dict[str, int] = field(default_factory=dict, init=False)
 
     def sequence(self, req: GenRequest) -> tuple[Sequence, str | None]:
         """A new sequence, and the text it ends with when a stop string cut it."""
@@ -157,7 +147,9 @@ class Generator:
         if self.lossy:
             pieces = pieces.copy()
         if self.degenerate:
-            pieces, classes = degenerate_reply(pieces, total, self.phrase)
+            pieces, classes = degenerate_reply(
+                pieces, total, DEGENERATE_PIECES[self.degenerate_shape]
+            )
         info: numerics.Numerics | None = None
         if self.near_tie or self.lossy_rate > 0 or req.logprobs >= 0:
             repeat = self._repeats.get(req.prompt, 0)
@@ -173,15 +165,8 @@ class Generator:
             )
         rng = random.Random(f"{self.seed}:{req.prompt}:{sample}:steps")
         seq = Sequence(
-            req.rid,
-            req.prompt_tokens,
-            Answer(pieces, classes, answer.kind),
-            total,
-            finish,
-            rng,
-            time.monotonic(),
+            req.rid, req.prompt_tokens, pieces, classes, total, finish, rng, time.monotonic(), info
         )
-        seq.numerics = info
         return seq, stop_text
 
     def _extend(self, answer: Answer, want: int) -> tuple[Pieces, bytes]:

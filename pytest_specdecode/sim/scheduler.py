@@ -24,8 +24,8 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
-from pytest_specdecode.sim.answers import Answer
 from pytest_specdecode.sim.model import SpecModel
 from pytest_specdecode.sim.numerics import Numerics
 from pytest_specdecode.sim.tokenizer import Pieces
@@ -34,53 +34,28 @@ LOSSY_PIECES = (" maybe", " the", " 7", "  ", " None")
 WAKE_PER_TURN = 16  # streams woken per turn of the loop: about 0.3 ms of their writes
 
 
+@dataclass(slots=True, eq=False)
 class Sequence:
-    """One request being generated: its tokens, progress and wake-up queue."""
+    """One request being generated: its tokens (and their content classes), progress and
+    wake-up queue."""
 
-    __slots__ = (
-        "cancelled",
-        "classes",
-        "created",
-        "finish_reason",
-        "hist",
-        "numerics",
-        "pos",
-        "prompt_tokens",
-        "queue",
-        "rid",
-        "rng",
-        "tokens",
-        "total",
-        "verify_ct",
-    )
-
-    def __init__(
-        self,
-        rid: str,
-        prompt_tokens: int,
-        answer: Answer,
-        total: int,
-        finish_reason: dict[str, object],
-        rng: random.Random,
-        created: float,
-    ) -> None:
-        self.rid = rid
-        self.prompt_tokens = prompt_tokens
-        self.tokens: Pieces = answer.pieces
-        self.classes = answer.classes
-        self.total = total
-        self.finish_reason = finish_reason
-        self.rng = rng
-        self.created = created
-        self.pos = 0
-        self.verify_ct = 0
-        self.cancelled = False
-        # Verify steps by accepted drafts (SGLang's spec_correct_drafts_histogram).
-        self.hist: list[int] = []
-        # Margins and fault marks (sim.numerics) when a fault or logprobs need them.
-        self.numerics: Numerics | None = None
-        # (end position, verify count) after each step; None never appears.
-        self.queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+    rid: str
+    prompt_tokens: int
+    tokens: Pieces
+    classes: bytes
+    total: int
+    finish_reason: dict[str, object]
+    rng: random.Random
+    created: float
+    # Margins and fault marks (sim.numerics) when a fault or logprobs need them.
+    numerics: Numerics | None = None
+    pos: int = 0
+    verify_ct: int = 0
+    cancelled: bool = False
+    # Verify steps by accepted drafts (SGLang's spec_correct_drafts_histogram).
+    hist: list[int] = field(default_factory=list)
+    # (end position, verify count) after each step; None never appears.
+    queue: asyncio.Queue[tuple[int, int]] = field(default_factory=asyncio.Queue)
 
     @property
     def done(self) -> bool:
