@@ -43,8 +43,10 @@ _PLAIN = (
     "window-ignored",
     "batch-collapse",
 )
+# How a first start fails (Faults.first_start), in order of precedence.
+_FIRST_START = ("oom-on-first-start", "sigkill-on-first-start")
 # The plain faults that switch on the field of their name (``near-tie``: ``near_tie``).
-_SWITCHES = frozenset(_PLAIN) - {"lossy", "oom-on-first-start", "sigkill-on-first-start"}
+_SWITCHES = frozenset(_PLAIN) - {"lossy", *_FIRST_START}
 # Faults with a value: how it is read, which values are allowed, and what is needed.
 _VALUED: dict[str, tuple[Callable[[str], float], Callable[[float], bool], str]] = {
     "die-after": (int, lambda v: v >= 0, "die-after needs a count >= 0"),
@@ -118,14 +120,7 @@ class Faults:
             slow_first_token=0.0 if slow is None else float(slow.value or 0.0),
             lossy=any(f.name == "lossy" and f.value is None for f in faults),
             lossy_rate=max((f.value or 0.0 for f in faults if f.name == "lossy"), default=0.0),
-            first_start=next(
-                (
-                    n.split("-", 1)[0]
-                    for n in ("oom-on-first-start", "sigkill-on-first-start")
-                    if n in names
-                ),
-                None,
-            ),
+            first_start=next((n.split("-", 1)[0] for n in _FIRST_START if n in names), None),
             degenerate_shape=(degenerate and degenerate.shape) or DEGENERATE_SHAPES[0],
         )
         switches: dict[str, Any] = {n.replace("-", "_"): True for n in names & _SWITCHES}

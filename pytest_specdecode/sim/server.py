@@ -128,21 +128,16 @@ class SimServer:
             }
         )
 
-    def server_info_dict(self) -> dict[str, Any]:
+    async def server_info(self, request: Request) -> Response:
         """SGLang's ``/server_info``: every resolved field, launch command, states, version."""
-        fields = serverinfo.flat_fields(self.args, self.spec, stale=self.args.faults.stale_config)
-        return serverinfo.server_info(
-            fields,
+        info = serverinfo.server_info(
+            self.args,
+            self.spec,
             launch_command=self.launch_command,
             startup_time=self.startup_time,
             avg_accept_length=self.engine.avg_accept_length,
-            last_gen_throughput=0.0,
-            spec=self.spec,
-            args=self.args,
         )
-
-    async def server_info(self, request: Request) -> Response:
-        return JSONResponse(self.server_info_dict())
+        return JSONResponse(info)
 
     async def models(self, request: Request) -> Response:
         return JSONResponse(

@@ -11,7 +11,6 @@ and ``frontend``. The simulator adds ``simulator: true``, ``sim_*`` keys and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pytest_specdecode.sim.cli import REDACTED, VERSION, ServerArgs
@@ -28,13 +27,13 @@ GRAPH_PHASES = (
 MAX_TOTAL_TOKENS = 425_000  # what a 80 GB GPU leaves for the KV cache, roughly
 
 
-def flat_fields(args: ServerArgs, spec: SpecSettings, *, stale: bool) -> dict[str, Any]:
+def flat_fields(args: ServerArgs, spec: SpecSettings) -> dict[str, Any]:
     """The resolved fields; under ``stale-config`` the window the server really runs."""
     fields = dict(args.fields)
     for key in ("api_key", "admin_api_key"):
         if fields.get(key):
             fields[key] = REDACTED
-    if stale:
+    if args.faults.stale_config:
         key = (
             "speculative_dflash_draft_window_size"
             if "speculative_dflash_draft_window_size" in fields
@@ -61,23 +60,22 @@ def memory_usage(spec: SpecSettings) -> dict[str, Any]:
 
 
 def server_info(
-    fields: Mapping[str, Any],
+    args: ServerArgs,
+    spec: SpecSettings,
     *,
     launch_command: str,
     startup_time: float,
     avg_accept_length: float | None,
-    last_gen_throughput: float,
-    spec: SpecSettings,
-    args: ServerArgs,
 ) -> dict[str, Any]:
-    """The whole ``/server_info`` body."""
+    """The whole ``/server_info`` body (the server runs ``spec``)."""
+    fields = flat_fields(args, spec)
     state: dict[str, Any] = dict(fields)
     dp = int(fields.get("dp_size") or 1)
     state.update(
         world_size=dp * int(fields.get("tp_size") or 1) * int(fields.get("pp_size") or 1),
         startup_time=startup_time,
         effective_max_running_requests_per_dp=fields.get("max_running_requests") or 4096,
-        last_gen_throughput=last_gen_throughput,
+        last_gen_throughput=0.0,
         memory_usage=memory_usage(spec),
     )
     if spec.speculative and avg_accept_length is not None:
