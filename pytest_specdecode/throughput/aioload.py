@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -394,14 +394,6 @@ def new_session(target: Target) -> aiohttp.ClientSession:
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class Driven(NamedTuple):
-    """When a round started, and the CPU seconds its loop's thread spent on it (None
-    when the loop polled: then its CPU time is its waiting, not its work)."""
-
-    start: float
-    cpu_s: float | None
-
-
 async def drive(
     target: Target,
     requests: Sequence[Request],
@@ -410,11 +402,12 @@ async def drive(
     arrivals: Sequence[float] | None = None,
     in_flight: int = 0,
     sleep: Sleep = asyncio.sleep,
-) -> Driven:
+) -> tuple[float, float | None]:
     """Send every request on a pool of their own (:func:`new_session`); return the
     start time and the CPU seconds the loop's thread spent: the client's own cost
     against a server on this machine, where the loop blocks on its sockets between
-    reads; None for one on another machine, where the loop polls.
+    reads; None when the loop polled (for one on another machine): its CPU time is then
+    its waiting, not its work.
 
     Without ``arrivals`` and with ``in_flight`` 0 every request goes at once (a
     synchronized round). With ``in_flight`` N, N workers each send the next
@@ -469,7 +462,7 @@ async def drive(
                 await asyncio.gather(*(worker() for _ in range(min(in_flight, len(requests)))))
             else:
                 await asyncio.gather(*map(send, requests))
-            return Driven(start, None if polled else time.thread_time() - cpu)
+            return start, None if polled else time.thread_time() - cpu
     finally:
         # After the round, interrupted or not: every stream read to its end is kept.
         for req in requests:

@@ -13,9 +13,9 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -227,6 +227,7 @@ def failure_text(service: Server, exc: Exception) -> str:
     return f"{service.config.label()}: {exc}"
 
 
+@dataclass(eq=False, repr=False)  # shared state: identity, and no repr of the outputs
 class LosslessBaseline:
     """Greedy outputs of the non-speculative baseline, shared by the run's workers.
 
@@ -239,29 +240,22 @@ class LosslessBaseline:
     collection); with none, a check skips at once with that reason.
     """
 
-    FILE = "lossless-baseline.json"
+    FILE: ClassVar[str] = "lossless-baseline.json"
 
-    def __init__(
-        self,
-        directory: Path | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        poll_interval: float = 0.1,
-    ) -> None:
-        # One list of outputs per baseline run (each under another batch shape).
-        self.runs: list[list[lossless.GreedyOutput]] | None = None
-        self.label: str | None = None
-        self.expected: set[str] = set()
-        # The run's throughput cases when none runs under algorithm NONE (set at
-        # collection): the baseline test measures them too, the speedup's baseline.
-        self.speedup_cases: list[ThroughputCase] = []
-        # The baseline's output repetition per case id, measured in this process.
-        self.repetition: dict[str, float] = {}
-        self.directory = directory
-        self._clock = clock
-        self._sleep = sleep
-        self._poll = poll_interval
+    directory: Path | None = None
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    poll_interval: float = 0.1
+    # One list of outputs per baseline run (each under another batch shape).
+    runs: list[list[lossless.GreedyOutput]] | None = field(default=None, init=False)
+    label: str | None = field(default=None, init=False)
+    expected: set[str] = field(default_factory=set, init=False)
+    # The run's throughput cases when none runs under algorithm NONE (set at
+    # collection): the baseline test measures them too, the speedup's baseline.
+    speedup_cases: list[ThroughputCase] = field(default_factory=list, init=False)
+    # The baseline's output repetition per case id, measured in this process.
+    repetition: dict[str, float] = field(default_factory=dict, init=False)
 
     def record(self, runs: list[list[lossless.GreedyOutput]], label: str) -> None:
         """Keep the baseline's runs (and share them with the other workers)."""
@@ -296,9 +290,9 @@ class LosslessBaseline:
                 lambda: not self.expected or self.load() or self.finished(),
                 timeout=timeout,
                 what="the non-speculative baseline",
-                poll=self._poll,
-                clock=self._clock,
-                sleep=self._sleep,
+                poll=self.poll_interval,
+                clock=self.clock,
+                sleep=self.sleep,
             )
 
     def missing(self) -> str:

@@ -189,6 +189,13 @@ def _df(a: list[float], b: list[float], sa: float, sb: float, method: str) -> fl
     return max(num / den, 1.0)
 
 
+def _around(value: float, half: float, n: int, method: str, *, relative: bool) -> Interval:
+    """``value +- half``, or for a ratio ``value * exp(+-half)`` (``half`` on the log scale)."""
+    if relative:
+        return Interval(value, value * math.exp(-half), value * math.exp(half), n, method)
+    return Interval(value, value - half, value + half, n, method)
+
+
 def _unpaired(a: list[float], b: list[float], *, ratio: bool) -> Interval | None:
     """mean(b) - mean(a), or with ``ratio`` mean(b) / mean(a), and its 95% interval; None
     if a side is empty (or, for a ratio, a mean is not positive).
@@ -213,10 +220,7 @@ def _unpaired(a: list[float], b: list[float], *, ratio: bool) -> Interval | None
     sa = (va if va is not None else spread) / len(a)
     sb = (vb if vb is not None else spread) / len(b)
     half = _critical(_df(a, b, sa, sb, method)) * math.sqrt(sa + sb)
-    low, high = value - half, value + half
-    if ratio:
-        low, high = value * math.exp(-half), value * math.exp(half)
-    return Interval(value, low, high, len(a) + len(b), method)
+    return _around(value, half, len(a) + len(b), method, relative=ratio)
 
 
 def diff_interval(base: Sequence[float], now: Sequence[float]) -> Interval | None:
@@ -304,10 +308,7 @@ def between_run_interval(
     _, var = _mean_var(data)
     assert var is not None
     half = _critical(len(data) - 1) * math.sqrt(2.0 * var)
-    low, high = change - half, change + half
-    if relative:
-        low, high = change * math.exp(-half), change * math.exp(half)
-    return Interval(change, low, high, len(data), "between-run")
+    return _around(change, half, len(data), "between-run", relative=relative)
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
