@@ -72,19 +72,14 @@ def launch_command(argv: Sequence[str]) -> str:
     SGLang redacts the watermark config; the simulator also hides the API key
     (SGLang shows it to whoever holds it; this project never prints a key).
     """
+    secret = ("--api-key", "--admin-api-key", "--watermark-config")
     out: list[str] = []
-    hide_next = False
     for arg in argv:
-        if hide_next:
+        flag, eq, _ = arg.partition("=")
+        if out and out[-1] in secret:  # the value after a secret's flag
             out.append(cli.REDACTED)
-            hide_next = False
-        elif arg in ("--api-key", "--admin-api-key", "--watermark-config"):
-            out.append(arg)
-            hide_next = True
-        elif arg.split("=", 1)[0] in ("--api-key", "--admin-api-key", "--watermark-config"):
-            out.append(arg.split("=", 1)[0] + "=" + cli.REDACTED)
         else:
-            out.append(arg)
+            out.append(f"{flag}={cli.REDACTED}" if eq and flag in secret else arg)
     return " ".join(out)
 
 
