@@ -73,9 +73,6 @@ class Ceiling:
     tok_s: float
     overhead_ms_p99: float | None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class Calibration:
@@ -105,7 +102,7 @@ class Calibration:
             "tok/s is the ceiling",
             "max_tokens": self.max_tokens,
             "seconds": round(self.seconds, 3),
-            "ceilings": [self.ceilings[c].to_json() for c in sorted(self.ceilings)],
+            "ceilings": [asdict(self.ceilings[c]) for c in sorted(self.ceilings)],
             "skipped": sorted(self.skipped),
             "error": self.error,
         }

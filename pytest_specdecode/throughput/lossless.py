@@ -99,10 +99,6 @@ class Divergence:
             f"this config {self.actual!r}"
         )
 
-    def to_json(self) -> dict[str, Any]:
-        """The report's form (masked with everything else the report writes)."""
-        return asdict(self)
-
 
 def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
     """Index of the first position where ``a`` and ``b`` differ (length counts), else None."""

@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -149,12 +149,7 @@ class ThroughputRunner:
             )
             # A saved run of algorithm NONE is a speedup baseline for later runs.
             benchmark.extra_info["algorithm"] = self.service.config.algorithm
-        record = {
-            "case": case.id,
-            "key": pairing_key(self.node.nodeid, {"case": case.id}),
-            "metrics": info,
-        }
-        self.node.user_properties.append((RECORD, record))
+        self.node.user_properties.append((RECORD, case_record(self.node, case, info)))
         return info
 
     def _repetition_baseline(self, case: str, figure: float | None) -> float | None:
@@ -217,6 +212,11 @@ def continuous_requests(settings: Settings, case: ThroughputCase) -> int:
 def draft_bounds(service: Server) -> DraftBounds:
     """What the config of ``service`` allows per verify step (its replies are checked against)."""
     return DraftBounds.of(service.config, service.server_info)
+
+
+def case_record(node: pytest.Item, case: ThroughputCase, info: dict[str, Any]) -> dict[str, Any]:
+    """What a test records of a measured case: its id, its key across configs, its figures."""
+    return {"case": case.id, "key": pairing_key(node.nodeid, {"case": case.id}), "metrics": info}
 
 
 def failure_text(service: Server, exc: Exception) -> str:
@@ -391,8 +391,7 @@ class LosslessChecker:
                 continue
             if metrics.repetition is not None:
                 self.baseline.repetition[case.id] = metrics.repetition
-            key = pairing_key(self.node.nodeid, {"case": case.id})
-            measured.append({"case": case.id, "key": key, "metrics": extra_info(metrics)})
+            measured.append(case_record(self.node, case, extra_info(metrics)))
         if measured:
             self.node.user_properties.append((BASELINE_CASES, measured))
         return missed
@@ -413,6 +412,6 @@ class LosslessChecker:
                 replies=verdict.replies,
                 defects=len(verdict.defects),
                 numerics=len(verdict.numerics),
-                divergences=[d.to_json() for d in verdict.divergences],
+                divergences=[asdict(d) for d in verdict.divergences],
             )
         self.node.user_properties.append((RECORD, record))

@@ -134,9 +134,6 @@ class Interval:
         """Half the interval's width (``None`` without one)."""
         return None if self.low is None or self.high is None else (self.high - self.low) / 2.0
 
-    def to_json(self) -> dict[str, Any]:
-        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
-
 
 def clean(values: Sequence[Any]) -> list[float]:
     """The finite numbers of ``values`` (a hostile or old report may hold anything)."""
