@@ -45,16 +45,6 @@ SECRETS_SUFFIX = ".secrets"
 LOGS_TIMEOUT = 10.0
 
 
-def quote_exec_word(word: str) -> str:
-    """One argv element for ``ExecStart=`` (see :func:`render.systemd_word`)."""
-    return render.systemd_word(word)
-
-
-def quote_environment(name: str, value: str) -> str:
-    """One ``Environment="NAME=VALUE"`` line (see :func:`render.systemd_environment`)."""
-    return render.systemd_environment(name, value)
-
-
 @dataclass(frozen=True)
 class Split:
     """A command line with its secrets taken out.
@@ -257,10 +247,6 @@ class SystemdController(RemoteController):
     def _systemctl(self, args: str) -> str:
         return f"{self._sudo}systemctl {args} -- {render.shell_word(self.unit)}"
 
-    def _show(self) -> dict[str, str]:
-        result = self._check(self._systemctl("show -p MainPID -p ExecMainStartTimestamp"))
-        return parse_properties(result.stdout)
-
     # -- ServiceController -----------------------------------------------
 
     def apply(self, launch: LaunchSpec) -> ProcessIdentity:
@@ -459,18 +445,12 @@ class SystemdController(RemoteController):
         if not self._touched:
             return
         q = render.shell_word
+        files = f"{q(self.dropin_path)} {q(self.secrets_path)}"
+        reload = f"{self._sudo}systemctl daemon-reload"
         if self.whole_unit:  # ours: stopped, then gone
-            self._check(
-                f"{self._systemctl('stop')} && {self._sudo}rm -f -- {q(self.dropin_path)} "
-                f"{q(self.secrets_path)} && {self._sudo}systemctl daemon-reload"
-            )
-            self._touched = False
-            self._identity = None
-            return
-        self._check(
-            f"{self._sudo}rm -f -- {q(self.dropin_path)} {q(self.secrets_path)} && "
-            f"{self._sudo}systemctl daemon-reload && {self._systemctl('restart')}"
-        )
+            self._check(f"{self._systemctl('stop')} && {self._sudo}rm -f -- {files} && {reload}")
+        else:
+            self._check(f"{self._sudo}rm -f -- {files} && {reload} && {self._systemctl('restart')}")
         self._touched = False
         self._identity = None
 
