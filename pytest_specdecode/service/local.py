@@ -99,9 +99,7 @@ class LocalController(BaseController):
         log = open(self._log_path, "wb")  # noqa: SIM115 - closed in stop()
         tracked = lineage.Launch()
         tracked.begin()
-        env = dict(os.environ)
-        env.update(launch.env)
-        env.update(tracked.env)
+        env = {**os.environ, **launch.env, **tracked.env}
         try:
             self._proc = subprocess.Popen(
                 list(launch.argv),
