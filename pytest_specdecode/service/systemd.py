@@ -108,24 +108,24 @@ def render_dropin(
     ``environment_file`` (an absolute path) is read by systemd before it runs
     the command: :class:`render.EnvRef` words of ``argv`` are filled from it.
     """
-    words = list(argv)
-    if not words:
-        raise ValueError("cannot render a systemd drop-in without a command line")
     # The label is the config's own text: as data in a comment, never a line of its own.
     shown = f" for config {label!r}" if label and render.control_character(label) is None else ""
     lines = [
         f"# Written by pytest-specdecode{shown}; removed by --dflash-restore.",
         "[Service]",
         "ExecStart=",
-        *_exec_lines(words, env, environment_file),
+        *_exec_lines(argv, env, environment_file, "drop-in"),
     ]
     return "\n".join(lines) + "\n"
 
 
 def _exec_lines(
-    words: list[render.Word], env: Mapping[str, str], environment_file: str | None
+    argv: Iterable[render.Word], env: Mapping[str, str], environment_file: str | None, what: str
 ) -> list[str]:
     """``[Service]``'s command and environment lines, as a drop-in and a unit write them."""
+    words = list(argv)
+    if not words:
+        raise ValueError(f"cannot render a systemd {what} without a command line")
     lines = ["ExecStart=" + render.systemd_command(words)]
     lines.extend(render.systemd_environment(k, v) for k, v in sorted(env.items()))
     if environment_file is not None:
@@ -146,9 +146,6 @@ def render_unit(
     ``runtime_directory``: a directory under ``/run`` systemd creates before the
     start and removes at the stop (``RuntimeDirectory=``), for its sockets.
     """
-    words = list(argv)
-    if not words:
-        raise ValueError("cannot render a systemd unit without a command line")
     if runtime_directory is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", runtime_directory):
         raise ValueError(f"not a RuntimeDirectory= name: {runtime_directory!r}")
     shown = label if label and render.control_character(label) is None else "a server"
@@ -159,7 +156,7 @@ def render_unit(
         f"Description=pytest-specdecode {shown}",
         "[Service]",
         "Type=simple",
-        *_exec_lines(words, env, environment_file),
+        *_exec_lines(argv, env, environment_file, "unit"),
     ]
     if runtime_directory is not None:
         lines.append(f"RuntimeDirectory={runtime_directory}")
