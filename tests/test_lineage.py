@@ -43,7 +43,7 @@ def test_descendants_are_exactly_the_processes_below_a_root(
     parents: dict[int, int], roots: set[int]
 ) -> None:
     # Any parent map, loops included (a table read while pids are reused may hold one).
-    procs = {pid: lineage.Entry(ppid, True, "1") for pid, ppid in parents.items()}
+    procs = {pid: lineage.Entry(ppid, True, "1", pid) for pid, ppid in parents.items()}
     expected = {pid for pid in parents if _below(pid, roots, parents)}
     assert lineage.descendants(roots, procs) == expected
 

@@ -61,13 +61,21 @@ def stat_fields(pid: int, proc: str = _PROC) -> list[bytes] | None:
     return stat[stat.rfind(b")") + 2 :].split()
 
 
+def start_time(pid: int, proc: str = _PROC) -> str | None:
+    """The process's start time in clock ticks since boot, to tell a reused pid apart."""
+    fields = stat_fields(pid, proc)
+    return fields[19].decode() if fields is not None and len(fields) > 19 else None
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One process of the table: its parent, whether it still runs, when it started."""
+    """One process of the table: its parent, whether it still runs, when it started, its
+    process group."""
 
     ppid: int
     running: bool  # not a zombie
     start: str  # clock ticks since boot: tells a reused pid apart
+    pgrp: int
 
 
 def table(proc: str = _PROC) -> dict[int, Entry]:
@@ -85,7 +93,7 @@ def table(proc: str = _PROC) -> dict[int, Entry]:
             continue
         with contextlib.suppress(ValueError):
             found[int(name)] = Entry(
-                int(fields[1]), fields[0] not in (b"Z", b"X"), fields[19].decode()
+                int(fields[1]), fields[0] not in (b"Z", b"X"), fields[19].decode(), int(fields[2])
             )
     return found
 
@@ -253,8 +261,7 @@ class Launch:
         except (AttributeError, OSError):
             fd = None
         try:
-            fields = stat_fields(pid, self._proc)
-            if fields is None or len(fields) < 20 or fields[19].decode() != self._seen.get(pid):
+            if start_time(pid, self._proc) != self._seen.get(pid):
                 return False
             if fd is not None:
                 signal.pidfd_send_signal(fd, sig)
@@ -331,6 +338,7 @@ __all__ = [
     "Launch",
     "carries",
     "descendants",
+    "start_time",
     "stat_fields",
     "table",
 ]

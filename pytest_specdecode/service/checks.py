@@ -11,6 +11,7 @@ handles and watches tests get.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,12 +32,18 @@ from pytest_specdecode.service.handle import (
     ServiceHandle,
     Watch,
     http_identity_reader,
+    never_gone,
 )
 from pytest_specdecode.service.identity import Fingerprint, HttpIdentity
 from pytest_specdecode.service.launch_command import endpoint
 from pytest_specdecode.service.local import group_running, read_tail
-from pytest_specdecode.service.probe import Look, ProbeFailed, ServerProbe, probe_live
-from pytest_specdecode.service.readiness import ReadyResult, ServiceNotReady, wait_until_ready
+from pytest_specdecode.service.probe import VERIFIED, Look, ProbeFailed, ServerProbe, probe_live
+from pytest_specdecode.service.readiness import (
+    PhaseEntry,
+    ReadyResult,
+    ServiceNotReady,
+    wait_until_ready,
+)
 
 __all__ = [
     "LIVE_PROBE_TIMEOUT",
@@ -159,9 +166,7 @@ class ServerChecks:
             ) from None
         finally:
             self.progress.done()
-        handle = self.handle(config, ready, self._clock() - started, _unknown)
-        handle.restarted = False
-        return handle
+        return self.handle(config, ready, self._clock() - started, restarted=False)
 
     def join(self, config: SpecConfig, server: Mapping[str, Any]) -> ServiceHandle:
         """Under the lease: verify the server another worker brought up for ``config``."""
@@ -182,7 +187,13 @@ class ServerChecks:
         return handle
 
     def handle(
-        self, config: SpecConfig, ready: ReadyResult, seconds: float, watch: Watch
+        self,
+        config: SpecConfig,
+        ready: ReadyResult,
+        seconds: float,
+        watch: Watch = never_gone,
+        *,
+        restarted: bool = True,
     ) -> ServiceHandle:
         """The handle on a server that passed the gate."""
         return ServiceHandle(
@@ -194,7 +205,7 @@ class ServerChecks:
             ready_seconds=seconds,
             phases=[(p.phase, p.at) for p in ready.phases],
             unverified=list(ready.unverified),
-            restarted=True,
+            restarted=restarted,
             proof=ready.proof,
             simulated=bool(ready.server_info.get("simulator")),
             watch=watch,
@@ -205,20 +216,9 @@ class ServerChecks:
     def live_handle(self, config: SpecConfig, look: Look) -> ServiceHandle:
         """The handle on a live server that passed the probe (nothing restarted)."""
         assert look.info is not None
-        return ServiceHandle(
-            config=config,
-            base_url=self.base_url,
-            server_info=dict(look.info),
-            client=self.client(),
-            identity=None,
-            ready_seconds=0.0,
-            phases=[("verified", 0.0)],
-            unverified=list(look.unverified),
-            restarted=False,
-            simulated=bool(look.info.get("simulator")),
-            read_identity=self.identity_reader(),
-            http_identity=HttpIdentity.of(look.info, None),
-        )
+        verified = [PhaseEntry(VERIFIED, 0.0, "")]
+        seen = ReadyResult(self.base_url, look.info, verified, 0.0, unverified=look.unverified)
+        return self.handle(config, seen, 0.0, restarted=False)
 
     def watch(self, controller: ServiceController, config: SpecConfig) -> Watch:
         """Whether the server ``controller`` started for ``config`` is gone since."""
@@ -253,10 +253,7 @@ class ServerChecks:
         return SGLangClient(self.base_url, api_key=self.settings.api_key, timeout=60.0)
 
     def _verifier(self, config: SpecConfig) -> Callable[[Any], Any]:
-        def verify(server_info: Any) -> Any:
-            return self.dialect.verify(config, server_info)
-
-        return verify
+        return functools.partial(self.dialect.verify, config)
 
 
 def live_config(settings: Settings, dialect: dialects.Dialect) -> SpecConfig | None:
@@ -308,10 +305,6 @@ def _knobs(config: SpecConfig, form: str) -> list[str]:
     shown = [form.format(k, getattr(config, k)) for k in knobs if getattr(config, k) is not None]
     shown.extend(form.format(name.replace("-", "_"), value) for name, value in config.extra)
     return shown
-
-
-def _unknown() -> ServerGone | None:
-    return None
 
 
 def _group_watch(label: str, url: str, pgid: int, log: str | None) -> Watch:

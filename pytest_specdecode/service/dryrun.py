@@ -20,7 +20,7 @@ from pytest_specdecode.config import dialects, render
 from pytest_specdecode.config.settings import Host, Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.output import redact
-from pytest_specdecode.service.launch_command import Endpoint, LaunchRenderer
+from pytest_specdecode.service.launch_command import LaunchRenderer, endpoint
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def plan_lines(
         )
     turn = 0
     for number, item in enumerate(planned, 1):
-        head = f"[{number}/{len(planned)}] {item.config.label()} ({_tests(item.tests)})"
+        head = f"[{number}/{len(planned)}] {item.config.label()} ({_count(item.tests, 'test')})"
         if item.carried:
             lines.append(f"{head}: carried from the resumed report, not restarted")
             continue
@@ -94,10 +94,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
-def _tests(n: int) -> str:
-    return _count(n, "test")
-
-
 def _what(
     settings: Settings,
     dialect: dialects.Dialect,
@@ -107,18 +103,15 @@ def _what(
     redactor: redact.Redactor | None,
 ) -> list[str]:
     """What would bring ``host`` to ``config``, as the controller would run it."""
-    local = settings.control == "local"
-    address = host.name if host is not None and not local else "127.0.0.1"
-    where = Endpoint(address, port or settings.port)
-    renderer = LaunchRenderer(settings, dialect, where, redactor)
-    launch = renderer.render(config)
-    url = f"http://{address}:{port or settings.port}"
+    where = endpoint(settings, host, port or settings.port)
+    launch = LaunchRenderer(settings, dialect, where, redactor).render(config)
+    url = where.base_url
     if settings.control == "external":
         return [f"verify only: the server at {url} must already run it (--dflash-restart=never)"]
     if settings.control == "script":
         return [f"run over SSH: {launch.script}", f"then wait for {url} to serve this config"]
     env = [f"{k}={render.shell_word(v)}" for k, v in sorted(launch.env.items())]
-    if local:
+    if settings.control == "local":
         return [f"launch: {' '.join([*env, launch.shell])}"]
     from pytest_specdecode.service.systemd import SystemdController, render_dropin, split_secrets
 

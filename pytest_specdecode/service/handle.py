@@ -64,7 +64,7 @@ def http_identity_reader(base_url: str, api_key: str | None) -> IdentityReader:
     return read
 
 
-def _never_gone() -> ServerGone | None:
+def never_gone() -> ServerGone | None:
     return None
 
 
@@ -93,7 +93,7 @@ class ServiceHandle:
     proof: str | None = None
     simulated: bool = False
     log_dir: Path = Path()
-    watch: Watch = _never_gone
+    watch: Watch = never_gone
     # Where it runs, the failed starts before it came up, and why it moved hosts.
     host: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)

@@ -35,7 +35,7 @@ import requests
 
 from pytest_specdecode.client import wire
 from pytest_specdecode.client.sglang import prometheus_value
-from pytest_specdecode.processes.lineage import stat_fields
+from pytest_specdecode.processes import lineage
 from pytest_specdecode.service.base import ServiceError
 
 _LISTEN = "0A"
@@ -86,14 +86,8 @@ def pids_holding(inodes: set[int], proc: str = _PROC) -> set[int]:
         return set()
     wanted = {f"socket:[{inode}]" for inode in inodes}
     pids: set[int] = set()
-    try:
-        entries = os.listdir(proc)
-    except OSError:
-        return pids
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        fd_dir = f"{proc}/{entry}/fd"
+    for pid in lineage.table(proc):
+        fd_dir = f"{proc}/{pid}/fd"
         try:
             fds = os.listdir(fd_dir)
         except OSError:
@@ -101,7 +95,7 @@ def pids_holding(inodes: set[int], proc: str = _PROC) -> set[int]:
         for fd in fds:
             try:
                 if os.readlink(f"{fd_dir}/{fd}") in wanted:
-                    pids.add(int(entry))
+                    pids.add(pid)
                     break
             except OSError:
                 continue
@@ -132,7 +126,7 @@ def listener(port: int, proc: str = _PROC) -> Listener | None:
 
 def session_of(pid: int, proc: str = _PROC) -> int | None:
     """The session id of ``pid`` (a launched server is its own session leader)."""
-    fields = stat_fields(pid, proc)
+    fields = lineage.stat_fields(pid, proc)
     try:
         return int(fields[3]) if fields is not None else None
     except (IndexError, ValueError):

@@ -99,9 +99,7 @@ class LocalController(BaseController):
         log = open(self._log_path, "wb")  # noqa: SIM115 - closed in stop()
         tracked = lineage.Launch()
         tracked.begin()
-        env = dict(os.environ)
-        env.update(launch.env)
-        env.update(tracked.env)
+        env = {**os.environ, **launch.env, **tracked.env}
         try:
             self._proc = subprocess.Popen(
                 list(launch.argv),
@@ -275,19 +273,7 @@ def group_running(pgid: int) -> bool:
         return True
     if not os.path.isdir("/proc/self"):
         return True
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state, ppid, pgrp, ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    return any(e.pgrp == pgid and e.running for e in lineage.table().values())
 
 
 def stop_group_id(

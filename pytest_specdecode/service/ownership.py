@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_specdecode import statefiles
 from pytest_specdecode.processes import lineage
-from pytest_specdecode.processes.lineage import stat_fields
+from pytest_specdecode.processes.lineage import start_time, stat_fields
 
 PR_SET_PDEATHSIG = 1
 
@@ -42,12 +42,10 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
+    fields = stat_fields(pid)
+    if fields is None:
         return True  # no /proc (macOS): trust the signal
-    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+    return fields[0] not in (b"Z", b"X")
 
 
 def parent_death_signal() -> Callable[[], None] | None:
@@ -71,12 +69,6 @@ def parent_death_signal() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
-
-
-def start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc), to tell a reused pid."""
-    fields = stat_fields(pid)
-    return fields[19].decode() if fields is not None and len(fields) > 19 else None
 
 
 class Registry:

@@ -168,7 +168,7 @@ def wait_until_ready(
     )
     try:
         gate = _Gate(
-            probe,
+            probe=probe,
             timeout=timeout,
             controller=controller,
             poll_interval=poll_interval,
@@ -182,52 +182,37 @@ def wait_until_ready(
             clock=clock,
             sleep=sleep,
             on_progress=on_progress,
-            redact=redact,
+            redact=redact or (lambda text: text),
         )
         return gate.run()
     finally:
         probe.close()
 
 
+@dataclass(kw_only=True)
 class _Gate:
-    def __init__(
-        self,
-        probe: ServerProbe,
-        *,
-        timeout: float,
-        controller: ServiceController | None,
-        poll_interval: float,
-        stale_grace: float,
-        failure_check_interval: float,
-        progress_interval: float,
-        log_tail_lines: int,
-        expect_running: bool,
-        before: Fingerprint | None,
-        down_before: bool,
-        clock: Callable[[], float],
-        sleep: Callable[[float], None],
-        on_progress: ProgressCallback | None,
-        redact: Callable[[str], str] | None = None,
-    ) -> None:
-        self.probe = probe
-        self.redact = redact or (lambda text: text)
-        self.url = probe.url
-        self.label = probe.label
-        self.timeout = timeout
-        self.controller = controller
-        self.poll_interval = poll_interval
-        self.stale_grace = stale_grace
-        self.failure_check_interval = failure_check_interval
-        self.progress_interval = progress_interval
-        self.log_tail_lines = log_tail_lines
-        self.expect_running = expect_running
-        self.before = before
-        self.seen_down = "not answering before the restart" if down_before else ""
-        self.clock = clock
-        self.sleep = sleep
-        self.on_progress = on_progress
-        self.start = clock()
-        self.deadline = self.start + timeout
+    probe: ServerProbe
+    timeout: float
+    controller: ServiceController | None
+    poll_interval: float
+    stale_grace: float
+    failure_check_interval: float
+    progress_interval: float
+    log_tail_lines: int
+    expect_running: bool
+    before: Fingerprint | None
+    down_before: bool
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    on_progress: ProgressCallback | None
+    redact: Callable[[str], str]
+
+    def __post_init__(self) -> None:
+        self.url = self.probe.url
+        self.label = self.probe.label
+        self.seen_down = "not answering before the restart" if self.down_before else ""
+        self.start = self.clock()
+        self.deadline = self.start + self.timeout
         self.phases: list[PhaseEntry] = []
         self.answered = False  # any HTTP answer (not a refused or silent connection)
         self.detail = ""

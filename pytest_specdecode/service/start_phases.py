@@ -141,17 +141,8 @@ class StartPhases:
         if log is None:
             return cls(total, first_generate, weight_cache=weight_cache, source=source)
         cache = "fell back" if weight_cache == "client" and log.cache_fell_back else weight_cache
-        return cls(
-            total,
-            first_generate,
-            log.load,
-            log.kv_cache,
-            log.graph_capture,
-            log.warmup,
-            log.resolution,
-            cache,
-            source,
-        )
+        measured = {name: getattr(log, name) for name in (*PHASES, "resolution")}
+        return cls(total, first_generate, weight_cache=cache, source=source, **measured)
 
 
 def _round(value: float | None) -> float | None:

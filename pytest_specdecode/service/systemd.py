@@ -45,16 +45,6 @@ SECRETS_SUFFIX = ".secrets"
 LOGS_TIMEOUT = 10.0
 
 
-def quote_exec_word(word: str) -> str:
-    """One argv element for ``ExecStart=`` (see :func:`render.systemd_word`)."""
-    return render.systemd_word(word)
-
-
-def quote_environment(name: str, value: str) -> str:
-    """One ``Environment="NAME=VALUE"`` line (see :func:`render.systemd_environment`)."""
-    return render.systemd_environment(name, value)
-
-
 @dataclass(frozen=True)
 class Split:
     """A command line with its secrets taken out.
@@ -118,24 +108,24 @@ def render_dropin(
     ``environment_file`` (an absolute path) is read by systemd before it runs
     the command: :class:`render.EnvRef` words of ``argv`` are filled from it.
     """
-    words = list(argv)
-    if not words:
-        raise ValueError("cannot render a systemd drop-in without a command line")
     # The label is the config's own text: as data in a comment, never a line of its own.
     shown = f" for config {label!r}" if label and render.control_character(label) is None else ""
     lines = [
         f"# Written by pytest-specdecode{shown}; removed by --dflash-restore.",
         "[Service]",
         "ExecStart=",
-        *_exec_lines(words, env, environment_file),
+        *_exec_lines(argv, env, environment_file, "drop-in"),
     ]
     return "\n".join(lines) + "\n"
 
 
 def _exec_lines(
-    words: list[render.Word], env: Mapping[str, str], environment_file: str | None
+    argv: Iterable[render.Word], env: Mapping[str, str], environment_file: str | None, what: str
 ) -> list[str]:
     """``[Service]``'s command and environment lines, as a drop-in and a unit write them."""
+    words = list(argv)
+    if not words:
+        raise ValueError(f"cannot render a systemd {what} without a command line")
     lines = ["ExecStart=" + render.systemd_command(words)]
     lines.extend(render.systemd_environment(k, v) for k, v in sorted(env.items()))
     if environment_file is not None:
@@ -156,9 +146,6 @@ def render_unit(
     ``runtime_directory``: a directory under ``/run`` systemd creates before the
     start and removes at the stop (``RuntimeDirectory=``), for its sockets.
     """
-    words = list(argv)
-    if not words:
-        raise ValueError("cannot render a systemd unit without a command line")
     if runtime_directory is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", runtime_directory):
         raise ValueError(f"not a RuntimeDirectory= name: {runtime_directory!r}")
     shown = label if label and render.control_character(label) is None else "a server"
@@ -169,7 +156,7 @@ def render_unit(
         f"Description=pytest-specdecode {shown}",
         "[Service]",
         "Type=simple",
-        *_exec_lines(words, env, environment_file),
+        *_exec_lines(argv, env, environment_file, "unit"),
     ]
     if runtime_directory is not None:
         lines.append(f"RuntimeDirectory={runtime_directory}")
@@ -256,10 +243,6 @@ class SystemdController(RemoteController):
 
     def _systemctl(self, args: str) -> str:
         return f"{self._sudo}systemctl {args} -- {render.shell_word(self.unit)}"
-
-    def _show(self) -> dict[str, str]:
-        result = self._check(self._systemctl("show -p MainPID -p ExecMainStartTimestamp"))
-        return parse_properties(result.stdout)
 
     # -- ServiceController -----------------------------------------------
 
@@ -459,18 +442,12 @@ class SystemdController(RemoteController):
         if not self._touched:
             return
         q = render.shell_word
+        files = f"{q(self.dropin_path)} {q(self.secrets_path)}"
+        reload = f"{self._sudo}systemctl daemon-reload"
         if self.whole_unit:  # ours: stopped, then gone
-            self._check(
-                f"{self._systemctl('stop')} && {self._sudo}rm -f -- {q(self.dropin_path)} "
-                f"{q(self.secrets_path)} && {self._sudo}systemctl daemon-reload"
-            )
-            self._touched = False
-            self._identity = None
-            return
-        self._check(
-            f"{self._sudo}rm -f -- {q(self.dropin_path)} {q(self.secrets_path)} && "
-            f"{self._sudo}systemctl daemon-reload && {self._systemctl('restart')}"
-        )
+            self._check(f"{self._systemctl('stop')} && {self._sudo}rm -f -- {files} && {reload}")
+        else:
+            self._check(f"{self._sudo}rm -f -- {files} && {reload} && {self._systemctl('restart')}")
         self._touched = False
         self._identity = None
 

@@ -134,8 +134,8 @@ class WeightCache:
             if not self.started:
                 self.started = True
                 self._start()
-            else:
-                self._check_alive()
+            elif (failure := self.controller.failure()) is not None:
+                raise self._failed(f"{failure} after it was ready; configs cannot load through it")
         except WeightCacheFailed as exc:
             if not self.setting.fallback:
                 raise
@@ -183,23 +183,19 @@ class WeightCache:
             raise self._failed(f"{failure} before it was ready")
         return READY.search(self.controller.logs(200)) is not None
 
-    def _check_alive(self) -> None:
-        failure = self.controller.failure()
-        if failure is not None:
-            raise self._failed(f"{failure} after it was ready; configs cannot load through it")
-
     def _failed(self, what: str) -> WeightCacheFailed:
         pid = f" (pid {self.pid})" if self.pid else ""
         tail = last_lines(self.controller.logs(5), 1, 160)
         last = f": {tail.strip()}" if tail.strip() else ""
         where = self.controller.log_location()
         log = f"; log: {where}" if where else ""
+        line = f"weight-cache daemon{pid} {what}{last}{log}"
         failed = WeightCacheFailed(
-            f"weight-cache daemon{pid} {what}{last}{log}; fix it, run without "
-            "--dflash-weight-cache, or add ',fallback' to load from disk",
+            f"{line}; fix it, run without --dflash-weight-cache, or add ',fallback' to load "
+            "from disk",
             reason="weight-cache",
         )
-        failed.what = f"weight-cache daemon{pid} {what}{last}{log}"
+        failed.what = line
         return failed
 
     def finish(self) -> str | None:

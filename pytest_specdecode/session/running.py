@@ -4,6 +4,7 @@ dead; a failure names where its config was tried; the report says the phase."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -16,20 +17,13 @@ from pytest_specdecode.session.items import definition_id, item_config, item_kin
 from pytest_specdecode.throughput.runner import LosslessBaseline
 
 
+@dataclass(eq=False)
 class Running:
-    def __init__(
-        self,
-        settings: Settings,
-        collection: Collection,
-        services: ServiceManager,
-        baseline: LosslessBaseline,
-        outputs: RunOutputs,
-    ) -> None:
-        self.settings = settings
-        self.collection = collection
-        self.services = services
-        self.baseline = baseline
-        self.outputs = outputs
+    settings: Settings
+    collection: Collection
+    services: ServiceManager
+    baseline: LosslessBaseline
+    outputs: RunOutputs
 
     def await_baseline(self, item: pytest.Item) -> None:
         """A lossless check under xdist whose baseline another worker has not recorded

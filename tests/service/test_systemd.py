@@ -18,13 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_specdecode.config import render
 from pytest_specdecode.config.render import control_character
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import LaunchSpec, ServiceStartError
 from pytest_specdecode.service.systemd import (
     SystemdController,
-    quote_environment,
-    quote_exec_word,
     render_dropin,
     render_unit,
     split_secrets,
@@ -65,13 +64,13 @@ ENV = {"SGLANG_DDTREE_MAX_TOPK": "4", "NOTE": 'a "quoted" 50% value'}
     ],
 )
 def test_exec_words_are_quoted_for_systemd(word: str, quoted: str) -> None:
-    assert quote_exec_word(word) == quoted
+    assert render.systemd_word(word) == quoted
 
 
 def test_environment_lines_are_quoted_and_names_checked() -> None:
-    assert quote_environment("K", 'a "b" 5%') == 'Environment="K=a \\"b\\" 5%%"'
+    assert render.systemd_environment("K", 'a "b" 5%') == 'Environment="K=a \\"b\\" 5%%"'
     with pytest.raises(ValueError, match="invalid environment variable name 'A B'"):
-        quote_environment("A B", "x")
+        render.systemd_environment("A B", "x")
 
 
 def test_dropin_replaces_execstart_and_adds_environment() -> None:
