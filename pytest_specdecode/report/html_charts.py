@@ -30,7 +30,7 @@ from pytest_specdecode.report.model import (
     RoundSummary,
     ThroughputRecord,
 )
-from pytest_specdecode.report.verdict import case_shape, mean
+from pytest_specdecode.report.verdict import case_shape, domain_rank, load_order, mean
 from pytest_specdecode.throughput.metrics import TOK_S
 
 Chart = dict[str, Any]
@@ -104,7 +104,7 @@ def _name(short: Mapping[str, str], config: ConfigResults) -> str:
 def _case_order(case: ThroughputRecord) -> tuple[Any, ...]:
     context, load, domain = case_shape(case.case, case.metrics)
     known = context if context is not None else 1 << 30
-    return (known, tables.load_order(load), tables.domain_rank(domain), load)
+    return (known, load_order(load), domain_rank(domain), load)
 
 
 def _cases(report: Report) -> list[str]:
@@ -412,7 +412,7 @@ def _histograms(report: Report) -> dict[tuple[str, str], list[int]]:
 
 
 def _dash(domain: str) -> str:
-    return ("solid", "dash", "dot", "dashdot")[min(tables.domain_rank(domain), 3)]
+    return ("solid", "dash", "dot", "dashdot")[min(domain_rank(domain), 3)]
 
 
 def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
@@ -465,7 +465,7 @@ def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
                 "customdata": hist,
                 "marker": {
                     "color": colors.get(full),
-                    "pattern": {"shape": ["", "/", ".", "x"][min(tables.domain_rank(domain), 3)]},
+                    "pattern": {"shape": ["", "/", ".", "x"][min(domain_rank(domain), 3)]},
                 },
                 "hovertemplate": "%{x} correct drafts: %{y:.1%} (%{customdata} steps)"
                 "<extra>%{fullData.name}</extra>",
