@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from pytest_specdecode.output import figures
-from pytest_specdecode.report import summary, tables
+from pytest_specdecode.report import client_limit, tables
 from pytest_specdecode.report.model import ConfigResults, PassRate, Report
 
 MAX_FAILURES = 500
@@ -361,7 +361,7 @@ def warnings(report: Report, charts: ChartSlot) -> str:
     if not any(c.throughput for c in report.configs):
         return ""
     short = tables.short_labels(report.configs)
-    found = [line.removeprefix("WARNING: ") for line in summary.client_warning(report, short)]
+    found = [line.removeprefix("WARNING: ") for line in client_limit.warning(report, short)]
     calibration = report.calibration
     if calibration is not None and calibration.error:
         found.append(f"the client calibration could not run: {calibration.error}")
