@@ -59,7 +59,7 @@ def number(value: Any) -> float | None:
 
 def charts(report: Report) -> list[Chart]:
     """Every chart the report has data for, in the page's order."""
-    colors = _colors(report)
+    colors = {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
     found = [
         readiness(report),
         tok_s(report, colors),
@@ -89,10 +89,6 @@ _LAYOUT: dict[str, Any] = {
 _UNITY = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
           "line": {"dash": "dot", "color": "grey", "width": 1}}  # fmt: skip
 """The dotted line of no speedup (1.0) across a chart."""
-
-
-def _colors(report: Report) -> dict[str, str]:
-    return {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
 
 
 def _name(short: Mapping[str, str], config: ConfigResults) -> str:
