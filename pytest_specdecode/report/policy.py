@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specdecode.report import tables
 from pytest_specdecode.report.model import Config, Metrics, Report, ThroughputRecord
 from pytest_specdecode.report.verdict import finite
 
@@ -150,10 +151,9 @@ def build(report: Report) -> dict[str, Any] | None:
     has_none = any(spec.algorithm == "NONE" for spec in configs.values())
     if not points or not (has_none or (report.speedup and report.speedup.baseline)):
         return None
-    simulated = report.simulated or any(c.service.get("simulated") for c in report.configs)
     return {
         "format": 1,
-        "simulated": simulated,
+        "simulated": tables.simulated(report),
         "floor": FLOOR,
         "method": "per concurrency, the config with the best geometric-mean output tok/s ratio "
         f"over NONE among those whose 95% low bound is >= {FLOOR:g} in every domain and "
