@@ -30,10 +30,17 @@ line then also names the cases whose overhead alone is above the share (the clie
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pytest_specdecode.output import figures
-from pytest_specdecode.report.model import Calibration, Ceiling, ClientLimited, Metrics, Report
+from pytest_specdecode.report.model import (
+    Calibration,
+    Ceiling,
+    ClientLimited,
+    ConfigResults,
+    Metrics,
+    Report,
+)
 from pytest_specdecode.report.verdict import throughput_cases
 from pytest_specdecode.throughput.calibration import loaded
 
@@ -105,20 +112,49 @@ def client_limited(report: Report) -> list[ClientLimited | None]:
 
 
 def warning(report: Report, short: Mapping[str, str]) -> list[str]:
-    """The run's one warning line naming its client-limited cases (none: no line)."""
+    """The run's warning lines about its client: the cases marked client-limited (by the
+    calibration, or by the client's own CPU time), and without a calibration also the
+    cases whose client overhead alone may limit them (:func:`overhead_warning`)."""
     cases = throughput_cases(report)
     marked = [
         f"{case.case} ({short.get(config.label, config.label)})"
         for config, case in cases
         if case.client_limited is not None
     ]
-    if not marked:
+    lines = []
+    if marked:
+        lines.append(
+            f"WARNING: {len(marked)} of {len(cases)} cases are client-limited, left out of the "
+            f"verdict (their tok/s near this machine's null-server ceiling, the machine loaded, "
+            f"or the load client's own CPU the limit): {_names(marked)}"
+        )
+    if not ceilings(report.calibration):
+        lines += overhead_warning(report.configs, short)
+    return lines
+
+
+def overhead_warning(configs: Sequence[ConfigResults], short: Mapping[str, str]) -> list[str]:
+    """Without a calibration: one warning for the run naming the cases whose client overhead
+    p99 (client e2e minus the server's own e2e) exceeds :data:`OVERHEAD_SHARE` of their e2e
+    p50."""
+    found: list[tuple[float, str]] = []
+    total = 0
+    for c in configs:
+        for t in c.throughput:
+            overhead, e2e = t.metrics.client_overhead_ms_p99, t.metrics.e2e_ms_p50
+            if overhead is None or e2e is None:
+                continue
+            total += 1
+            if overhead > OVERHEAD_SHARE * e2e:
+                name = f"{t.case} ({short.get(c.label, c.label)})"
+                found.append((overhead / e2e if e2e > 0 else math.inf, name))
+    if not found:
         return []
+    found.sort(key=lambda f: -f[0])
     return [
-        f"WARNING: {len(marked)} of {len(cases)} cases are client-limited, left out of the "
-        f"verdict (their tok/s near this machine's null-server ceiling, the machine loaded, or "
-        f"the load client's own CPU the limit): "
-        f"{_names(marked)}"
+        f"WARNING: in {len(found)} of {total} cases the client overhead p99 exceeds "
+        f"{OVERHEAD_SHARE:.0%} of e2e p50 (the worst first: {_names([n for _, n in found])}): "
+        "the client may be limiting them"
     ]
 
 

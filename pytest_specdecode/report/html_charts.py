@@ -30,7 +30,7 @@ from pytest_specdecode.report.model import (
     RoundSummary,
     ThroughputRecord,
 )
-from pytest_specdecode.report.verdict import case_shape, mean
+from pytest_specdecode.report.verdict import case_shape, domain_rank, load_order, mean
 from pytest_specdecode.throughput.metrics import TOK_S
 
 Chart = dict[str, Any]
@@ -59,7 +59,7 @@ def number(value: Any) -> float | None:
 
 def charts(report: Report) -> list[Chart]:
     """Every chart the report has data for, in the page's order."""
-    colors = _colors(report)
+    colors = {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
     found = [
         readiness(report),
         tok_s(report, colors),
@@ -91,10 +91,6 @@ _UNITY = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
 """The dotted line of no speedup (1.0) across a chart."""
 
 
-def _colors(report: Report) -> dict[str, str]:
-    return {c.label: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(report.configs)}
-
-
 def _name(short: Mapping[str, str], config: ConfigResults) -> str:
     # ``short`` is worked out once per chart: it reads every config, so once per trace
     # made the page quadratic in the configs.
@@ -104,7 +100,7 @@ def _name(short: Mapping[str, str], config: ConfigResults) -> str:
 def _case_order(case: ThroughputRecord) -> tuple[Any, ...]:
     context, load, domain = case_shape(case.case, case.metrics)
     known = context if context is not None else 1 << 30
-    return (known, tables.load_order(load), tables.domain_rank(domain), load)
+    return (known, load_order(load), domain_rank(domain), load)
 
 
 def _cases(report: Report) -> list[str]:
@@ -412,7 +408,7 @@ def _histograms(report: Report) -> dict[tuple[str, str], list[int]]:
 
 
 def _dash(domain: str) -> str:
-    return ("solid", "dash", "dot", "dashdot")[min(tables.domain_rank(domain), 3)]
+    return ("solid", "dash", "dot", "dashdot")[min(domain_rank(domain), 3)]
 
 
 def acceptance(report: Report, colors: Mapping[str, str]) -> Chart | None:
@@ -465,7 +461,7 @@ def histogram(report: Report, colors: Mapping[str, str]) -> Chart | None:
                 "customdata": hist,
                 "marker": {
                     "color": colors.get(full),
-                    "pattern": {"shape": ["", "/", ".", "x"][min(tables.domain_rank(domain), 3)]},
+                    "pattern": {"shape": ["", "/", ".", "x"][min(domain_rank(domain), 3)]},
                 },
                 "hovertemplate": "%{x} correct drafts: %{y:.1%} (%{customdata} steps)"
                 "<extra>%{fullData.name}</extra>",

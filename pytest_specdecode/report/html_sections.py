@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from pytest_specdecode.output import figures
-from pytest_specdecode.report import summary, tables
+from pytest_specdecode.report import client_limit, tables
 from pytest_specdecode.report.model import ConfigResults, PassRate, Report
 
 MAX_FAILURES = 500
@@ -40,6 +40,10 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+_NUMERIC = re.compile(r"[-+]?[\d,.]+(x|%| s)?( \(|\s±|$).*")
+"""A cell that reads as a figure (``30,572 ±2.1%``, ``2.41x (2.30-2.52)``): aligned right."""
+
+
 def table(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, ident: str = "", caption: str = ""
 ) -> str:
@@ -55,19 +59,12 @@ def table(
     out.append("</tr></thead><tbody>")
     for row in rows:
         cells = "".join(
-            f'<td class="num">{esc(c)}</td>' if _numeric(str(c)) else f"<td>{esc(c)}</td>"
+            f'<td class="num">{esc(c)}</td>' if _NUMERIC.match(str(c)) else f"<td>{esc(c)}</td>"
             for c in row
         )
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
-
-
-_NUMERIC = re.compile(r"[-+]?[\d,.]+(x|%| s)?( \(|\s±|$).*")
-
-
-def _numeric(text: str) -> bool:
-    return bool(_NUMERIC.match(text))
 
 
 def section(ident: str, title: str, *body: str) -> str:
@@ -361,7 +358,7 @@ def warnings(report: Report, charts: ChartSlot) -> str:
     if not any(c.throughput for c in report.configs):
         return ""
     short = tables.short_labels(report.configs)
-    found = [line.removeprefix("WARNING: ") for line in summary.client_warning(report, short)]
+    found = [line.removeprefix("WARNING: ") for line in client_limit.warning(report, short)]
     calibration = report.calibration
     if calibration is not None and calibration.error:
         found.append(f"the client calibration could not run: {calibration.error}")

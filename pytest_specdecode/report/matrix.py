@@ -13,7 +13,7 @@ from __future__ import annotations
 from pytest_specdecode.output import figures
 from pytest_specdecode.report import tables
 from pytest_specdecode.report.model import ConfigResults, Report, ThroughputRecord
-from pytest_specdecode.report.verdict import case_shape
+from pytest_specdecode.report.verdict import case_shape, domain_rank
 from pytest_specdecode.throughput.metrics import TOK_S
 
 Load = tuple[int | None, str]
@@ -60,7 +60,7 @@ def matrix(report: Report) -> list[tuple[str, tables.Table]]:
         rows.setdefault(domain, {}).setdefault(label, {})[(context, point)] = case
         configs[label] = config
     out = []
-    for domain in sorted(loads, key=lambda d: (tables.domain_rank(d), d)):
+    for domain in sorted(loads, key=lambda d: (domain_rank(d), d)):
         columns = list(loads[domain])
         header = ["config"]
         for load in columns:

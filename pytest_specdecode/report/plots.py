@@ -84,14 +84,14 @@ def throughput_points(report: Report) -> list[Point]:
                     config=config.label,
                     context=context,
                     concurrency=concurrency,
-                    tok_s=_number(verdict.mean(metrics, TOK_S)),
-                    accept_length=_number(metrics.accept_length),
-                    completion_tokens=_number(metrics.completion_tokens),
-                    spec_verify_ct=_number(metrics.spec_verify_ct),
+                    tok_s=verdict.finite(verdict.mean(metrics, TOK_S)),
+                    accept_length=verdict.finite(metrics.accept_length),
+                    completion_tokens=verdict.finite(metrics.completion_tokens),
+                    spec_verify_ct=verdict.finite(metrics.spec_verify_ct),
                     domain=domain,
                     load=load,
-                    low=_number(spread.low if spread else None),
-                    high=_number(spread.high if spread else None),
+                    low=verdict.finite(spread.low if spread else None),
+                    high=verdict.finite(spread.high if spread else None),
                 )
             )
     return points
@@ -250,7 +250,7 @@ def panels_of(points: Sequence[Point]) -> list[tuple[int, str]]:
 
 def _panel_order(panel: tuple[int, str]) -> tuple[int, int, str]:
     context, domain = panel
-    return (context, tables.domain_rank(domain), domain)
+    return (context, verdict.domain_rank(domain), domain)
 
 
 def _throughput_figure(points: list[Point], colors: dict[str, str], simulated: bool) -> Figure:
@@ -468,10 +468,6 @@ def _case_shape(case: str, metrics: Metrics) -> tuple[int | None, int | None]:
     if concurrency is None and match:
         concurrency = int(match["concurrency"])
     return context, concurrency
-
-
-def _number(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _wrap(label: str) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_specdecode.report import plots, tables
+from pytest_specdecode.report import plots
 from pytest_specdecode.report.model import BreakEven, Report
+from pytest_specdecode.report.verdict import domain_rank
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -34,7 +35,7 @@ def build(report: Report, colors: dict[str, str], simulated: bool) -> dict[str, 
 
 def _panels(found: Sequence[BreakEven]) -> list[tuple[str, str]]:
     keys = {(r.domain, r.load_kind) for r in found}
-    return sorted(keys, key=lambda k: (tables.domain_rank(k[0]), k))
+    return sorted(keys, key=lambda k: (domain_rank(k[0]), k))
 
 
 def _figure(found: Sequence[BreakEven], colors: dict[str, str], simulated: bool) -> Figure:

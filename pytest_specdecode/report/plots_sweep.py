@@ -63,7 +63,7 @@ def _speedup_points(report: Report) -> list[plots.Level]:
 
 
 def _speedup_figure(points: list[plots.Level], colors: dict[str, str], simulated: bool) -> Figure:
-    keys = sorted({p.panel for p in points}, key=lambda k: (k[0], tables.domain_rank(k[1])))
+    keys = sorted({p.panel for p in points}, key=lambda k: (k[0], verdict.domain_rank(k[1])))
     title = (
         "Speedup over the non-speculative baseline (higher is better)\n"
         "band: 95% interval over rounds; dotted: no speedup"

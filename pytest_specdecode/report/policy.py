@@ -20,14 +20,15 @@ no upper end (``max_concurrency`` null): every concurrency has a config.
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_specdecode.report import tables
 from pytest_specdecode.report.model import Config, Metrics, Report, ThroughputRecord
+from pytest_specdecode.report.verdict import finite
 
 FLOOR = 0.95
 """A band never runs a config whose tok/s ratio over NONE may be below this (its 95% low)."""
@@ -49,14 +50,10 @@ class LoadPoint:
     unsure: set[str] = field(default_factory=set)
 
 
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _ratio(case: ThroughputRecord) -> tuple[float, float | None] | None:
     found = case.speedup.tok_s if case.speedup else None
-    value = _finite(found.value) if found else None
-    return None if found is None or value is None else (value, _finite(found.low))
+    value = finite(found.value) if found else None
+    return None if found is None or value is None else (value, finite(found.low))
 
 
 def load_points(
@@ -154,10 +151,9 @@ def build(report: Report) -> dict[str, Any] | None:
     has_none = any(spec.algorithm == "NONE" for spec in configs.values())
     if not points or not (has_none or (report.speedup and report.speedup.baseline)):
         return None
-    simulated = report.simulated or any(c.service.get("simulated") for c in report.configs)
     return {
         "format": 1,
-        "simulated": simulated,
+        "simulated": tables.simulated(report),
         "floor": FLOOR,
         "method": "per concurrency, the config with the best geometric-mean output tok/s ratio "
         f"over NONE among those whose 95% low bound is >= {FLOOR:g} in every domain and "

@@ -7,9 +7,8 @@ print the same summary from a saved JSON report.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from pytest_specdecode.report import client_limit, search_summary, tables
 from pytest_specdecode.report.model import Compare, ConfigResults, Finding, Report
@@ -51,7 +50,7 @@ def _measured(report: Report, configs: list[ConfigResults], simulated: str) -> l
     missing = report.speedup.missing if report.speedup else None
     lines += [missing] if missing else []
     lines += ["", "latency per case (p50 over requests)", *_table(*tables.latency(report, short))]
-    lines += client_warning(report, short)
+    lines += client_limit.warning(report, short)
     lines += _titled(tables.acceptance(report), "acceptance per config and domain: rate at draft "
                      "position i = verify steps accepting at least i drafts / verify "
                      "steps")  # fmt: skip
@@ -244,47 +243,3 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
     for row in body:
         out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return out
-
-
-CLIENT_SHARE = client_limit.OVERHEAD_SHARE
-"""Client overhead p99 above this share of e2e p50: the client may be the limit."""
-
-
-SHOWN_CASES = client_limit.SHOWN_CASES
-"""The client-limited warning names this many cases (the worst first), then a count."""
-
-
-def client_warning(report: Report, short: Mapping[str, str]) -> list[str]:
-    """The run's one line about its client: the cases marked client-limited (by the
-    calibration, or by the client's own CPU time), and without a calibration also the cases
-    whose client overhead alone may limit them."""
-    lines = client_limit.warning(report, short)
-    if not client_limit.ceilings(report.calibration):
-        lines += client_limited(report.configs, dict(short))
-    return lines
-
-
-def client_limited(configs: list[ConfigResults], short: dict[str, str]) -> list[str]:
-    """Without a calibration: one warning for the run naming the cases whose client overhead
-    p99 (client e2e minus the server's own e2e) exceeds :data:`CLIENT_SHARE` of their e2e p50."""
-    found: list[tuple[float, str]] = []
-    total = 0
-    for c in configs:
-        for t in c.throughput:
-            overhead, e2e = t.metrics.client_overhead_ms_p99, t.metrics.e2e_ms_p50
-            if overhead is None or e2e is None:
-                continue
-            total += 1
-            if overhead > CLIENT_SHARE * e2e:
-                name = f"{t.case} ({short.get(c.label, c.label)})"
-                found.append((overhead / e2e if e2e > 0 else math.inf, name))
-    if not found:
-        return []
-    found.sort(key=lambda f: -f[0])
-    named = ", ".join(name for _, name in found[:SHOWN_CASES])
-    more = f" and {len(found) - SHOWN_CASES} more" if len(found) > SHOWN_CASES else ""
-    return [
-        f"WARNING: in {len(found)} of {total} cases the client overhead p99 exceeds "
-        f"{CLIENT_SHARE:.0%} of e2e p50 (the worst first: {named}{more}): the client may be "
-        "limiting them"
-    ]

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdecode.config.load_options import DOMAINS
 from pytest_specdecode.output import figures
 from pytest_specdecode.report.model import (
     CodingRecord,
@@ -33,7 +32,7 @@ from pytest_specdecode.report.model import (
     VerdictGroup,
     VerdictMember,
 )
-from pytest_specdecode.report.verdict import case_shape, mean
+from pytest_specdecode.report.verdict import case_shape, domain_rank, load_order, mean
 
 Table = tuple[list[str], list[list[str]]]
 MAX_POSITIONS = 8
@@ -153,16 +152,6 @@ def ordered_cases(
             out.append((order, position, config, case))
     out.sort(key=lambda entry: (entry[0], entry[1]))
     return out
-
-
-def load_order(load: str) -> tuple[int, float]:
-    """Where a load point sorts: concurrencies (``c8``) by number, then request rates
-    (``r2.5``), then anything else."""
-    head = load.split("-")[0]
-    try:
-        return (0 if head.startswith("c") else 1, float(head[1:]))
-    except ValueError:
-        return (2, 0.0)
 
 
 def throughput(report: Report, short: Mapping[str, str] | None = None) -> Table:
@@ -505,11 +494,6 @@ def repetition(report: Report) -> Table:
         shown = "baseline" if key in baseline_rows else "DEGENERATE" if flagged else "ok"
         rows.append([key[0], key[1], f"{value:.2f}", figures.number(base, 2), shown])
     return header, rows
-
-
-def domain_rank(domain: str) -> int:
-    """Where a prompt domain sorts: the shipped domains in their order, then the rest."""
-    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
 
 
 def accept_histograms(report: Report) -> dict[str, dict[str, list[int]]]:

@@ -213,7 +213,8 @@ Score = tuple[float, float | None, float | None]
 """A config's figure on one case, with its 95% interval: (value, low, high)."""
 
 
-def _finite(value: float | None) -> float | None:
+def finite(value: float | None) -> float | None:
+    """A finite float, else None (a NaN or infinite figure is no figure)."""
     return float(value) if value is not None and math.isfinite(value) else None
 
 
@@ -223,12 +224,12 @@ def _score(case: ThroughputRecord, config: ConfigResults, by_speedup: bool) -> S
     if not by_speedup:
         found = case.metrics.interval(TOK_S) or RoundSummary()
         value = mean(case.metrics, TOK_S)
-        return None if value is None else (value, _finite(found.low), _finite(found.high))
+        return None if value is None else (value, finite(found.low), finite(found.high))
     if config.config.algorithm == "NONE":
         return (1.0, 1.0, 1.0)
     ratio = (case.speedup.tpot if case.speedup else None) or Ratio()
-    value = _finite(ratio.value)
-    return None if value is None else (value, _finite(ratio.low), _finite(ratio.high))
+    value = finite(ratio.value)
+    return None if value is None else (value, finite(ratio.low), finite(ratio.high))
 
 
 def _direction(found: Ratio | None) -> int:
@@ -236,7 +237,7 @@ def _direction(found: Ratio | None) -> int:
     unknown); without bounds the value alone says."""
     if found is None:
         return 0
-    value, low, high = _finite(found.value), _finite(found.low), _finite(found.high)
+    value, low, high = finite(found.value), finite(found.low), finite(found.high)
     low = value if low is None else low
     high = value if high is None else high
     if low is not None and low > 1:
@@ -256,11 +257,11 @@ def inconsistent(case: ThroughputRecord, config: ConfigResults) -> str | None:
     if config.config.algorithm == "NONE":
         return None
     speedup = case.speedup or Speedup()
-    value = _finite(speedup.tpot.value) if speedup.tpot else None
+    value = finite(speedup.tpot.value) if speedup.tpot else None
     if value is None or value <= 0:
         return f"{case.case}: no TPOT speedup"
     if _direction(speedup.tpot) * _direction(speedup.tok_s) < 0:
-        tok = _finite(speedup.tok_s.value) if speedup.tok_s else None
+        tok = finite(speedup.tok_s.value) if speedup.tok_s else None
         return f"{case.case}: TPOT speedup {value:.2f}x but tok/s ratio {tok or 0:.2f}x"
     return None
 
@@ -386,12 +387,22 @@ def _judge(
 
 
 def _group_order(load: str, domain: str) -> tuple[Any, ...]:
-    return (_load_order(load), *_domain_order(domain))
+    return (load_order(load), domain_rank(domain), domain)
 
 
-def _domain_order(domain: str) -> tuple[int, str]:
-    """The built-in domains in their order, then any other by name."""
-    return (DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS), domain)
+def domain_rank(domain: str) -> int:
+    """Where a prompt domain sorts: the shipped domains in their order, then the rest."""
+    return DOMAINS.index(domain) if domain in DOMAINS else len(DOMAINS)
+
+
+def load_order(load: str) -> tuple[int, float]:
+    """Where a load point sorts: concurrencies (``c8``) by number, then request rates
+    (``r2.5``), then anything else."""
+    head = load.split("-")[0]
+    try:
+        return (0 if head.startswith("c") else 1, float(head[1:]))
+    except ValueError:
+        return (2, 0.0)
 
 
 def _margin(best: dict[int | None, Score], runner: dict[int | None, Score]) -> str:
@@ -509,14 +520,6 @@ def _member(
     )
 
 
-def _load_order(load: str) -> tuple[int, float]:
-    try:
-        head = load.split("-")[0]
-        return (0 if head.startswith("c") else 1, float(head[1:]))
-    except ValueError:
-        return (2, 0.0)
-
-
 # --- Pareto front --------------------------------------------------------------
 
 
@@ -540,7 +543,7 @@ def pareto(report: Report, excluded: Mapping[str, Sequence[str]]) -> list[Pareto
         )
     out = []
     for (context, domain), points in sorted(
-        groups.items(), key=lambda item: (item[0][0], *_domain_order(item[0][1]))
+        groups.items(), key=lambda item: (item[0][0], domain_rank(item[0][1]), item[0][1])
     ):
         mark_front(points)
         points.sort(key=lambda p: -(p.req_tok_s or 0.0))

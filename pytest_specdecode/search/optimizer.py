@@ -173,13 +173,12 @@ class GridSearch:
         return tuple(self.levels[k].index(point.get(k)) for k in self.keys)
 
     def _distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> float:
-        total = 0.0
-        for key, x, y in zip(self.keys, a, b, strict=True):
-            if self.ordered[key]:
-                total += ((x - y) / max(1, len(self.levels[key]) - 1)) ** 2
-            else:
-                total += float(x != y)
-        return math.sqrt(total)
+        return math.hypot(
+            *(
+                (x - y) / max(1, len(self.levels[key]) - 1) if self.ordered[key] else x != y
+                for key, x, y in zip(self.keys, a, b, strict=True)
+            )
+        )
 
     def neighbours(self, index: int) -> list[int]:
         """Grid points one step away: the next value of one ordered key, or another value
