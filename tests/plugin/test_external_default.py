@@ -25,6 +25,7 @@ def suite(pytester: pytest.Pytester, port: int, *args: str) -> pytest.RunResult:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_suite_runs_under_the_live_servers_config(
     pytester: pytest.Pytester, live_port: int
 ) -> None:

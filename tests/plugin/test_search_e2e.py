@@ -107,6 +107,7 @@ def test_a_search_without_optuna_is_one_line_naming_the_extra(
     assert starts(project.path / "no-optuna") == []
 
 
+@pytest.mark.slow
 def test_a_dry_run_prints_the_space_the_budget_and_the_first_configs(
     project: pytest.Pytester,
 ) -> None:
@@ -198,6 +199,7 @@ def test_a_time_budget_charges_each_config_its_start_and_its_measurement(
     result.stdout.fnmatch_lines(["search (tok_s): 1 of 6 configs started (time budget 1 s, *"])
 
 
+@pytest.mark.slow
 def test_a_config_clearly_worse_after_its_first_case_skips_the_rest(
     timed_project: pytest.Pytester,
 ) -> None:

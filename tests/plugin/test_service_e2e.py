@@ -162,6 +162,7 @@ def test_external_server_is_verified_and_other_configs_skip(
     assert server_logs(sim_ini) == []
 
 
+@pytest.mark.slow
 def test_external_mode_waits_for_a_server_still_loading(
     sim_ini: pytest.Pytester, tmp_path: Path
 ) -> None:
@@ -376,6 +377,7 @@ def test_a_server_dying_mid_run_errors_the_rest_of_its_config_in_one_line(
     assert died["DFLASH budget=8 sim-fault=die-after:3"]["after_tests"] == 3
 
 
+@pytest.mark.slow
 def test_a_trickling_health_answer_ends_an_external_run_at_the_ready_timeout(
     sim_ini: pytest.Pytester,
 ) -> None:

@@ -97,6 +97,7 @@ def test_the_shipped_suites_throughput_under_xdist_measures_nothing_and_fails(
     )
 
 
+@pytest.mark.slow
 def test_twin_configs_are_a_tie_named_in_full_and_the_unchecked_one_says_so(
     timed_project: pytest.Pytester,
 ) -> None:
@@ -158,6 +159,7 @@ def zero_tpot_and_slower(info: dict[str, Any]) -> None:
     info["tpot_ms_p50"] = 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("saved", ["ten times faster", "TPOT 0 and 0.54x tok/s"])
 def test_a_compared_runs_config_is_ranked_beside_this_runs_on_consistent_figures_only(
     timed_project: pytest.Pytester, saved: str

@@ -66,6 +66,7 @@ def phases(pytester: pytest.Pytester) -> dict[int, dict[str, Any]]:
     return {c["config"]["budget"]: c["start_phases"] for c in report["configs"]}
 
 
+@pytest.mark.slow
 def test_every_config_loads_through_the_daemon_which_is_stopped_at_the_end(
     pytester: pytest.Pytester,
 ) -> None:
@@ -80,6 +81,7 @@ def test_every_config_loads_through_the_daemon_which_is_stopped_at_the_end(
     assert not running(daemon_pid(pytester))
 
 
+@pytest.mark.slow
 def test_keep_leaves_the_daemon_running_and_says_how_to_stop_it(
     pytester: pytest.Pytester,
 ) -> None:
@@ -113,6 +115,7 @@ def test_a_dead_daemon_is_one_line_for_the_next_config(pytester: pytest.Pytester
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_with_fallback_a_dead_daemon_means_loading_from_disk(pytester: pytest.Pytester) -> None:
     write_sim_ini(pytester, SIM)
     pytester.makepyfile(test_m=KILLS_THE_DAEMON)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_specdecode.report import html
 
 from .chromium import errors_box, layout, parse
@@ -33,6 +35,7 @@ def long_named_report() -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_the_page_reads_at_800_px_with_the_answer_first(tmp_path: Path) -> None:
     page = tmp_path / "narrow.html"
     page.write_text(html.render(typed(long_named_report())))
