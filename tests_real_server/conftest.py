@@ -32,6 +32,7 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_specdecode.client.sglang import prometheus_value
+from pytest_specdecode.service.ownership import parent_death_signal
 from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -39,10 +40,11 @@ HERE = Path(__file__).resolve().parent
 # compiles its bytecode); a later one about a minute.
 READY_TIMEOUT = 900.0
 # The server's flags that make it serve on the CPU with the tiny model; the KV
-# pool is capped, else SGLang sizes it from the machine's free memory.
+# pool is capped, else SGLang sizes it from the machine's free memory. An idle
+# scheduler polls for requests on a whole core unless it sleeps on idle.
 CPU_FLAGS = (
     *("--device", "cpu", "--attention-backend", "torch_native", "--load-format", "dummy"),
-    *("--max-total-tokens", "65536", "--enable-metrics"),
+    *("--max-total-tokens", "65536", "--enable-metrics", "--sleep-on-idle"),
 )
 # The stand-in sgl_kernel has no kernels: SGLang's CPU engine must not look for them.
 SERVER_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
@@ -174,6 +176,8 @@ def real_server(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # Stopped with these tests even when they are killed (no teardown runs then).
+            preexec_fn=parent_death_signal(),
             env={**os.environ, **SERVER_ENV},
         )
     server = RealServer(proc, port, log, time.monotonic())

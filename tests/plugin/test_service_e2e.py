@@ -31,7 +31,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def test_two_configs_start_the_server_twice_and_pass_the_gate(sim_ini: pytest.Pytester) -> None:
-    # Phases long enough that the gate's 0.25 s polls see each of them.
+    # Phases long enough that the gate's 0.25 s polls usually see each of them.
     write_sim_ini(sim_ini, "--sim-load-seconds 0.3 --sim-warmup-seconds 0.6")
     sim_ini.makepyfile(
         test_m="""
@@ -55,7 +55,9 @@ def test_two_configs_start_the_server_twice_and_pass_the_gate(sim_ini: pytest.Py
     )
     result = run(sim_ini)
     result.assert_outcomes(passed=3)
-    phases = "(loading (refused) -> warming up (503) -> verified); load *s, *"
+    # The 503 phase is seen only when a poll lands in it: a starved poller can miss it.
+    # (tests/service/test_manager.py shows every phase on a fake clock.)
+    phases = "(loading (refused) -> *verified); load *s, *"
     result.stdout.fnmatch_lines(
         [
             f"*DFLASH budget=8 window=2048: ready in *s {phases}; launched: *sim* --port *",
