@@ -1,4 +1,4 @@
-"""Lossless: greedy output under each config equals the non-speculative baseline."""
+"""Lossless: greedy output under each config matches the NONE baseline's, up to numerics."""
 
 from __future__ import annotations
 
@@ -19,5 +19,6 @@ def test_lossless_baseline(dflash_lossless: LosslessChecker) -> None:
 
 
 def test_lossless(dflash_lossless: LosslessChecker) -> None:
-    """Greedy outputs under the config must equal the baseline's, token for token."""
+    """Greedy outputs under the config must match the baseline's: a first divergence
+    at a near tie is engine numerics, any other is a defect and fails."""
     dflash_lossless.check()
