@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
@@ -74,6 +75,8 @@ LOSSLESS_PROMPTS = {
 }
 LOSSLESS_TOKENS = 64
 LOSSLESS_CONCURRENCY = 32  # one batch shape per run; the baseline's second run, others
+# pytest-benchmark's warning at teardown for a fixture never called.
+UNUSED_BENCHMARK = "Benchmark fixture was not used at all"
 # In a record measured under pytest-xdist, where pytest-benchmark is off.
 PYTEST_BENCHMARK_OFF = (
     "off under pytest-xdist: measured by the plugin's load client alone (this worker held its "
@@ -134,6 +137,7 @@ class ThroughputRunner:
                 setattr(benchmark, "has_error", True)  # noqa: B010 - not in BenchmarkLike
             failure = changed
         if failure is not None:
+            self._quiet_unused_benchmark()
             pytest.fail(failure, pytrace=False)
         if unbenched:
             metrics.pytest_benchmark = PYTEST_BENCHMARK_OFF
@@ -151,6 +155,13 @@ class ThroughputRunner:
             benchmark.extra_info["algorithm"] = self.service.config.algorithm
         self.node.user_properties.append((RECORD, case_record(self.node, case, info)))
         return info
+
+    @staticmethod
+    def _quiet_unused_benchmark() -> None:
+        """A case that fails before its first round says why; pytest-benchmark's teardown
+        warning (its fixture "was not used at all") would only add noise. pytest restores
+        the warning filters after each test, so this one ends with the case."""
+        warnings.filterwarnings("ignore", message=UNUSED_BENCHMARK)
 
     def _repetition_baseline(self, case: str, figure: float | None) -> float | None:
         """Keep a NONE config's repetition figure for ``case``; for a speculative config,
