@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from tempfile import TemporaryDirectory
 import requests
 
 from pytest_specdecode.client import SGLangClient
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.throughput.accuracy import AccuracySample, measure_round
 from pytest_specdecode.throughput.workload import PromptBuilder, ThroughputCase
 
@@ -46,16 +46,10 @@ SIM_FLAGS = [
 ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def simulator(time_scale: float, logdir: Path) -> Iterator[str]:
     """Run the simulator on a free loopback port until the block ends."""
-    port = _free_port()
+    port = free_port()
     log = logdir / f"sim-{time_scale:g}.log"
     cmd = [sys.executable, "-m", "pytest_specdecode.sim", "--host", "127.0.0.1",
            "--port", str(port), *SIM_FLAGS, "--sim-time-scale", str(time_scale)]  # fmt: skip

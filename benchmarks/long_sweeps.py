@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pytest_specdecode.processes.children import free_port
+
 FAST_SIM = (
     f"{sys.executable} -m pytest_specdecode.sim --sim-load-seconds 0.3 "
     "--sim-warmup-seconds 0.2 --sim-time-scale 0 --sim-quality 0.4"
@@ -50,12 +52,6 @@ REQUIREMENTS = {
     "config it had not done names its move in the report",
     "retry": "the flaky config passes after exactly 2 starts; the bad flag is started once",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def pytest_cmd(*args: str) -> list[str]:

@@ -16,7 +16,6 @@ A negative figure would mean the gate passed before the line was read.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,17 +25,11 @@ from typing import IO
 
 from pytest_specdecode.config.dialects import get_dialect
 from pytest_specdecode.config.spec import SpecConfig
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.readiness import wait_until_ready
 
 FIRED_UP = "The server is fired up and ready to roll!"
 REQUIREMENT_S = 1.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _watch(stream: IO[str], seen: dict[str, float], event: threading.Event) -> None:
@@ -49,7 +42,7 @@ def _watch(stream: IO[str], seen: dict[str, float], event: threading.Event) -> N
 
 def measure_once(poll_interval: float) -> float:
     """One simulator start; returns gate-ready minus fired-up, in seconds."""
-    port = _free_port()
+    port = free_port()
     config = SpecConfig(algorithm="DFLASH", budget=8, window=2048, draft_model="d")
     dialect = get_dialect("sglang")
     argv = [

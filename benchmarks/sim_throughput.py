@@ -18,24 +18,19 @@ import json
 import multiprocessing
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
+from pytest_specdecode.processes.children import free_port
+
 REQUEST = {
     "text": "Summarise the design of a speculative decoding server.",
     "sampling_params": {"max_new_tokens": 512, "ignore_eos": True, "temperature": 0},
     "stream": True,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def dechunk(raw: bytes) -> bytes:

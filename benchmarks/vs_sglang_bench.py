@@ -47,7 +47,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import requests
+
+from pytest_specdecode.processes.children import free_port
 
 SGLANG = "sglang==0.5.23"
 # What sglang.benchmark.serving imports at module level, pinned as the wheel asks.
@@ -114,12 +115,6 @@ fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_toke
                                eos_token="</s>")
 fast.save_pretrained(sys.argv[2])
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ensure_venv(venv: Path) -> Path:

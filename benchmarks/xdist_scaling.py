@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_specdecode.processes.children import free_port
+
 HOSTS = [f"127.0.0.{n}" for n in range(1, 5)]
 
 RECONFIG = """#!/bin/bash
@@ -50,12 +52,6 @@ import pytest
 def test_coding(dflash_problem, dflash_coding):
     dflash_coding.check(dflash_problem)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_sshd(base: Path) -> tuple[subprocess.Popen[bytes], int, Path]:

@@ -21,6 +21,7 @@ import hypothesis
 import pytest
 import requests  # noqa: F401  (see below)
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.ssh import SSHTarget
 from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
@@ -114,14 +115,6 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     (pytest-benchmark would switch itself off in them)."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
-
-
-def free_port() -> int:
-    """A port that was free a moment ago on 127.0.0.1 (the one free-port helper of the tests)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # -- the simulator in tests: one command line, one way to start it ----------------

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SIM, SSHD, free_port, start_sshd
+from pytest_specdecode.processes.children import free_port
+
+from .conftest import SIM, SSHD, start_sshd
 from .standin_host import StandinHost, make_host
 
 ROOT = Path(__file__).resolve().parent.parent

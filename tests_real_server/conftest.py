@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_specdecode.client.sglang import prometheus_value
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.ownership import parent_death_signal
 from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
@@ -48,13 +48,6 @@ CPU_FLAGS = (
 )
 # The stand-in sgl_kernel has no kernels: SGLang's CPU engine must not look for them.
 SERVER_ENV = {"SGLANG_USE_CPU_ENGINE": "1"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")

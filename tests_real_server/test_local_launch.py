@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SERVER_ENV, free_port, last_lines, launch_line, project, run_plugin
+from pytest_specdecode.processes.children import free_port
+
+from .conftest import SERVER_ENV, last_lines, launch_line, project, run_plugin
 
 CODING = ("--pyargs", "pytest_specdecode.suite", "-m", "coding", "-k", "gcd")
 SHORT = "--dflash-max-tokens=16"

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import SSHD, free_port
+from pytest_specdecode.processes.children import free_port
+
+from ..conftest import SSHD
 
 HOSTS = [f"127.0.0.{n}" for n in range(1, 5)]
 

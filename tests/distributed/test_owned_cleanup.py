@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from ..conftest import free_port, process_gone
+from pytest_specdecode.processes.children import free_port
+
+from ..conftest import process_gone
 
 # The server's launch notes its pid; the first one also kills the worker starting it
 # (its parent), so the worker dies in the middle of bringing its server up.

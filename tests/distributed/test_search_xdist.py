@@ -17,8 +17,9 @@ import pytest
 
 # Loaded before pytester's in-process run: numpy (under optuna) cannot be imported twice.
 import pytest_specdecode.search.optimizer  # noqa: F401
+from pytest_specdecode.processes.children import free_port
 
-from ..conftest import SSHD, free_port
+from ..conftest import SSHD
 from .test_multihost import RECONFIG, stop_simulators, write_script
 
 TESTS = """

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import SSHD, free_port
+from pytest_specdecode.processes.children import free_port
+
+from ..conftest import SSHD
 
 # $1 budget, $2 window. Refuses budget 5 the way a real script refuses a
 # config its host cannot run; otherwise stops the previous simulator (its whole

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.ssh import open_connection
 
-from ..conftest import SSHD, free_port
+from ..conftest import SSHD
 
 TESTS = """
 def test_answers(dflash_service):

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.statefiles import WaitTimeout, wait_until
 
-from ..conftest import free_port, process_gone, sim_launch
+from ..conftest import process_gone, sim_launch
 
 FAST_SIM = sim_launch()
 

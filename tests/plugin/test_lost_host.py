@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import SSHD, free_port
+from pytest_specdecode.processes.children import free_port
+
+from ..conftest import SSHD
 from ..distributed.test_multihost import stop_simulators, write_script
 
 

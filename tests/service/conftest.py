@@ -11,10 +11,11 @@ from pytest_specdecode.config.settings import Settings
 from pytest_specdecode.config.spec import SpecConfig
 from pytest_specdecode.output import redact
 from pytest_specdecode.output.progress import Progress
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.checks import ServerChecks
 from pytest_specdecode.service.local import group_running
 
-from ..conftest import SIM, SSHD, dflash_flags, free_port, sim_timing
+from ..conftest import SIM, SSHD, dflash_flags, sim_timing
 
 __all__ = ["SSHD", "dialect_verify", "free_port", "pid_gone", "server_checks", "sim_argv"]
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service.base import LINE_CHARS, LaunchSpec, ServiceStartError, last_lines
 from pytest_specdecode.service.local import LocalController, describe_exit
 from pytest_specdecode.service.readiness import (
@@ -25,7 +26,7 @@ from pytest_specdecode.service.readiness import (
 )
 from pytest_specdecode.statefiles import wait_until
 
-from .conftest import dialect_verify, free_port, pid_gone, sim_argv
+from .conftest import dialect_verify, pid_gone, sim_argv
 
 LABEL = "DFLASH budget=8 window=2048"
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import LaunchSpec, ScriptFailed, SSHError
 from pytest_specdecode.service.readiness import VERIFIED, wait_until_ready
 from pytest_specdecode.service.script import ScriptController
 
-from .conftest import SSHD, dialect_verify, free_port, pid_gone, sim_argv
+from .conftest import SSHD, dialect_verify, pid_gone, sim_argv
 
 # $1 budget, $2 window. Stops the previous simulator (its whole session) and
 # starts the new one detached, as a typical reconfigure script on a GPU box does.

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.service import ssh
 from pytest_specdecode.service.base import SSHError
 
-from .conftest import SSHD, free_port
+from .conftest import SSHD
 
 
 def test_known_host_key_connects_and_runs_commands(sshd: SSHD) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from ..conftest import DFLASH, FAST, Sim, free_port, run_sim
+from pytest_specdecode.processes.children import free_port
+
+from ..conftest import DFLASH, FAST, Sim, run_sim
 
 __all__ = ["DFLASH", "FAST", "Sim", "free_port", "run_sim", "stream_events"]
 

@@ -14,10 +14,11 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_specdecode.processes.children import free_port
 from pytest_specdecode.sim import cli
 
 from ..conftest import SIM
-from .conftest import DFLASH, FAST, Sim, free_port
+from .conftest import DFLASH, FAST, Sim
 
 
 def tiny_model(path: Path, context: int) -> Path:

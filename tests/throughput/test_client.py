@@ -14,8 +14,8 @@ from pytest_specdecode.client.sglang import (
     SGLangClient,
     prometheus_value,
 )
+from pytest_specdecode.processes.children import free_port
 
-from ..conftest import free_port
 from .conftest import Script
 
 
