@@ -74,6 +74,8 @@ from pytest_specdecode.config.settings import SettingsError
 from pytest_specdecode.processes.children import peek_exit, signal_group
 
 MODES = ("auto", "bwrap", "fallback")
+# The longest a worker that closed its pipe is given to exit before it is called alive.
+EXIT_WAIT = 10.0
 _uid_counter = itertools.count()
 
 
@@ -307,9 +309,11 @@ class Sandbox:
         reply = self._recv()
         if reply.get("ok") is True:
             return None
-        error = reply.get("error")
+        error, setup = reply.get("error"), reply.get("setup")
         if reply.get("ok") is False and isinstance(error, str):
             return one_line(error)
+        if reply.get("ok") is False and isinstance(setup, str):
+            raise SandboxError(f"the sandbox could not set the answer up ({one_line(setup, 200)})")
         raise SandboxError(f"malformed reply while loading: {str(reply)[:100]}")
 
     def submit(self, args: tuple[Any, ...]) -> int:
@@ -398,19 +402,21 @@ class Sandbox:
                 self._inbuf += chunk
 
     def _exit_code(self) -> int | None:
+        # The pipe is closed, so the worker is exiting: the wait ends as soon as it has.
+        # Its bound is for an answer that closed the pipe and lives on: the rest of its
+        # time, at least a second and at most EXIT_WAIT (a loaded machine reaps late).
+        wait = max(1.0, min(EXIT_WAIT, self.deadline - self.clock()))
         if self.warm is not None:
             try:
-                return self.warm.status(self._answer, timeout=1.0)
+                return self.warm.status(self._answer, timeout=wait)
             except SandboxError:
                 return None
         assert self.proc is not None
         # Not reaped: until close() its pid and group id stay ours to signal.
-        return peek_exit(self.proc, timeout=1.0)
+        return peek_exit(self.proc, timeout=wait)
 
     def _exit_text(self) -> str:
         code = self._exit_code()
-        if code is None:
-            return "the sandbox closed its pipe"
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             raise SandboxTimeout("CPU-time limit exceeded")
         if self.group is not None and self.group.oom_killed():
@@ -418,6 +424,8 @@ class Sandbox:
         self._stderr.seek(0)
         tail = self._stderr.read(4096).decode(errors="replace").strip().splitlines()
         detail = f" ({one_line(tail[-1], 200)})" if tail else ""
+        if code is None:
+            return f"the sandbox closed its pipe{detail}"
         return f"the sandbox process exited with status {code}{detail}"
 
     def close(self) -> None:

@@ -149,19 +149,8 @@ def _apply_limits(limits: dict[str, int]) -> None:
             resource.setrlimit(res, (value, hard))
 
 
-def main() -> None:
-    """Run the protocol on fds 0 (requests) and 1 (answers)."""
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-
-    def send(obj: dict[str, Any]) -> None:
-        proto_out.write(json.dumps(obj).encode() + b"\n")
-        proto_out.flush()
-
-    setup = json.loads(proto_in.readline())
+def _become_the_answer(setup: dict[str, Any]) -> None:
+    """Limits, then the answer's uid and working directory, before any of its code runs."""
     _apply_limits(setup["limits"])
     for module in setup["preimport"]:
         with contextlib.suppress(BaseException):
@@ -176,6 +165,26 @@ def main() -> None:
         os.mkdir(workdir, 0o700)
         os.chdir(workdir)
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+
+
+def main() -> None:
+    """Run the protocol on fds 0 (requests) and 1 (answers)."""
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+    def send(obj: dict[str, Any]) -> None:
+        proto_out.write(json.dumps(obj).encode() + b"\n")
+        proto_out.flush()
+
+    setup = json.loads(proto_in.readline())
+    try:
+        _become_the_answer(setup)
+    except BaseException as exc:  # the sandbox's failure, not the answer's: said as such
+        send({"ok": False, "setup": describe(exc)})
+        return
     namespace: dict[str, Any] = {"__name__": "__candidate__"}
     try:
         exec(compile(setup["preamble"], "<preamble>", "exec"), namespace)

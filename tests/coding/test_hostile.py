@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ import pytest
 import pytest_specdecode.coding.problems_basic as basic
 from pytest_specdecode.coding import builtin_problems, check_answer, sandbox_mode
 from pytest_specdecode.coding.sandbox import Sandbox, processes_of
+from pytest_specdecode.coding.sandbox_base import worker_command
 
 GCD = next(p for p in builtin_problems() if p.name == "gcd")
 WRONG = "def gcd(a, b):\n    return 1\n"
@@ -54,6 +58,12 @@ def untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 HOSTILE = {
     "exit-at-load": ("import sys\nsys.exit(0)\n", "error", "SystemExit"),
     "os-exit-at-load": ("import os\nos._exit(0)\n", "error", "exited with status 0"),
+    # The protocol pipe shut while the answer lives on: its time ends it, not a hang.
+    "close-pipe-at-load": (
+        "import os, time\nos.closerange(3, 1024)\ntime.sleep(60)\n",
+        "error",
+        "the sandbox closed its pipe while loading the code",
+    ),
     "exit-in-call": (
         "import sys\ndef gcd(a, b):\n    sys.exit(0)\n",
         "failed",
@@ -213,3 +223,19 @@ def test_runs_unprivileged_with_clean_env(untouched: Path, monkeypatch: pytest.M
     )
     verdict = check_answer(GCD, code, examples=1, mode="bwrap")
     assert verdict.reason.startswith("gcd(12, 18) returned (True, [])")
+
+
+def test_a_sandbox_that_cannot_set_the_answer_up_says_so(tmp_path: Path) -> None:
+    """A failure before the answer's code runs is the sandbox's, named as such, not a
+    worker that vanished without a word."""
+    setup = {"limits": {}, "preimport": [], "uid": None, "workdir": str(tmp_path / "no" / "dir")}
+    done = subprocess.run(
+        worker_command(sys.executable),
+        input=json.dumps(setup).encode() + b"\n",
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    reply = json.loads(done.stdout)
+    assert reply["ok"] is False
+    assert reply["setup"].startswith("FileNotFoundError:"), reply
