@@ -228,7 +228,12 @@ def test_runs_unprivileged_with_clean_env(untouched: Path, monkeypatch: pytest.M
 def test_a_sandbox_that_cannot_set_the_answer_up_says_so(tmp_path: Path) -> None:
     """A failure before the answer's code runs is the sandbox's, named as such, not a
     worker that vanished without a word."""
-    setup = {"limits": {}, "preimport": [], "uid": None, "workdir": str(tmp_path / "no" / "dir")}
+    setup: dict[str, object] = {
+        "limits": {},
+        "preimport": [],
+        "uid": None,
+        "workdir": str(tmp_path / "no" / "dir"),
+    }
     done = subprocess.run(
         worker_command(sys.executable),
         input=json.dumps(setup).encode() + b"\n",
