@@ -112,6 +112,28 @@ def metric(base_url: str, name: str) -> float | None:
     return prometheus_value(body.decode(), name)
 
 
+# Kills a process group once its stdin ends: when these tests close it, or die however
+# they die. The parent-death signal reaches SGLang's first process only, and SGLang's
+# detokenizer outlived a killed run without this.
+GROUP_GUARD = """
+import os, signal, sys
+sys.stdin.buffer.read()
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except ProcessLookupError:
+    pass
+"""
+
+
+def guard_group(pgid: int) -> subprocess.Popen[bytes]:
+    """A process that SIGKILLs the group ``pgid`` once its stdin (held by us) closes."""
+    return subprocess.Popen(
+        [sys.executable, "-I", "-c", GROUP_GUARD, str(pgid)],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
 @dataclass
 class RealServer:
     """SGLang started by the tests (not by the plugin), in its own process group."""
@@ -120,6 +142,7 @@ class RealServer:
     port: int
     log: Path
     started: float
+    guard: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -151,6 +174,10 @@ class RealServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=60)
+        if self.guard is not None:  # what SGLang left of its group goes now
+            assert self.guard.stdin is not None
+            self.guard.stdin.close()
+            self.guard.wait(timeout=60)
 
 
 @contextlib.contextmanager
@@ -173,7 +200,7 @@ def real_server(
             preexec_fn=parent_death_signal(),
             env={**os.environ, **SERVER_ENV},
         )
-    server = RealServer(proc, port, log, time.monotonic())
+    server = RealServer(proc, port, log, time.monotonic(), guard_group(proc.pid))
     try:
         yield server
     finally:
