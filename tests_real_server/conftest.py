@@ -142,7 +142,7 @@ class RealServer:
     port: int
     log: Path
     started: float
-    guard: subprocess.Popen[bytes] | None = None
+    guard: subprocess.Popen[bytes]  # guard_group(proc.pid)
 
     @property
     def url(self) -> str:
@@ -174,10 +174,9 @@ class RealServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=60)
-        if self.guard is not None:  # what SGLang left of its group goes now
-            assert self.guard.stdin is not None
-            self.guard.stdin.close()
-            self.guard.wait(timeout=60)
+        assert self.guard.stdin is not None
+        self.guard.stdin.close()  # what SGLang left of its group goes now
+        self.guard.wait(timeout=60)
 
 
 @contextlib.contextmanager

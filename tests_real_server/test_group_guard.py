@@ -7,25 +7,19 @@ import sys
 import textwrap
 from pathlib import Path
 
+from pytest_specdecode.service.ownership import pid_alive
 from pytest_specdecode.statefiles import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie its new parent has not reaped yet."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
-
-
 def test_a_killed_run_takes_the_servers_whole_group_with_it(tmp_path: Path) -> None:
     # A "server" whose first process starts a child of its own, as SGLang starts its
-    # detokenizer: the parent-death signal alone reaches only the first.
+    # detokenizer: the parent-death signal alone reaches only the first. Both live until
+    # killed.
     server = tmp_path / "server"
-    server.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {tmp_path}/child\nexec sleep 300\n")
+    child_file = tmp_path / "child"
+    server.write_text(f"#!/bin/sh\nsleep infinity &\necho $! > {child_file}\nexec sleep infinity\n")
     server.chmod(0o755)
     run = textwrap.dedent(f"""
         import os, signal, sys
@@ -42,16 +36,20 @@ def test_a_killed_run_takes_the_servers_whole_group_with_it(tmp_path: Path) -> N
         assert tests.stdin is not None
         assert tests.stdout is not None
         first = int(tests.stdout.readline())
-        child_file = tmp_path / "child"
 
         def child_started() -> bool:
             return child_file.exists() and child_file.read_text().endswith("\n")
 
         wait_until(child_started, timeout=60, what="the server's own child started")
         child = int(child_file.read_text())
-        assert not gone(first)
-        assert not gone(child)
+        assert pid_alive(first)
+        assert pid_alive(child)
         tests.stdin.write(b"kill\n")
         tests.stdin.flush()
         assert tests.wait(timeout=60) == -9
-    wait_until(lambda: gone(first) and gone(child), timeout=60, what="the server's group gone")
+    # pid_alive counts a zombie its new parent has not reaped yet as gone.
+    wait_until(
+        lambda: not pid_alive(first) and not pid_alive(child),
+        timeout=60,
+        what="the server's group gone",
+    )
